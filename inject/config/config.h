@@ -1,0 +1,74 @@
+// config.h: the KP_* environment variables, parsed once at start-up.
+//
+// Every variable is documented in README.md ("Configuration"). A bad value yields one
+// ConfigError whose message names the variable, the bad value and the accepted values; its
+// scope says what turns off: the whole profiler (tracing settings: the user's intent is
+// unclear, so kp records nothing rather than something unasked for) or just metrics.
+// Parsing allocates and is never on a hot path.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kp {
+
+enum class ApiMode { kLaunch, kAll, kNone };
+enum class MetricsMode { kRange, kKernel };
+enum class LogLevel { kQuiet, kInfo, kDebug };
+
+struct Config {
+  bool disabled = false;                     // KP_DISABLE=1
+  std::string output_pattern = "kp-%p.kptrace";  // KP_OUTPUT
+  // KP_ACTIVITIES: comma list of kernel,memcpy,memset,api,nvtx,sync,graph,overhead;
+  // also "default", "all", and "-name" to remove one. Default: all but graph.
+  bool kernel = true, memcpy = true, memset = true, api = true, nvtx = true, sync = true,
+       graph = false, overhead = true;
+  ApiMode api_mode = ApiMode::kLaunch;       // KP_API=launch|all|none
+  std::vector<std::string> metrics;          // KP_METRICS (comma list; "sol" expands)
+  std::vector<std::string> metrics_ranges;   // KP_METRICS_RANGES (comma list of globs,
+                                             // "domain::glob" to name a domain); empty = all
+  MetricsMode metrics_mode = MetricsMode::kRange;  // KP_METRICS_MODE=range|kernel
+  uint32_t flush_ms = 1000;                  // KP_FLUSH_MS, 10..600000
+  uint32_t buffer_mb = 256;                  // KP_BUFFER_MB, 8..65536: cap on CUPTI buffers
+  int zstd_level = 3;                        // KP_COMPRESSION=zstd[:level]|none
+  double delay_s = 0;                        // KP_DELAY: seconds before capture starts
+  double duration_s = 0;                     // KP_DURATION: seconds of capture (0 = to the end)
+  std::string capture_range;                 // KP_CAPTURE_RANGE: NVTX range that starts capture
+  LogLevel log = LogLevel::kInfo;            // KP_LOG=quiet|info|debug
+  std::string dump_buffers_dir;              // KP_DUMP_BUFFERS: save raw CUPTI buffers (tests)
+};
+
+enum class ConfigErrorScope { kProfiler, kMetrics };
+
+struct ConfigError {
+  std::string variable;
+  std::string message;  // one line, starts with the variable name, ends with the fix
+  ConfigErrorScope scope = ConfigErrorScope::kProfiler;
+};
+
+using GetEnvFn = std::function<const char*(const char*)>;
+
+// Parses every KP_* variable through `getenv`. Errors are appended; the returned Config holds
+// defaults for the bad ones. Callers apply the scope rule (see above).
+Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors);
+
+// The settings in force, as (variable, value) pairs for the trace header.
+std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& config);
+
+// Expands %p (pid), %h (host), %r (rank, "norank" when unknown), %t (start time,
+// YYYYMMDD-HHMMSS), %% in KP_OUTPUT. An unknown %x is an error (message names it).
+bool ExpandOutputPattern(const std::string& pattern, uint32_t pid, const std::string& host,
+                         int rank, uint64_t start_unix_ns, std::string* out, std::string* error);
+
+// Rank from RANK, then LOCAL_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK; -1 if none.
+int RankFromEnv(const GetEnvFn& getenv);
+int LocalRankFromEnv(const GetEnvFn& getenv);
+int WorldSizeFromEnv(const GetEnvFn& getenv);
+
+// The metric set "sol" expands to (the workflow's speed-of-light reading).
+const std::vector<std::string>& SpeedOfLightMetrics();
+
+}  // namespace kp

@@ -1,0 +1,13 @@
+// commands.h: the kptrace subcommands. Each takes the arguments after its name and returns the
+// process exit code (0 ok, 1 failure, 2 usage error). main.cc only dispatches.
+#pragma once
+
+namespace kp::cli {
+
+int RunInfo(int argc, char** argv);      // tools/info
+int RunConvert(int argc, char** argv);   // tools/export
+int RunSummary(int argc, char** argv);   // tools/summary
+int RunMetrics(int argc, char** argv);   // tools/metrics
+int RunLauncher(int argc, char** argv);  // tools/run: `kptrace run [flags] -- cmd ...`
+
+}  // namespace kp::cli

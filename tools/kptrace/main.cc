@@ -1,0 +1,55 @@
+// kptrace: read, convert and summarise kp traces; validate metrics; launch a profiled program.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/kptrace/commands.h"
+
+namespace {
+
+void PrintUsage(FILE* out) {
+  std::fputs(
+      "usage: kptrace <command> [args]\n"
+      "\n"
+      "commands:\n"
+      "  run [flags] -- CMD...        profile CMD with libkpinject (flags set the KP_* variables)\n"
+      "  info FILE...                 header, devices, record counts, losses, clean end\n"
+      "  convert FILE... --to csv|chrome|perfetto [-o OUT]\n"
+      "                               export for pandas, chrome://tracing or ui.perfetto.dev\n"
+      "  summary FILE... [--format text|csv|json] [--append-log LOG.csv]\n"
+      "                               per-kernel and per-range statistics, copies, API, metrics\n"
+      "  metrics list|check --chip CHIP [...]\n"
+      "                               list or validate CUPTI metric names offline (no GPU)\n"
+      "  version                      print the kp version\n"
+      "\n"
+      "Run 'kptrace <command> --help' for the command's flags.\n",
+      out);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    PrintUsage(stderr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  int sub_argc = argc - 2;
+  char** sub_argv = argv + 2;
+  if (cmd == "info") return kp::cli::RunInfo(sub_argc, sub_argv);
+  if (cmd == "convert") return kp::cli::RunConvert(sub_argc, sub_argv);
+  if (cmd == "summary") return kp::cli::RunSummary(sub_argc, sub_argv);
+  if (cmd == "metrics") return kp::cli::RunMetrics(sub_argc, sub_argv);
+  if (cmd == "run") return kp::cli::RunLauncher(sub_argc, sub_argv);
+  if (cmd == "version" || cmd == "--version") {
+    std::printf("kptrace %s\n", KP_VERSION);
+    return 0;
+  }
+  if (cmd == "help" || cmd == "--help" || cmd == "-h") {
+    PrintUsage(stdout);
+    return 0;
+  }
+  std::fprintf(stderr, "kptrace: unknown command '%s'\n\n", cmd.c_str());
+  PrintUsage(stderr);
+  return 2;
+}
