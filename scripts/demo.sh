@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds and installs kp into dist/, then profiles a demo program. With no GPU it says so and
+# works on the shipped example trace (examples/pytorch_h200.kptrace) instead.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+cmake -S . -B build "${gen[@]}" -DKP_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX="$PWD/dist" >/dev/null
+cmake --build build -j "$(nproc)"
+cmake --install build >/dev/null
+KPTRACE="$PWD/dist/bin/kptrace"
+mkdir -p out
+if nvidia-smi -L >/dev/null 2>&1; then
+  trace=out/demo.kptrace
+  if python3 -c 'import torch; assert torch.cuda.is_available()' >/dev/null 2>&1; then
+    echo "== profiling examples/demo_train.py (PyTorch) with kp"
+    "$KPTRACE" run -o "$trace" -- python3 examples/demo_train.py
+  else
+    echo "== PyTorch not available; profiling a CUDA demo program with kp"
+    nvcc -arch=sm_90 -O2 -o out/demo_cuda tests/gpu/programs/multistream.cu -ldl
+    "$KPTRACE" run -o "$trace" -- out/demo_cuda
+  fi
+else
+  echo "== no GPU here (nvidia-smi found none): using the shipped example trace recorded on an H200"
+  trace=examples/pytorch_h200.kptrace
+fi
+"$KPTRACE" info "$trace"
+"$KPTRACE" summary "$trace"
+"$KPTRACE" convert "$trace" --to perfetto -o out/demo.pftrace
+"$KPTRACE" convert "$trace" --to chrome -o out/demo.json
+"$KPTRACE" convert "$trace" --to csv -o out/demo_csv
+echo "== wrote out/demo.pftrace (open in https://ui.perfetto.dev), out/demo.json, out/demo_csv/"
