@@ -71,4 +71,8 @@ int WorldSizeFromEnv(const GetEnvFn& getenv);
 // The metric set "sol" expands to (the workflow's speed-of-light reading).
 const std::vector<std::string>& SpeedOfLightMetrics();
 
+// Warnings (not errors) for KP_* variables in `environ` that kp does not know, most likely
+// typos: one line each, starting with the variable name, with a "did you mean" when one is close.
+std::vector<std::string> UnknownKpVariables(char** environ);
+
 }  // namespace kp

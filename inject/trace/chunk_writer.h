@@ -39,6 +39,8 @@ class FileChunkWriter final : public ChunkSink {
   int zstd_level_;
   bool failed_ = false;
   uint64_t bytes_written_ = 0;
+  uint64_t chunks_written_ = 0;   // named in the error message
+  bool magic_pending_ = false;    // the magic could not be written at Open; goes with chunk 1
   std::vector<uint8_t> scratch_;  // compressed payload, reused
   void* zstd_ctx_ = nullptr;
 };

@@ -1,0 +1,925 @@
+#!/usr/bin/env python3
+"""kp overhead benchmark driver (issue 5). Called by bench/run.sh; needs only the standard library.
+
+Runs every workload under every tool in interleaved rounds (each round a fresh shuffled tool
+order, so drift in clocks or thermals spreads over all tools), takes medians per (workload, tool),
+and judges kp against the targets: launch-loop added cost <= 1.15x the bare CUPTI floor's,
+training step <= half torch.profiler (CUDA only)'s added cost and within 5 % of no tool, <= 16
+bytes per kernel record, no drops and flat host memory over a 60 s soak at full launch rate.
+
+Output: a Markdown report on stdout and in OUT/bench_results.md, raw numbers in OUT/bench_raw.json.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# --- statistics and scheduling (unit-tested on CI: bench/tests/test_run_bench.py) ---
+
+
+def median(values):
+    """Median of the numbers in `values`, ignoring None; None when there are none."""
+    data = sorted(v for v in values if v is not None)
+    if not data:
+        return None
+    mid = len(data) // 2
+    if len(data) % 2:
+        return data[mid]
+    return (data[mid - 1] + data[mid]) / 2.0
+
+
+def added_cost(tool_value, baseline_value):
+    """What a tool adds over the no-tool baseline (same unit); None if either is unknown."""
+    if tool_value is None or baseline_value is None:
+        return None
+    return tool_value - baseline_value
+
+
+def safe_ratio(numerator, denominator):
+    if numerator is None or denominator is None or denominator == 0:
+        return None
+    return numerator / denominator
+
+
+def interleaved_schedule(tools, rounds, seed):
+    """One list per round: every tool once, in an order shuffled afresh for each round.
+
+    Deterministic for a given seed, so a run can be repeated in the same order.
+    """
+    rng = random.Random(seed)
+    schedule = []
+    for _ in range(rounds):
+        order = list(tools)
+        rng.shuffle(order)
+        schedule.append(order)
+    return schedule
+
+
+def verdict(ok):
+    if ok is None:
+        return "UNKNOWN"
+    return "PASS" if ok else "MISS"
+
+
+def rss_is_flat(samples_kb, settle_index=2, tolerance=0.02, floor_kb=8192):
+    """True when memory after start-up stays within max(2 %, 8 MiB) of its settled value.
+
+    samples_kb[settle_index] is the first sample taken after start-up (10 s at a 5 s period);
+    earlier samples still include buffer pools filling up.
+    """
+    data = [s for s in samples_kb if s is not None and s >= 0]
+    if len(data) <= settle_index:
+        return None
+    settled = data[settle_index]
+    allowed = max(settled * tolerance, floor_kb)
+    return max(data[settle_index:]) - settled <= allowed
+
+
+# --- kptrace info --json: the reader engineer owns its schema, so find fields by name ---
+
+
+def _walk(obj, path=()):
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _walk(value, path + (str(key).lower(),))
+    elif isinstance(obj, list):
+        for index, value in enumerate(obj):
+            yield from _walk(value, path + (str(index),))
+    else:
+        yield path, obj
+
+
+def _is_count(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+KERNEL_KEYS = ("kernels", "kernel", "kernel_records", "num_kernels", "kernel_count",
+               "concurrent_kernel", "kernel_total")
+
+
+def parse_info_json(obj):
+    """Kernel, total-record and dropped counts from `kptrace info --json`, robust to layout.
+
+    Returns dict(kernels, records, dropped, clean_end, stats); a field is None when the
+    document does not say. CUPTI's own drop count ("dropped_records" / "cupti_dropped_records",
+    the shallowest wins) is preferred over a sum of every field that mentions drops.
+    """
+    if isinstance(obj, list) and len(obj) == 1:
+        obj = obj[0]
+    kernels = None
+    records_total = None
+    record_sum = 0
+    record_sum_found = False
+    cupti_dropped = None  # (depth, value)
+    other_dropped = None
+    for path, value in _walk(obj):
+        if not path or not _is_count(value):
+            continue
+        leaf = path[-1]
+        parents = path[:-1]
+        if "dropped" in leaf or any("dropped" in p for p in parents):
+            if leaf in ("dropped_records", "cupti_dropped_records"):
+                if cupti_dropped is None or len(path) < cupti_dropped[0]:
+                    cupti_dropped = (len(path), int(value))
+            else:
+                other_dropped = (other_dropped or 0) + int(value)
+            continue
+        if kernels is None and leaf in KERNEL_KEYS:
+            kernels = int(value)
+        elif kernels is None and leaf == "count" and parents and parents[-1] in KERNEL_KEYS:
+            kernels = int(value)
+        if leaf in ("records", "total_records", "records_total", "record_count") and \
+                records_total is None:
+            records_total = int(value)
+        if any(p in ("counts", "records", "record_counts", "records_by_kind") for p in parents):
+            record_sum += int(value)
+            record_sum_found = True
+    if records_total is None and record_sum_found:
+        records_total = record_sum
+    dropped = cupti_dropped[1] if cupti_dropped is not None else other_dropped
+    result = {"kernels": kernels, "records": records_total, "dropped": dropped}
+    if isinstance(obj, dict):
+        if isinstance(obj.get("clean_end"), bool):
+            result["clean_end"] = obj["clean_end"]
+        if isinstance(obj.get("stats"), dict):
+            result["stats"] = obj["stats"]
+    return result
+
+
+def parse_info_text(text):
+    """Fallback for a plain-text `kptrace info`: 'kernels: 200100' style lines."""
+    result = {"kernels": None, "records": None, "dropped": None}
+    for line in text.splitlines():
+        lower = line.lower()
+        numbers = re.findall(r"(\d[\d,]*)", lower)
+        if not numbers:
+            continue
+        value = int(numbers[0].replace(",", ""))
+        if result["kernels"] is None and re.match(r"\s*kernels?\b", lower):
+            result["kernels"] = value
+        elif "dropped" in lower:
+            result["dropped"] = (result["dropped"] or 0) + value
+        elif result["records"] is None and re.match(r"\s*(total )?records\b", lower):
+            result["records"] = value
+    return result
+
+
+def parse_json_lines(text):
+    """Every stdout line that is a JSON object, keyed by its "workload" field."""
+    found = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "workload" in obj:
+            found[obj["workload"]] = obj
+    return found
+
+
+def parse_floor_line(text):
+    for line in text.splitlines():
+        if line.startswith("kpfloor: {"):
+            try:
+                return json.loads(line[len("kpfloor: "):])
+            except ValueError:
+                return None
+    return None
+
+
+# --- running things ---
+
+
+def parse_cpu_list(text):
+    """'2-5,8' -> [2, 3, 4, 5, 8]; raises ValueError on a malformed list."""
+    cpus = []
+    for part in text.split(","):
+        part = part.strip()
+        if "-" in part:
+            low, high = (int(x) for x in part.split("-", 1))
+            if high < low:
+                raise ValueError("bad CPU range '%s'" % part)
+            cpus.extend(range(low, high + 1))
+        elif part:
+            cpus.append(int(part))
+    if not cpus:
+        raise ValueError("empty CPU list")
+    return sorted(set(cpus))
+
+
+def choose_cpus(setting, available):
+    """The CPUs every profiled run is pinned to, or None for no pinning.
+
+    Pinning all runs to the same few cores removes the run-to-run spread that comes from
+    where the scheduler happens to place a process (seen on the H200 VM: the same tiny-op loop
+    at 38 or 55 us/iteration from one process to the next). Four cores leave room for the
+    tools' own threads (CUPTI's, kp's encoder, torch.profiler's).
+    """
+    if setting == "all":
+        return None
+    if setting == "auto":
+        cpus = sorted(available)
+        return cpus[2:6] if len(cpus) >= 8 else None
+    wanted = parse_cpu_list(setting)
+    return [c for c in wanted if c in available] or None
+
+
+def run_measured(argv, env, timeout_s, log_prefix, cpus=None):
+    """Runs argv; returns rc, wall seconds, stdout, stderr and the child's peak RSS (KiB).
+
+    os.wait4 gives this child's own rusage (its ru_maxrss covers descendants it waited for,
+    e.g. the program under `kptrace run`), unlike RUSAGE_CHILDREN which mixes all runs.
+    """
+    out_path, err_path = log_prefix + ".out", log_prefix + ".err"
+    start = time.perf_counter()
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        try:
+            proc = subprocess.Popen(
+                argv, env=env, stdout=out, stderr=err, start_new_session=True,
+                preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        except OSError as error:
+            return {"rc": 127, "wall_s": 0.0, "stdout": "", "stderr": str(error),
+                    "maxrss_kb": None}
+        deadline = start + timeout_s
+        status, usage, timed_out = None, None, False
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid != 0:
+                break
+            if time.perf_counter() > deadline:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGKILL)
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.02)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - start
+    with open(out_path) as f:
+        stdout = f.read()
+    with open(err_path) as f:
+        stderr = f.read()
+    return {"rc": 124 if timed_out else proc.returncode, "wall_s": round(wall, 3),
+            "stdout": stdout, "stderr": stderr, "maxrss_kb": usage.ru_maxrss if usage else None,
+            "timed_out": timed_out}
+
+
+def capture(argv, timeout_s=30):
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        return done.returncode, done.stdout.strip(), done.stderr.strip()
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return 1, "", str(error)
+
+
+def gpu_present():
+    """(True, description) when an NVIDIA GPU answers; (False, reason) otherwise."""
+    if os.environ.get("KP_BENCH_ASSUME_NO_GPU") == "1":
+        return False, "KP_BENCH_ASSUME_NO_GPU=1"
+    if shutil.which("nvidia-smi") is None:
+        return False, "nvidia-smi not found"
+    rc, out, err = capture(["nvidia-smi", "-L"])
+    if rc != 0 or "GPU" not in out:
+        return False, "nvidia-smi -L lists no GPU (%s)" % (err or out or "rc=%d" % rc)
+    return True, out.splitlines()[0]
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.dist = os.path.abspath(args.dist)
+        self.kptrace = os.path.join(self.dist, "bin", "kptrace")
+        self.inject = os.path.join(self.dist, "lib", "libkpinject.so")
+        self.work = tempfile.mkdtemp(prefix="kpbench-")
+        self.bin_dir = os.path.join(self.work, "bin")
+        self.trace_dir = os.path.join(self.work, "traces")
+        self.log_dir = os.path.join(self.work, "logs")
+        for d in (self.bin_dir, self.trace_dir, self.log_dir):
+            os.makedirs(d)
+        self.cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+        self.python = args.python
+        self.phases = []
+        self.notes = []
+        self.kp_launch_mode = "kptrace run"
+        self.runs = []
+        self.floor_lib = None
+        self.run_index = 0
+        self.cpus = choose_cpus(args.cpus, os.sched_getaffinity(0))
+
+    # phase bookkeeping: the whole default run must fit in about 8 minutes
+    def phase(self, name, started):
+        seconds = time.perf_counter() - started
+        self.phases.append({"phase": name, "seconds": round(seconds, 1)})
+        print("[bench] phase %-28s %7.1f s (total %.1f s)" % (
+            name, seconds, time.perf_counter() - self.t0), file=sys.stderr, flush=True)
+
+    def log(self, message):
+        print("[bench] " + message, file=sys.stderr, flush=True)
+
+    # --- build ---
+    def build(self):
+        nvcc = os.path.join(self.cuda_home, "bin", "nvcc")
+        if not os.path.exists(nvcc):
+            nvcc = shutil.which("nvcc") or nvcc
+        for name in ("launch_loop", "launch_soak"):
+            argv = [nvcc, "-O2", "-arch=" + self.args.arch, "-o",
+                    os.path.join(self.bin_dir, name), os.path.join(HERE, "workloads", name + ".cu")]
+            rc, out, err = capture(argv, timeout_s=300)
+            if rc != 0:
+                raise RuntimeError("building %s failed: %s" % (name, err or out))
+        installed = os.path.join(self.dist, "lib", "libkpfloor.so")
+        if os.path.exists(installed):
+            self.floor_lib = installed
+            return
+        # Not installed: build it against the libcupti kp ships, found through the same RPATH.
+        self.floor_lib = os.path.join(self.bin_dir, "libkpfloor.so")
+        cupti_dirs = [os.path.join(self.dist, "lib"), os.path.join(self.cuda_home, "lib64"),
+                      os.path.join(self.cuda_home, "extras", "CUPTI", "lib64")]
+        argv = ["g++", "-std=c++17", "-O2", "-shared", "-fPIC", "-fvisibility=hidden",
+                "-I" + os.path.join(self.cuda_home, "include"),
+                "-I" + os.path.join(self.cuda_home, "extras", "CUPTI", "include"),
+                os.path.join(HERE, "floor", "cupti_floor.cc"), "-o", self.floor_lib]
+        for d in cupti_dirs:
+            argv += ["-L" + d, "-Wl,-rpath," + d]
+        argv += ["-Wl,--disable-new-dtags", "-lcupti"]
+        rc, out, err = capture(argv, timeout_s=300)
+        if rc != 0:
+            raise RuntimeError("building libkpfloor.so failed: %s" % (err or out))
+
+    # --- setup recorded with every number ---
+    def setup(self):
+        info = {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+                "rounds": self.args.rounds, "quick": self.args.quick, "seed": self.args.seed,
+                "dist": self.dist}
+        rc, out, _ = capture(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm",
+                              "--format=csv,noheader"])
+        if rc == 0 and out:
+            parts = [p.strip() for p in out.splitlines()[0].split(",")]
+            info["gpu"] = parts[0]
+            info["driver"] = parts[1] if len(parts) > 1 else None
+            info["sm_clock_max"] = parts[2] if len(parts) > 2 else None
+        rc, out, _ = capture([os.path.join(self.cuda_home, "bin", "nvcc"), "--version"])
+        match = re.search(r"release ([\d.]+)", out or "")
+        info["cuda"] = match.group(1) if match else None
+        # Only whether torch is there: importing it here would cost a Python+torch start-up;
+        # its version comes from the first torch run (torch_setup line).
+        rc, out, err = capture([self.python, "-c", "import importlib.util as u; "
+                                "print(u.find_spec('torch') is not None)"], timeout_s=60)
+        self.torch_ok = rc == 0 and out == "True"
+        info["pytorch"] = None if self.torch_ok else "unavailable"
+        # Does the launcher run a program? If not, kp runs inject the library directly.
+        rc, out, err = capture([self.kptrace, "run", "--", "true"], timeout_s=60)
+        if rc != 0:
+            self.kp_launch_mode = "CUDA_INJECTION64_PATH"
+            self.notes.append("`kptrace run -- true` failed (rc %d: %s); kp runs use "
+                              "CUDA_INJECTION64_PATH=lib/libkpinject.so instead" % (
+                                  rc, _last_line(err or out)))
+        rc, out, err = capture([self.kptrace, "version"])
+        info["kp"] = out if rc == 0 else "unavailable (%s)" % (err or "rc=%d" % rc)
+        rc, out, _ = capture(["uname", "-r"])
+        info["kernel"] = out
+        info["host_cpus"] = os.cpu_count()
+        info["pinned_cpus"] = ",".join(str(c) for c in self.cpus) if self.cpus else "not pinned"
+        self.setup_info = info
+        return info
+
+    # --- tools ---
+    def tool_table(self):
+        metrics = "dram__bytes_read.sum,gpu__time_duration.sum"
+        return {
+            "none": {"env": {}, "kp": False, "workloads": ("launch_loop", "torch")},
+            "floor": {"env": {"CUDA_INJECTION64_PATH": self.floor_lib}, "kp": False,
+                      "workloads": ("launch_loop", "torch")},
+            "kp": {"env": {}, "kp": True, "workloads": ("launch_loop", "torch")},
+            "kp_api_all": {"env": {"KP_API": "all"}, "kp": True,
+                           "workloads": ("launch_loop", "torch")},
+            # The launch loop has no NVTX ranges, so metrics there would measure nothing.
+            "kp_nvtx_metrics": {"env": {"KP_METRICS": metrics,
+                                        "KP_METRICS_RANGES": "forward,backward,optimizer"},
+                                "kp": True, "torch_args": ["--nvtx"], "workloads": ("torch",)},
+            "torch_prof_cuda": {"env": {}, "kp": False, "workloads": ("torch",),
+                                "torch_args": ["--torch-profiler", "cuda"]},
+            "torch_prof_cpu_cuda": {"env": {}, "kp": False, "workloads": ("torch",),
+                                    "torch_args": ["--torch-profiler", "cpu+cuda"]},
+        }
+
+    def workload_argv(self, workload, tool):
+        quick = self.args.quick
+        if workload == "launch_loop":
+            argv = [os.path.join(self.bin_dir, "launch_loop")]
+            if quick:
+                argv += ["--launches", "50000", "--copies", "5000"]
+            return argv
+        argv = [self.python, os.path.join(HERE, "workloads", "torch_suite.py")]
+        argv += tool.get("torch_args", [])
+        if quick:
+            argv += ["--tiny-iterations", "1000", "--steps", "5"]
+        return argv
+
+    def base_env(self):
+        env = dict(os.environ)
+        for key in list(env):
+            if key.startswith("KP_") or key in ("CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"):
+                del env[key]
+        env["PYTHONUNBUFFERED"] = "1"
+        return env
+
+    def run_one(self, round_index, tool_name, tool, workload, timeout_s=180, argv=None):
+        self.run_index += 1
+        tag = "r%d-%s-%s-%d" % (round_index, tool_name, workload, self.run_index)
+        env = self.base_env()
+        env.update(tool["env"])
+        argv = argv or self.workload_argv(workload, tool)
+        trace_pattern = None
+        if tool["kp"]:
+            trace_pattern = os.path.join(self.trace_dir, tag + "-%p.kptrace")
+            env["KP_OUTPUT"] = trace_pattern
+            if self.kp_launch_mode == "kptrace run":
+                full = [self.kptrace, "run", "--"] + argv
+            else:
+                env["CUDA_INJECTION64_PATH"] = self.inject
+                env["NVTX_INJECTION64_PATH"] = self.inject  # as `kptrace run` does
+                full = argv
+        else:
+            full = argv
+        result = run_measured(full, env, timeout_s, os.path.join(self.log_dir, tag),
+                              cpus=self.cpus)
+        outputs = parse_json_lines(result["stdout"])
+        record = {"round": round_index, "tool": tool_name, "workload": workload,
+                  "rc": result["rc"], "wall_s": result["wall_s"],
+                  "maxrss_kb": result["maxrss_kb"], "outputs": outputs,
+                  "timed_out": result.get("timed_out", False)}
+        if result["rc"] != 0 or not outputs:
+            record["stderr_tail"] = result["stderr"][-1500:]
+            self.log("run %s failed (rc %s): %s" % (tag, result["rc"],
+                                                   _last_line(result["stderr"])))
+        if tool_name == "floor":
+            record["floor"] = parse_floor_line(result["stderr"])
+        if trace_pattern:
+            traces = sorted(f for f in os.listdir(self.trace_dir) if f.startswith(tag + "-"))
+            record["traces"] = [os.path.join(self.trace_dir, f) for f in traces]
+            record["trace"] = self.describe_traces(record["traces"])
+        self.runs.append(record)
+        return record
+
+    def describe_traces(self, paths):
+        """Size, kernels and drops of a run's trace files, summed (one file per process)."""
+        if not paths:
+            return {"error": "no trace file written"}
+        total = {"bytes": 0, "kernels": 0, "records": 0, "dropped": 0, "files": len(paths)}
+        for path in paths:
+            total["bytes"] += os.path.getsize(path)
+            info = self.trace_info(path)
+            for key in ("kernels", "records", "dropped"):
+                if info.get(key) is None:
+                    total[key] = None
+                elif total[key] is not None:
+                    total[key] += info[key]
+            if info.get("error"):
+                total["error"] = info["error"]
+            if "clean_end" in info:
+                total["clean_end"] = total.get("clean_end", True) and info["clean_end"]
+            if info.get("stats"):
+                total.setdefault("stats", {})
+                for key, value in info["stats"].items():
+                    if _is_count(value):
+                        total["stats"][key] = total["stats"].get(key, 0) + value
+        if total["kernels"]:
+            total["bytes_per_kernel"] = round(total["bytes"] / total["kernels"], 3)
+        return total
+
+    def trace_info(self, path):
+        rc, out, err = capture([self.kptrace, "info", "--json", path], timeout_s=120)
+        if rc == 0 and out:
+            try:
+                return parse_info_json(json.loads(out))
+            except ValueError:
+                pass
+        rc2, out2, err2 = capture([self.kptrace, "info", path], timeout_s=120)
+        if rc2 == 0 and out2:
+            parsed = parse_info_text(out2)
+            parsed["error"] = "info --json unusable (rc %d); parsed text output" % rc
+            return parsed
+        return {"kernels": None, "records": None, "dropped": None,
+                "error": "kptrace info failed: %s" % _last_line(err or err2)}
+
+    # --- phases ---
+    def interleaved_rounds(self):
+        tools = self.tool_table()
+        names = [n for n in tools if self.torch_ok or "launch_loop" in tools[n]["workloads"]]
+        if not self.torch_ok:
+            self.notes.append("PyTorch unavailable: torch workloads and torch.profiler skipped")
+        schedule = interleaved_schedule(names, self.args.rounds, self.args.seed)
+        soak_reserve = 0 if self.args.skip_soak else self.soak_seconds() + 15
+        last_round_s = 0.0
+        for round_index, order in enumerate(schedule, 1):
+            elapsed = time.perf_counter() - self.t0
+            if round_index > 1 and elapsed + last_round_s + soak_reserve > self.args.budget_s:
+                self.notes.append(
+                    "stopped after %d of %d rounds to stay within --budget-s %d (%.0f s used, "
+                    "a round takes %.0f s)" % (round_index - 1, len(schedule),
+                                               self.args.budget_s, elapsed, last_round_s))
+                self.log(self.notes[-1])
+                break
+            started = time.perf_counter()
+            self.log("round %d order: %s" % (round_index, " ".join(order)))
+            for name in order:
+                for workload in tools[name]["workloads"]:
+                    if workload == "torch" and not self.torch_ok:
+                        continue
+                    self.run_one(round_index, name, tools[name], workload)
+            self.phase("round %d" % round_index, started)
+            last_round_s = time.perf_counter() - started
+            if self.setup_info.get("pytorch") is None:
+                for run in self.runs:
+                    torch_setup = run["outputs"].get("torch_setup")
+                    if torch_setup:
+                        self.setup_info["pytorch"] = "%s (CUDA %s)" % (
+                            torch_setup.get("torch"), torch_setup.get("torch_cuda"))
+                        break
+
+    def soak_seconds(self):
+        return self.args.soak_seconds or (15 if self.args.quick else 60)
+
+    def soak(self):
+        seconds = self.soak_seconds()
+        argv = [os.path.join(self.bin_dir, "launch_soak"), "--seconds", str(seconds),
+                "--sample-seconds", "5"]
+        tool = self.tool_table()["kp"]
+        record = self.run_one(0, "kp", tool, "launch_soak", timeout_s=seconds + 120, argv=argv)
+        record["phase"] = "soak"
+        return record
+
+    def compression(self):
+        """Trace size of the launch loop with KP_COMPRESSION=none, to set beside the default's."""
+        tool = {"env": {"KP_COMPRESSION": "none"}, "kp": True, "workloads": ("launch_loop",)}
+        record = self.run_one(0, "kp_uncompressed", tool, "launch_loop")
+        return record.get("trace")
+
+    def convert(self, trace_path, records):
+        results = []
+        for fmt, ext in (("perfetto", "pftrace"), ("csv", "csv"), ("chrome", "json")):
+            out_dir = os.path.join(self.work, "convert-" + fmt)
+            os.makedirs(out_dir, exist_ok=True)
+            out_path = os.path.join(out_dir, "trace." + ext)
+            start = time.perf_counter()
+            rc, out, err = capture([self.kptrace, "convert", trace_path, "--to", fmt, "-o",
+                                    out_path, "--no-progress"], timeout_s=300)
+            seconds = time.perf_counter() - start
+            size = sum(os.path.getsize(os.path.join(root, f))
+                       for root, _, files in os.walk(out_dir) for f in files)
+            entry = {"format": fmt, "rc": rc, "seconds": round(seconds, 3), "records": records,
+                     "output_bytes": size}
+            if rc == 0 and records and seconds > 0:
+                entry["records_per_s"] = round(records / seconds)
+            else:
+                entry["error"] = _last_line(err or out) or "rc %d" % rc
+            results.append(entry)
+            shutil.rmtree(out_dir, ignore_errors=True)
+        return results
+
+    def run(self):
+        self.t0 = time.perf_counter()
+        started = time.perf_counter()
+        self.build()
+        self.phase("build workloads + floor", started)
+        started = time.perf_counter()
+        self.setup()
+        self.phase("setup query", started)
+        self.interleaved_rounds()
+        soak = None
+        if not self.args.skip_soak:
+            started = time.perf_counter()
+            soak = self.soak()
+            self.phase("soak", started)
+        started = time.perf_counter()
+        uncompressed = self.compression()
+        self.phase("trace size without compression", started)
+        started = time.perf_counter()
+        convert = []
+        launch_kp = [r for r in self.runs if r["tool"] == "kp" and r["workload"] == "launch_loop"
+                     and r.get("traces")]
+        if launch_kp:
+            last = launch_kp[-1]
+            trace = last["trace"]
+            records = trace.get("records") or trace.get("kernels")
+            convert = self.convert(last["traces"][0], records)
+        else:
+            self.notes.append("no kp trace of the launch loop: convert throughput not measured")
+        self.phase("convert", started)
+        report = build_report(self.setup_info, self.runs, soak, convert, self.phases, self.notes,
+                              self.kp_launch_mode, time.perf_counter() - self.t0,
+                              uncompressed=uncompressed)
+        return report
+
+
+def _last_line(text):
+    lines = [l for l in (text or "").strip().splitlines() if l.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+# --- analysis and report ---
+
+# (result key in the workload's JSON line, metric, unit, workload the result comes from)
+METRICS = (
+    ("launch_loop", "us_per_launch", "us/launch", "launch_loop"),
+    ("launch_loop", "us_per_copy", "us/copy", "launch_loop"),
+    ("tiny_ops", "us_per_iter", "us/iter", "torch"),
+    ("transformer", "step_ms", "ms/step", "torch"),
+)
+TOOL_ORDER = ("none", "floor", "kp", "kp_api_all", "kp_nvtx_metrics", "torch_prof_cuda",
+              "torch_prof_cpu_cuda")
+
+
+def summarize(runs):
+    """Medians per (result, metric, tool) plus memory, trace size and drop figures."""
+    table = {}
+    for result_key, metric, unit, workload in METRICS:
+        for tool in TOOL_ORDER:
+            chosen = [r for r in runs if r["tool"] == tool and r["workload"] == workload
+                      and r["round"] > 0]
+            if not chosen:
+                continue
+            values = [r["outputs"].get(result_key, {}).get(metric) for r in chosen]
+            rss = [r["maxrss_kb"] for r in chosen]
+            bytes_per_kernel = [r.get("trace", {}).get("bytes_per_kernel") for r in chosen]
+            drops = [d for d in (_dropped_of(r) for r in chosen) if d is not None]
+            traced = sum(1 for r in chosen if r.get("traces"))
+            table[(result_key, metric, tool)] = {
+                "unit": unit, "n": sum(v is not None for v in values), "values": values,
+                "median": median(values), "rss_mb": _kb_to_mb(median(rss)),
+                "bytes_per_kernel": median(bytes_per_kernel),
+                "dropped": sum(drops) if drops else None,
+                "failed": sum(1 for r in chosen if r["rc"] != 0),
+                # kp runs that left no trace file measured a program kp did not profile.
+                "untraced": (len(chosen) - traced) if tool.startswith("kp") else 0,
+            }
+    return table
+
+
+def _dropped_of(run):
+    if run.get("trace") and "dropped" in run["trace"]:
+        return run["trace"]["dropped"]
+    if run.get("floor"):
+        return run["floor"].get("dropped")
+    return None
+
+
+def _kb_to_mb(kb):
+    return None if kb is None else kb / 1024.0
+
+
+def targets(table, soak):
+    def med(result_key, metric, tool):
+        entry = table.get((result_key, metric, tool))
+        return entry["median"] if entry else None
+
+    def kp_traced(result_key, metric):
+        entry = table.get((result_key, metric, "kp"))
+        return entry is not None and entry.get("untraced", 0) == 0
+
+    out = []
+    none_l, floor_l, kp_l = (med("launch_loop", "us_per_launch", t)
+                             for t in ("none", "floor", "kp"))
+    kp_add, floor_add = added_cost(kp_l, none_l), added_cost(floor_l, none_l)
+    ratio = safe_ratio(kp_add, floor_add)
+    out.append({
+        "target": "launch loop: kp added cost per launch <= 1.15 x floor's",
+        "ok": None if ratio is None or not kp_traced("launch_loop", "us_per_launch")
+        else ratio <= 1.15,
+        "detail": "kp +%s us, floor +%s us, ratio %s (none %s us/launch)" % (
+            _fmt(kp_add), _fmt(floor_add), _fmt(ratio), _fmt(none_l))})
+    none_s, kp_s, tp_s = (med("transformer", "step_ms", t)
+                          for t in ("none", "kp", "torch_prof_cuda"))
+    kp_add_s, tp_add_s = added_cost(kp_s, none_s), added_cost(tp_s, none_s)
+    half_ok = None
+    step_traced = kp_traced("transformer", "step_ms")
+    if kp_add_s is not None and tp_add_s is not None and step_traced:
+        half_ok = kp_add_s <= 0.5 * max(tp_add_s, 0.0)
+    out.append({
+        "target": "training step: kp added cost <= half torch.profiler (CUDA only)'s",
+        "ok": half_ok,
+        "detail": "kp +%s ms, torch.profiler CUDA +%s ms (none %s ms/step)" % (
+            _fmt(kp_add_s), _fmt(tp_add_s), _fmt(none_s))})
+    slow = safe_ratio(kp_s, none_s)
+    out.append({
+        "target": "training step: kp within 5 % of no tool",
+        "ok": None if slow is None or not step_traced else slow <= 1.05,
+        "detail": "kp/none = %s" % _fmt(slow)})
+    bpk = [table.get((k, m, "kp"), {}).get("bytes_per_kernel")
+           for k, m in (("launch_loop", "us_per_launch"), ("tiny_ops", "us_per_iter"))]
+    bpk_launch = bpk[0]
+    out.append({
+        "target": "trace size: <= 16 bytes per kernel record (kp defaults, launch loop)",
+        "ok": None if bpk_launch is None else bpk_launch <= 16,
+        "detail": "launch loop %s B/kernel, torch run %s B/kernel (file bytes / kernels; the "
+                  "file also holds copies, API calls and the header)" % (
+                      _fmt(bpk_launch), _fmt(bpk[1]))})
+    if soak is not None:
+        output = soak["outputs"].get("launch_soak", {})
+        rss = output.get("rss_kb") or []
+        dropped = _dropped_of(soak)
+        flat = rss_is_flat(rss)
+        kernels = (soak.get("trace") or {}).get("kernels")
+        launched = None
+        if output.get("launches") is not None:
+            launched = output["launches"] + output.get("warmup_launches", 0)
+        ok = None
+        if dropped is not None and flat is not None:
+            ok = dropped == 0 and flat and (kernels is None or launched is None
+                                            or kernels >= launched)
+        out.append({
+            "target": "soak: no record dropped at full launch rate, host memory flat",
+            "ok": ok,
+            "detail": "%s s, %s launches (%s us/launch), kernels in trace %s, dropped %s; "
+                      "VmRSS first/last/max %s/%s/%s MB" % (
+                          _fmt(output.get("seconds")), launched,
+                          _fmt(output.get("us_per_launch")), kernels, dropped,
+                          _fmt(_kb_to_mb(rss[0]) if rss else None),
+                          _fmt(_kb_to_mb(rss[-1]) if rss else None),
+                          _fmt(_kb_to_mb(max(rss)) if rss else None))})
+    return out
+
+
+def _fmt(value):
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        if abs(value) >= 100:
+            return "%.1f" % value
+        if abs(value) >= 1:
+            return "%.3f" % value
+        return "%.4f" % value
+    return str(value)
+
+
+def build_report(setup, runs, soak, convert, phases, notes, launch_mode, total_s,
+                 uncompressed=None):
+    table = summarize(runs)
+    verdicts = targets(table, soak)
+    lines = ["# kp overhead benchmark", ""]
+    lines.append("Setup: GPU **%s**, driver %s, CUDA %s, PyTorch %s, kp %s, kernel %s, %s; "
+                 "%d round(s)%s, interleaved (shuffled tool order per round), medians; "
+                 "runs pinned to CPUs %s. kp launched via %s." % (
+                     setup.get("gpu"), setup.get("driver"), setup.get("cuda"),
+                     setup.get("pytorch"), setup.get("kp"), setup.get("kernel"),
+                     setup.get("date"), setup.get("rounds"),
+                     " (--quick: shorter loops)" if setup.get("quick") else "",
+                     setup.get("pinned_cpus", "n/a"), launch_mode))
+    lines += ["", "## Targets", "", "| target | verdict | numbers |", "|---|---|---|"]
+    untraced = sorted({k[2] for k, v in table.items() if v.get("untraced")})
+    if untraced:
+        lines.append("**kp wrote no trace in some runs of %s: those numbers are not kp's cost "
+                     "and the kp verdicts below say UNKNOWN.**" % ", ".join(untraced))
+        lines.append("")
+    for v in verdicts:
+        lines.append("| %s | %s | %s |" % (v["target"], verdict(v["ok"]), v["detail"]))
+    lines += ["", "## Time per unit of work (median) and cost added over no tool", "",
+              "| workload | tool | n | median | added vs none | ratio to none | peak RSS MB "
+              "| trace B/kernel | dropped |", "|---|---|---|---|---|---|---|---|---|"]
+    for result_key, metric, unit, _ in METRICS:
+        base = table.get((result_key, metric, "none"), {}).get("median")
+        for tool in TOOL_ORDER:
+            entry = table.get((result_key, metric, tool))
+            if not entry:
+                continue
+            m = entry["median"]
+            n_text = str(entry["n"]) + (" (%d failed)" % entry["failed"] if entry["failed"] else "")
+            lines.append("| %s | %s | %s | %s %s | %s | %s | %s | %s | %s |" % (
+                result_key, tool, n_text, _fmt(m), unit, _fmt(added_cost(m, base)),
+                _fmt(safe_ratio(m, base)), _fmt(entry["rss_mb"]), _fmt(entry["bytes_per_kernel"]),
+                _fmt(entry["dropped"])))
+    lines += ["", "Peak RSS is the profiled process's (launch loop alone; the torch row is the "
+              "one Python process running both torch workloads). floor = bare CUPTI subscriber "
+              "(bench/floor, kernel+memcpy records counted and freed)."]
+    default_bpk = table.get(("launch_loop", "us_per_launch", "kp"), {}).get("bytes_per_kernel")
+    lines.append("")
+    if uncompressed is not None:
+        lines += ["Compression: the launch loop's kp trace takes %s B/kernel with the default "
+                  "(zstd) and %s B/kernel with KP_COMPRESSION=none (%s bytes, %s kernels)." % (
+                      _fmt(default_bpk), _fmt(uncompressed.get("bytes_per_kernel")),
+                      _fmt(uncompressed.get("bytes")), _fmt(uncompressed.get("kernels")))]
+    if convert:
+        lines += ["", "## kptrace convert throughput (kp trace of the launch loop)", "",
+                  "| format | records | seconds | records/s | output MB | note |",
+                  "|---|---|---|---|---|---|"]
+        for c in convert:
+            lines.append("| %s | %s | %s | %s | %s | %s |" % (
+                c["format"], c["records"], _fmt(c["seconds"]), c.get("records_per_s", "n/a"),
+                _fmt(c["output_bytes"] / 1048576.0), c.get("error", "")))
+    if soak is not None:
+        output = soak["outputs"].get("launch_soak", {})
+        lines += ["", "## Soak (launch loop at full rate under kp)", "",
+                  "VmRSS samples (MB, every 5 s): " + ", ".join(
+                      _fmt(_kb_to_mb(k)) for k in output.get("rss_kb", []))]
+    lines += ["", "## Phases", "", "| phase | seconds |", "|---|---|"]
+    for p in phases:
+        lines.append("| %s | %s |" % (p["phase"], p["seconds"]))
+    lines.append("| total | %.1f |" % total_s)
+    if notes:
+        lines += ["", "## Notes", ""] + ["- " + n for n in notes]
+    for tool in ("kp", "kp_api_all", "kp_nvtx_metrics"):
+        for workload in ("launch_loop", "torch"):
+            traced = [r for r in runs if r["tool"] == tool and r["workload"] == workload
+                      and (r.get("trace") or {}).get("stats")]
+            if traced:
+                stats = traced[-1]["trace"]["stats"]
+                lines.append("- kp trace stats, %s/%s (last round): %s" % (
+                    tool, workload, ", ".join("%s=%s" % kv for kv in sorted(stats.items()))))
+    unclean = [r for r in runs if (r.get("trace") or {}).get("clean_end") is False]
+    if unclean:
+        lines += ["", "Traces without a clean end: " + ", ".join(
+            "round %s %s/%s" % (r["round"], r["tool"], r["workload"]) for r in unclean)]
+    failed = [r for r in runs if r["rc"] != 0 or not r["outputs"]]
+    if failed:
+        lines += ["", "## Failed runs", ""]
+        for r in failed:
+            lines.append("- round %s %s/%s rc %s: %s" % (
+                r["round"], r["tool"], r["workload"], r["rc"],
+                _last_line(r.get("stderr_tail", "")).replace("|", "/")))
+    markdown = "\n".join(lines) + "\n"
+    raw = {"setup": setup, "targets": verdicts, "phases": phases, "notes": notes,
+           "kp_launch_mode": launch_mode, "convert": convert, "soak": soak,
+           "uncompressed_launch_trace": uncompressed, "runs": runs,
+           "medians": [{"result": k[0], "metric": k[1], "tool": k[2],
+                        **{kk: vv for kk, vv in v.items()}} for k, v in table.items()]}
+    return markdown, raw
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dist", help="kp install prefix (bin/kptrace, lib/libkpinject.so)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="1 round, shorter loops (smoke)")
+    parser.add_argument("--seed", type=int, default=20260501)
+    parser.add_argument("--out", default=os.environ.get("OUT") or os.path.join(HERE, "results"))
+    parser.add_argument("--python", default=sys.executable or "python3",
+                        help="interpreter with PyTorch for the torch workloads")
+    parser.add_argument("--arch", default="sm_90")
+    parser.add_argument("--soak-seconds", type=int, default=0)
+    parser.add_argument("--skip-soak", action="store_true")
+    parser.add_argument("--cpus", default="auto",
+                        help="pin every run to these CPUs ('2-5'), 'auto' (4 cores from CPU 2 "
+                             "when there are 8 or more) or 'all' (no pinning)")
+    parser.add_argument("--budget-s", type=int, default=540,
+                        help="start no round that would push the run (soak included) past this")
+    parser.add_argument("--keep-work", action="store_true", help="keep traces and logs")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds = 1
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
+    if args.cpus not in ("auto", "all"):
+        try:
+            parse_cpu_list(args.cpus)
+        except ValueError as error:
+            parser.error("--cpus: %s (want e.g. 2-5,8, auto or all)" % error)
+
+    present, why = gpu_present()
+    if not present:
+        print("SKIP: kp overhead benchmark needs an NVIDIA GPU: %s" % why)
+        return 0
+    for needed in (os.path.join(args.dist, "bin", "kptrace"),
+                   os.path.join(args.dist, "lib", "libkpinject.so")):
+        if not os.path.exists(needed):
+            print("run_bench: %s not found: DIST must be a kp install prefix "
+                  "(cmake --install BUILD --prefix DIST)" % needed, file=sys.stderr)
+            return 2
+
+    bench = Bench(args)
+    try:
+        markdown, raw = bench.run()
+    except RuntimeError as error:
+        print("run_bench: %s" % error, file=sys.stderr)
+        return 1
+    finally:
+        if not args.keep_work:
+            shutil.rmtree(bench.work, ignore_errors=True)
+        else:
+            print("[bench] work dir kept: %s" % bench.work, file=sys.stderr)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bench_results.md"), "w") as f:
+        f.write(markdown)
+    with open(os.path.join(args.out, "bench_raw.json"), "w") as f:
+        json.dump(raw, f, indent=1, default=str)
+    sys.stdout.write(markdown)
+    print("[bench] wrote %s and bench_raw.json" % os.path.join(args.out, "bench_results.md"),
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

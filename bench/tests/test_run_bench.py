@@ -1,0 +1,300 @@
+"""CPU tests of the benchmark driver (bench/run_bench.py) and of run.sh's no-GPU skip.
+
+Run by ctest (bench_driver_test) with the system python3; standard library only.
+"""
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, BENCH_DIR)
+
+import run_bench  # noqa: E402
+
+
+class MedianTest(unittest.TestCase):
+    def test_odd_count_takes_middle(self):
+        self.assertEqual(run_bench.median([5.0, 1.0, 3.0]), 3.0)
+
+    def test_even_count_averages_middle_pair(self):
+        self.assertEqual(run_bench.median([4, 1, 3, 2]), 2.5)
+
+    def test_ignores_missing_values(self):
+        self.assertEqual(run_bench.median([None, 7, None, 1, 4]), 4)
+
+    def test_empty_is_none(self):
+        self.assertIsNone(run_bench.median([]))
+        self.assertIsNone(run_bench.median([None, None]))
+
+    def test_outlier_does_not_move_median(self):
+        self.assertEqual(run_bench.median([5.1, 5.2, 5.3, 5.2, 90.0]), 5.2)
+
+
+class ScheduleTest(unittest.TestCase):
+    TOOLS = ["none", "floor", "kp", "kp_api_all", "kp_nvtx_metrics", "torch_prof_cuda",
+             "torch_prof_cpu_cuda"]
+
+    def test_every_round_runs_every_tool_once(self):
+        schedule = run_bench.interleaved_schedule(self.TOOLS, 5, seed=1)
+        self.assertEqual(len(schedule), 5)
+        for order in schedule:
+            self.assertEqual(sorted(order), sorted(self.TOOLS))
+
+    def test_orders_differ_between_rounds(self):
+        schedule = run_bench.interleaved_schedule(self.TOOLS, 10, seed=7)
+        self.assertGreater(len({tuple(o) for o in schedule}), 1)
+
+    def test_same_seed_same_schedule(self):
+        self.assertEqual(run_bench.interleaved_schedule(self.TOOLS, 4, seed=3),
+                         run_bench.interleaved_schedule(self.TOOLS, 4, seed=3))
+
+    def test_input_list_not_modified(self):
+        tools = list(self.TOOLS)
+        run_bench.interleaved_schedule(tools, 3, seed=0)
+        self.assertEqual(tools, self.TOOLS)
+
+    def test_no_tool_keeps_a_fixed_position(self):
+        # Interleaving is only worth something if a tool is not always first (or last).
+        schedule = run_bench.interleaved_schedule(self.TOOLS, 20, seed=11)
+        self.assertGreater(len({o.index("kp") for o in schedule}), 1)
+
+
+class CostTest(unittest.TestCase):
+    def test_added_cost_and_ratio(self):
+        self.assertAlmostEqual(run_bench.added_cost(5.3, 4.2), 1.1)
+        self.assertIsNone(run_bench.added_cost(None, 4.2))
+        self.assertAlmostEqual(run_bench.safe_ratio(1.2, 1.0), 1.2)
+        self.assertIsNone(run_bench.safe_ratio(1.0, 0))
+
+    def test_targets_launch_ratio_verdicts(self):
+        def table(kp):
+            t = {}
+            for tool, value in (("none", 4.0), ("floor", 5.0), ("kp", kp)):
+                t[("launch_loop", "us_per_launch", tool)] = {"median": value}
+            return t
+
+        passing = run_bench.targets(table(5.1), None)[0]
+        self.assertTrue(passing["ok"])  # +1.1 vs +1.0: 1.10 <= 1.15
+        missing = run_bench.targets(table(5.3), None)[0]
+        self.assertFalse(missing["ok"])  # +1.3 vs +1.0: 1.30 > 1.15
+        self.assertIn("1.300", missing["detail"])
+
+    def test_targets_training_step(self):
+        t = {("transformer", "step_ms", "none"): {"median": 100.0},
+             ("transformer", "step_ms", "kp"): {"median": 104.0},
+             ("transformer", "step_ms", "torch_prof_cuda"): {"median": 110.0}}
+        verdicts = run_bench.targets(t, None)
+        self.assertTrue(verdicts[1]["ok"])   # +4 <= half of +10
+        self.assertTrue(verdicts[2]["ok"])   # 1.04 <= 1.05
+        t[("transformer", "step_ms", "kp")] = {"median": 106.0}
+        verdicts = run_bench.targets(t, None)
+        self.assertFalse(verdicts[1]["ok"])
+        self.assertFalse(verdicts[2]["ok"])
+
+    def test_unknown_numbers_give_no_verdict(self):
+        verdicts = run_bench.targets({}, None)
+        self.assertTrue(all(v["ok"] is None for v in verdicts))
+        self.assertEqual(run_bench.verdict(None), "UNKNOWN")
+
+
+class CpuPinningTest(unittest.TestCase):
+    def test_cpu_list(self):
+        self.assertEqual(run_bench.parse_cpu_list("2-5,8"), [2, 3, 4, 5, 8])
+        self.assertEqual(run_bench.parse_cpu_list("3,1,3"), [1, 3])
+        with self.assertRaises(ValueError):
+            run_bench.parse_cpu_list("5-2")
+        with self.assertRaises(ValueError):
+            run_bench.parse_cpu_list("x")
+
+    def test_choose(self):
+        sixteen = set(range(16))
+        self.assertEqual(run_bench.choose_cpus("auto", sixteen), [2, 3, 4, 5])
+        self.assertIsNone(run_bench.choose_cpus("auto", {0, 1}))
+        self.assertIsNone(run_bench.choose_cpus("all", sixteen))
+        self.assertEqual(run_bench.choose_cpus("1,40", sixteen), [1])
+
+    def test_pinned_child_sees_only_its_cpus(self):
+        cpu = sorted(os.sched_getaffinity(0))[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run_bench.run_measured(
+                [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+                dict(os.environ), 60, os.path.join(tmp, "pin"), cpus=[cpu])
+        self.assertEqual(result["stdout"].strip(), str([cpu]))
+
+
+class RssFlatTest(unittest.TestCase):
+    def test_flat_series(self):
+        self.assertTrue(run_bench.rss_is_flat([300000, 400000, 410000, 411000, 412000, 410500]))
+
+    def test_growing_series(self):
+        self.assertFalse(run_bench.rss_is_flat([300000, 400000, 410000, 450000, 500000]))
+
+    def test_too_short(self):
+        self.assertIsNone(run_bench.rss_is_flat([300000, 400000]))
+
+
+class ParseTest(unittest.TestCase):
+    def test_info_json_kptrace_layout(self):
+        # The layout of tools/info/trace_info.cc's FormatTraceInfoJson: one object per file.
+        doc = [{"path": "kp-1.kptrace", "readable": True,
+                "header": {"pid": 1, "config": {"KP_API": "launch"}},
+                "devices": [{"id": 0, "sm_count": 132}],
+                "records": {"kernels": 200100, "memcpys": 20100, "api_calls": 220200},
+                "records_total": 440400,
+                "stats": {"cupti_dropped_records": 7, "metric_ranges_dropped": 2,
+                          "buffers_completed": 9},
+                "dropped_records": 7, "clean_end": True, "chunks": 4}]
+        parsed = run_bench.parse_info_json(doc)
+        self.assertEqual(parsed["kernels"], 200100)
+        self.assertEqual(parsed["records"], 440400)
+        self.assertEqual(parsed["dropped"], 7)  # CUPTI's count, not summed with metric drops
+        self.assertTrue(parsed["clean_end"])
+        self.assertEqual(parsed["stats"]["buffers_completed"], 9)
+
+    def test_info_json_flat_counts(self):
+        doc = {"file": "x.kptrace", "counts": {"kernels": 200100, "memcpy": 20100, "api": 220200},
+               "dropped": {"cupti_records": 0, "buffers": 0}, "clean_end": True}
+        parsed = run_bench.parse_info_json(doc)
+        self.assertEqual(parsed["kernels"], 200100)
+        self.assertEqual(parsed["records"], 440400)
+        self.assertEqual(parsed["dropped"], 0)
+
+    def test_info_json_nested_and_list(self):
+        doc = [{"path": "a", "records": {"kernel": {"count": 12}}, "total_records": 30,
+                "footer": {"dropped_records": 3}}]
+        parsed = run_bench.parse_info_json(doc)
+        self.assertEqual(parsed["kernels"], 12)
+        self.assertEqual(parsed["records"], 30)
+        self.assertEqual(parsed["dropped"], 3)
+
+    def test_info_json_without_fields(self):
+        parsed = run_bench.parse_info_json({"version": "0.1.0", "clean_end": True})
+        self.assertEqual({k: parsed[k] for k in ("kernels", "records", "dropped")},
+                         {"kernels": None, "records": None, "dropped": None})
+        self.assertTrue(parsed["clean_end"])
+
+    def test_info_text_fallback(self):
+        text = "header: kp 0.1.0\nkernels: 1,234\nrecords: 2000\ndropped records: 5\n"
+        parsed = run_bench.parse_info_text(text)
+        self.assertEqual(parsed["kernels"], 1234)
+        self.assertEqual(parsed["records"], 2000)
+        self.assertEqual(parsed["dropped"], 5)
+
+    def test_json_lines_keyed_by_workload(self):
+        out = 'noise\n{"workload":"tiny_ops","us_per_iter":12.5}\n{bad json\n' \
+              '{"workload":"transformer","step_ms":98.0}\n'
+        parsed = run_bench.parse_json_lines(out)
+        self.assertEqual(parsed["tiny_ops"]["us_per_iter"], 12.5)
+        self.assertEqual(parsed["transformer"]["step_ms"], 98.0)
+        self.assertEqual(len(parsed), 2)
+
+    def test_floor_line(self):
+        err = 'warning\nkpfloor: {"records":5,"kernels":3,"memcpy":2,"dropped":0}\n'
+        self.assertEqual(run_bench.parse_floor_line(err)["kernels"], 3)
+        self.assertIsNone(run_bench.parse_floor_line("nothing"))
+
+
+class MeasuredRunTest(unittest.TestCase):
+    def test_peak_rss_is_the_childs_own(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            code = "b = bytearray(200 * 1024 * 1024); print('{\"workload\": \"alloc\"}')"
+            big = run_bench.run_measured([sys.executable, "-c", code], dict(os.environ), 60,
+                                         os.path.join(tmp, "big"))
+            small = run_bench.run_measured([sys.executable, "-c", "pass"], dict(os.environ), 60,
+                                           os.path.join(tmp, "small"))
+        self.assertEqual(big["rc"], 0)
+        self.assertGreater(big["maxrss_kb"], 200 * 1024)
+        # Measured after the big one: a per-child figure, not the max over all children.
+        self.assertLess(small["maxrss_kb"], 100 * 1024)
+        self.assertIn("alloc", run_bench.parse_json_lines(big["stdout"]))
+
+    def test_timeout_kills_and_reports(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run_bench.run_measured([sys.executable, "-c", "import time; time.sleep(30)"],
+                                            dict(os.environ), 0.5, os.path.join(tmp, "t"))
+        self.assertEqual(result["rc"], 124)
+        self.assertTrue(result["timed_out"])
+
+
+class NoGpuSkipTest(unittest.TestCase):
+    RUN_SH = os.path.join(BENCH_DIR, "run.sh")
+
+    def run_sh(self, env):
+        return subprocess.run(["bash", self.RUN_SH, "/nonexistent-dist"], env=env,
+                              capture_output=True, text=True, timeout=60)
+
+    def test_forced_no_gpu_skips_with_reason(self):
+        env = dict(os.environ, KP_BENCH_ASSUME_NO_GPU="1")
+        done = self.run_sh(env)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("SKIP: kp overhead benchmark needs an NVIDIA GPU", done.stdout)
+
+    def test_failing_nvidia_smi_skips_with_reason(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            fake = os.path.join(tmp, "nvidia-smi")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\necho 'NVIDIA-SMI has failed' >&2\nexit 9\n")
+            os.chmod(fake, stat.S_IRWXU)
+            env = dict(os.environ, PATH=tmp + os.pathsep + os.environ.get("PATH", ""))
+            env.pop("KP_BENCH_ASSUME_NO_GPU", None)
+            done = self.run_sh(env)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertIn("SKIP", done.stdout)
+        self.assertIn("lists no GPU", done.stdout)
+
+    def test_driver_skips_without_gpu_too(self):
+        env = dict(os.environ, KP_BENCH_ASSUME_NO_GPU="1")
+        done = subprocess.run([sys.executable, os.path.join(BENCH_DIR, "run_bench.py"),
+                               "/nonexistent-dist"], env=env, capture_output=True, text=True,
+                              timeout=60)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertTrue(done.stdout.startswith("SKIP:"))
+
+
+class ReportTest(unittest.TestCase):
+    def test_report_from_synthetic_runs(self):
+        runs = []
+        for rnd in (1, 2, 3):
+            for tool, launch, step in (("none", 4.0, 100.0), ("floor", 5.0, 101.0),
+                                       ("kp", 5.1, 101.5), ("torch_prof_cuda", None, 110.0)):
+                if launch is not None:
+                    runs.append({"round": rnd, "tool": tool, "workload": "launch_loop", "rc": 0,
+                                 "maxrss_kb": 300000,
+                                 "outputs": {"launch_loop": {"us_per_launch": launch + rnd * 0.01,
+                                                             "us_per_copy": 3.0}},
+                                 "trace": {"bytes_per_kernel": 12.0, "dropped": 0}
+                                 if tool == "kp" else {},
+                                 "traces": ["kp.kptrace"] if tool == "kp" else None})
+                runs.append({"round": rnd, "tool": tool, "workload": "torch", "rc": 0,
+                             "maxrss_kb": 4000000,
+                             "outputs": {"transformer": {"step_ms": step},
+                                         "tiny_ops": {"us_per_iter": 40.0}}})
+        setup = {"gpu": "NVIDIA H200", "driver": "580", "cuda": "13.0", "pytorch": "2.11",
+                 "rounds": 3}
+        markdown, raw = run_bench.build_report(setup, runs, None, [], [], [], "kptrace run", 1.0)
+        self.assertIn("NVIDIA H200", markdown)
+        self.assertIn("| launch loop: kp added cost per launch <= 1.15 x floor's | PASS", markdown)
+        self.assertIn("| trace size: <= 16 bytes per kernel record (kp defaults, launch loop) "
+                      "| PASS", markdown)
+        json.dumps(raw, default=str)
+        kp_launch = [m for m in raw["medians"] if m["tool"] == "kp"
+                     and m["metric"] == "us_per_launch"][0]
+        self.assertAlmostEqual(kp_launch["median"], 5.12)
+
+        # A kp run that left no trace did not profile anything: no verdict from it.
+        for run in runs:
+            if run["tool"] == "kp":
+                run["traces"] = []
+        markdown, _ = run_bench.build_report(setup, runs, None, [], [], [], "kptrace run", 1.0)
+        self.assertIn("kp wrote no trace", markdown)
+        self.assertIn("| launch loop: kp added cost per launch <= 1.15 x floor's | UNKNOWN",
+                      markdown)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,99 @@
+// launch_loop.cu: the launch-bound C++ workload of the overhead benchmark (bench/run_bench.py).
+//
+// 200000 empty-kernel launches, then 20000 small (4 KiB) host-to-device copies from pinned
+// memory, each phase timed between cudaDeviceSynchronize calls after a warm-up, so process and
+// CUDA start-up are excluded. Prints one JSON line on stdout.
+// Usage: launch_loop [--launches N] [--copies M] [--copy-bytes B]
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+__global__ void EmptyKernel() {}
+
+namespace {
+
+bool CheckCuda(cudaError_t status, const char* what) {
+  if (status == cudaSuccess) return true;
+  std::fprintf(stderr, "launch_loop: %s failed: %s\n", what, cudaGetErrorString(status));
+  return false;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+long ParseCount(const char* text, const char* flag) {
+  char* end = nullptr;
+  long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 0) {
+    std::fprintf(stderr, "launch_loop: %s wants a non-negative integer, got '%s'\n", flag, text);
+    std::exit(2);
+  }
+  return value;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long launches = 200000, copies = 20000, copy_bytes = 4096;
+  for (int i = 1; i < argc; ++i) {
+    if (i + 1 < argc && std::strcmp(argv[i], "--launches") == 0) {
+      launches = ParseCount(argv[++i], "--launches");
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--copies") == 0) {
+      copies = ParseCount(argv[++i], "--copies");
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--copy-bytes") == 0) {
+      copy_bytes = ParseCount(argv[++i], "--copy-bytes");
+    } else {
+      std::fprintf(stderr, "usage: launch_loop [--launches N] [--copies M] [--copy-bytes B]\n");
+      return 2;
+    }
+  }
+  if (copy_bytes == 0) copy_bytes = 1;
+
+  void* host = nullptr;
+  void* device = nullptr;
+  if (!CheckCuda(cudaMallocHost(&host, copy_bytes), "cudaMallocHost") ||
+      !CheckCuda(cudaMalloc(&device, copy_bytes), "cudaMalloc")) {
+    return 1;
+  }
+  std::memset(host, 1, copy_bytes);
+
+  // Warm-up: module load, first-launch and first-copy costs stay out of the timed phases.
+  for (int i = 0; i < 100; ++i) {
+    EmptyKernel<<<1, 1>>>();
+    cudaMemcpyAsync(device, host, copy_bytes, cudaMemcpyHostToDevice, 0);
+  }
+  if (!CheckCuda(cudaDeviceSynchronize(), "warm-up")) return 1;
+
+  auto start = std::chrono::steady_clock::now();
+  for (long i = 0; i < launches; ++i) EmptyKernel<<<1, 1>>>();
+  if (!CheckCuda(cudaGetLastError(), "launch") ||
+      !CheckCuda(cudaDeviceSynchronize(), "launch phase sync")) {
+    return 1;
+  }
+  const double launch_s = SecondsSince(start);
+
+  start = std::chrono::steady_clock::now();
+  for (long i = 0; i < copies; ++i) {
+    cudaMemcpyAsync(device, host, copy_bytes, cudaMemcpyHostToDevice, 0);
+  }
+  if (!CheckCuda(cudaGetLastError(), "copy") ||
+      !CheckCuda(cudaDeviceSynchronize(), "copy phase sync")) {
+    return 1;
+  }
+  const double copy_s = SecondsSince(start);
+
+  std::printf(
+      "{\"workload\":\"launch_loop\",\"launches\":%ld,\"copies\":%ld,\"copy_bytes\":%ld,"
+      "\"warmup_launches\":100,\"warmup_copies\":100,\"launch_s\":%.6f,\"copy_s\":%.6f,"
+      "\"us_per_launch\":%.4f,\"us_per_copy\":%.4f}\n",
+      launches, copies, copy_bytes, launch_s, copy_s,
+      launches > 0 ? launch_s * 1e6 / launches : 0.0, copies > 0 ? copy_s * 1e6 / copies : 0.0);
+  std::fflush(stdout);
+  cudaFree(device);
+  cudaFreeHost(host);
+  return 0;
+}

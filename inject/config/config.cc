@@ -1,0 +1,601 @@
+#include "inject/config/config.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <initializer_list>
+#include <string_view>
+
+namespace kp {
+namespace {
+
+constexpr const char* kKnownVariables[] = {
+    "KP_DISABLE",        "KP_OUTPUT",       "KP_ACTIVITIES",    "KP_API",       "KP_METRICS",
+    "KP_METRICS_RANGES", "KP_METRICS_MODE", "KP_FLUSH_MS",      "KP_BUFFER_MB", "KP_COMPRESSION",
+    "KP_DELAY",          "KP_DURATION",     "KP_CAPTURE_RANGE", "KP_LOG",       "KP_DUMP_BUFFERS",
+};
+
+constexpr const char* kActivityNames[] = {"kernel", "memcpy", "memset", "api",
+                                          "nvtx",   "sync",   "graph",  "overhead"};
+
+bool* ActivityFlag(Config* c, std::string_view name) {
+  bool* flags[] = {&c->kernel, &c->memcpy, &c->memset, &c->api,
+                   &c->nvtx,   &c->sync,   &c->graph,  &c->overhead};
+  for (size_t i = 0; i < 8; ++i) {
+    if (name == kActivityNames[i]) return flags[i];
+  }
+  return nullptr;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> SplitComma(std::string_view s) {
+  std::vector<std::string_view> out;
+  size_t begin = 0;
+  while (true) {
+    size_t comma = s.find(',', begin);
+    out.push_back(Trim(s.substr(begin, comma == std::string_view::npos ? comma : comma - begin)));
+    if (comma == std::string_view::npos) break;
+    begin = comma + 1;
+  }
+  return out;
+}
+
+// The value as it goes into the one-line message: control characters escaped, long values cut.
+std::string Printable(std::string_view v) {
+  std::string out;
+  for (size_t i = 0; i < v.size() && i < 200; ++i) {
+    auto c = static_cast<unsigned char>(v[i]);
+    if (c < 0x20 || c == 0x7F || c == '"' || c == '\\') {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (v.size() > 200) out += "...";
+  return out;
+}
+
+bool HasControlCharacters(std::string_view v) {
+  for (char ch : v) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7F) return true;
+  }
+  return false;
+}
+
+void AddError(std::vector<ConfigError>* errors, const char* variable, std::string_view value,
+              const std::string& expected, ConfigErrorScope scope) {
+  if (errors == nullptr) return;
+  ConfigError e;
+  e.variable = variable;
+  e.scope = scope;
+  e.message = std::string(variable) + "=\"" + Printable(value) + "\" is not valid: " + expected +
+              (scope == ConfigErrorScope::kProfiler ? "; kp is off for this process"
+                                                    : "; metrics are off, tracing goes on");
+  errors->push_back(std::move(e));
+}
+
+bool ParseUint(std::string_view s, uint64_t min, uint64_t max, uint64_t* out) {
+  s = Trim(s);
+  if (s.empty() || s.size() > 19) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<uint64_t>(c - '0');
+  }
+  if (v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+bool ParseSeconds(std::string_view s, double* out) {
+  std::string text(Trim(s));
+  if (!text.empty() && text.back() == 's') text.pop_back();
+  if (text.empty() || text[0] == '-' || text[0] == '+') return false;
+  for (char c : text) {
+    if (!((c >= '0' && c <= '9') || c == '.')) return false;  // no hex, inf, nan, exponents
+  }
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(v) || v < 0 || v > 1e6) {
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool ParseBool(std::string_view s, bool* out) {
+  s = Trim(s);
+  for (const char* t : {"1", "true", "yes", "on", "TRUE", "True", "YES", "Yes", "ON", "On"}) {
+    if (s == t) return *out = true, true;
+  }
+  for (const char* f : {"0", "false", "no", "off", "FALSE", "False", "NO", "No", "OFF", "Off"}) {
+    if (s == f) return *out = false, true;
+  }
+  return false;
+}
+
+// Checks the %-escapes of KP_OUTPUT; on failure names the bad one in `bad`.
+bool ValidOutputPattern(std::string_view p, std::string* bad) {
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] != '%') continue;
+    if (i + 1 == p.size()) {
+      *bad = "%";
+      return false;
+    }
+    char c = p[i + 1];
+    if (c != 'p' && c != 'h' && c != 'r' && c != 't' && c != '%') {
+      *bad = std::string("%") + c;
+      return false;
+    }
+    ++i;
+  }
+  return true;
+}
+
+bool ValidMetricName(std::string_view m) {
+  if (m.empty()) return false;
+  for (char c : m) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.')) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string FormatSeconds(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::string Join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) {
+    if (!out.empty()) out += ',';
+    out += s;
+  }
+  return out;
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + cost});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+int FirstIntFromEnv(const GetEnvFn& getenv, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    const char* v = getenv(name);
+    uint64_t n = 0;
+    if (v != nullptr && ParseUint(v, 0, 0x7FFFFFFF, &n)) return static_cast<int>(n);
+  }
+  return -1;
+}
+
+}  // namespace
+
+const std::vector<std::string>& SpeedOfLightMetrics() {
+  static const std::vector<std::string> kMetrics = {
+      "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+      "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+      "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+      "dram__bytes_read.sum",
+      "dram__bytes_write.sum",
+      "gpu__time_duration.sum",
+      "gpc__cycles_elapsed.avg.per_second",
+      "sm__cycles_active.avg",
+  };
+  return kMetrics;
+}
+
+Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
+  Config c;
+  // An empty value counts as unset (`KP_X= program` is a common way to clear a variable).
+  auto get = [&](const char* name) -> const char* {
+    const char* v = getenv(name);
+    return (v != nullptr && v[0] != '\0') ? v : nullptr;
+  };
+  constexpr auto kProfiler = ConfigErrorScope::kProfiler;
+  constexpr auto kMetrics = ConfigErrorScope::kMetrics;
+
+  if (const char* v = get("KP_DISABLE")) {
+    if (!ParseBool(v, &c.disabled)) {
+      AddError(errors, "KP_DISABLE", v,
+               "expected 1 to turn kp off or 0 to keep it on (also true/false, yes/no, on/off; "
+               "default 0)",
+               kProfiler);
+    }
+  }
+
+  if (const char* v = get("KP_OUTPUT")) {
+    std::string bad;
+    if (!ValidOutputPattern(v, &bad)) {
+      AddError(errors, "KP_OUTPUT", v,
+               "expected a file path in which % is followed by p (pid), h (host), r (rank), "
+               "t (start time) or % (found \"" +
+                   Printable(bad) + "\"; default kp-%p.kptrace)",
+               kProfiler);
+    } else if (HasControlCharacters(v)) {
+      AddError(errors, "KP_OUTPUT", v,
+               "expected a file path without control characters (default kp-%p.kptrace)",
+               kProfiler);
+    } else {
+      c.output_pattern = v;
+    }
+  }
+
+  if (const char* v = get("KP_ACTIVITIES")) {
+    std::vector<std::string_view> items = SplitComma(v);
+    bool only_removals = true;
+    for (auto item : items) {
+      if (item.empty() || item[0] != '-') only_removals = false;
+    }
+    Config default_set;
+    Config a;  // starts at the default set
+    if (!only_removals) {
+      for (const char* name : kActivityNames) *ActivityFlag(&a, name) = false;
+    }
+    std::string unknown;
+    bool bad_item = false;
+    for (auto item : items) {
+      bool add = true;
+      if (!item.empty() && item[0] == '-') {
+        add = false;
+        item.remove_prefix(1);
+      }
+      if (item == "all") {
+        for (const char* name : kActivityNames) *ActivityFlag(&a, name) = add;
+      } else if (item == "default") {
+        for (const char* name : kActivityNames) {
+          if (*ActivityFlag(&default_set, name)) *ActivityFlag(&a, name) = add;
+        }
+      } else if (bool* flag = ActivityFlag(&a, item)) {
+        *flag = add;
+      } else if (!bad_item) {
+        bad_item = true;
+        unknown = std::string(item);
+      }
+    }
+    if (bad_item) {
+      AddError(errors, "KP_ACTIVITIES", v,
+               "expected a comma list of kernel, memcpy, memset, api, nvtx, sync, graph, "
+               "overhead, default or all, with -name to remove one (\"" +
+                   Printable(unknown) + "\" is none of them; default: all but graph)",
+               kProfiler);
+    } else {
+      c.kernel = a.kernel;
+      c.memcpy = a.memcpy;
+      c.memset = a.memset;
+      c.api = a.api;
+      c.nvtx = a.nvtx;
+      c.sync = a.sync;
+      c.graph = a.graph;
+      c.overhead = a.overhead;
+    }
+  }
+
+  if (const char* v = get("KP_API")) {
+    std::string_view s = Trim(v);
+    if (s == "launch") {
+      c.api_mode = ApiMode::kLaunch;
+    } else if (s == "all") {
+      c.api_mode = ApiMode::kAll;
+    } else if (s == "none") {
+      c.api_mode = ApiMode::kNone;
+    } else {
+      AddError(errors, "KP_API", v,
+               "expected launch (launch, copy, memset, sync, allocation, event and graph calls), "
+               "all or none (default launch)",
+               kProfiler);
+    }
+  }
+
+  if (const char* v = get("KP_METRICS")) {
+    std::vector<std::string> metrics;
+    std::string bad;
+    bool ok = true;
+    auto add = [&metrics](const std::string& m) {
+      for (const auto& have : metrics) {
+        if (have == m) return;
+      }
+      metrics.push_back(m);
+    };
+    for (auto item : SplitComma(v)) {
+      if (item == "sol") {
+        for (const auto& m : SpeedOfLightMetrics()) add(m);
+      } else if (ValidMetricName(item)) {
+        add(std::string(item));
+      } else {
+        ok = false;
+        bad = std::string(item);
+        break;
+      }
+    }
+    if (!ok) {
+      AddError(errors, "KP_METRICS", v,
+               "expected a comma list of CUPTI metric names made of a-z, 0-9, _ and . (e.g. "
+               "dram__bytes_read.sum), or sol for the speed-of-light set (\"" +
+                   Printable(bad) + "\" is not a metric name; default: no metrics)",
+               kMetrics);
+    } else {
+      c.metrics = std::move(metrics);
+    }
+  }
+
+  if (const char* v = get("KP_METRICS_RANGES")) {
+    std::vector<std::string> ranges;
+    bool ok = true;
+    for (auto item : SplitComma(v)) {
+      size_t sep = item.find("::");
+      if (item.empty() || HasControlCharacters(item) ||
+          (sep != std::string_view::npos && (sep == 0 || sep + 2 == item.size()))) {
+        ok = false;
+        break;
+      }
+      ranges.emplace_back(item);
+    }
+    if (!ok) {
+      AddError(errors, "KP_METRICS_RANGES", v,
+               "expected a comma list of NVTX range names or globs (* and ?), each optionally "
+               "domain::glob, none empty (default: every range)",
+               kMetrics);
+    } else {
+      c.metrics_ranges = std::move(ranges);
+    }
+  }
+
+  if (const char* v = get("KP_METRICS_MODE")) {
+    std::string_view s = Trim(v);
+    if (s == "range") {
+      c.metrics_mode = MetricsMode::kRange;
+    } else if (s == "kernel") {
+      c.metrics_mode = MetricsMode::kKernel;
+    } else {
+      AddError(errors, "KP_METRICS_MODE", v,
+               "expected range (per NVTX range) or kernel (per kernel, with replay) (default "
+               "range)",
+               kMetrics);
+    }
+  }
+
+  if (const char* v = get("KP_FLUSH_MS")) {
+    uint64_t n = 0;
+    if (ParseUint(v, 10, 600000, &n)) {
+      c.flush_ms = static_cast<uint32_t>(n);
+    } else {
+      AddError(errors, "KP_FLUSH_MS", v,
+               "expected an integer number of milliseconds from 10 to 600000 (default 1000)",
+               kProfiler);
+    }
+  }
+
+  if (const char* v = get("KP_BUFFER_MB")) {
+    uint64_t n = 0;
+    if (ParseUint(v, 8, 65536, &n)) {
+      c.buffer_mb = static_cast<uint32_t>(n);
+    } else {
+      AddError(errors, "KP_BUFFER_MB", v,
+               "expected an integer number of MiB from 8 to 65536 (default 256)", kProfiler);
+    }
+  }
+
+  if (const char* v = get("KP_COMPRESSION")) {
+    std::string_view s = Trim(v);
+    uint64_t level = 0;
+    if (s == "none") {
+      c.zstd_level = 0;
+    } else if (s == "zstd") {
+      c.zstd_level = 3;
+    } else if (s.substr(0, 5) == "zstd:" && ParseUint(s.substr(5), 1, 19, &level)) {
+      c.zstd_level = static_cast<int>(level);
+    } else {
+      AddError(errors, "KP_COMPRESSION", v,
+               "expected zstd, zstd:LEVEL with LEVEL from 1 to 19, or none (default zstd:3)",
+               kProfiler);
+    }
+  }
+
+  if (const char* v = get("KP_DELAY")) {
+    if (!ParseSeconds(v, &c.delay_s)) {
+      AddError(errors, "KP_DELAY", v,
+               "expected a number of seconds from 0 to 1000000 before capture starts (default 0)",
+               kProfiler);
+    }
+  }
+
+  if (const char* v = get("KP_DURATION")) {
+    if (!ParseSeconds(v, &c.duration_s)) {
+      AddError(errors, "KP_DURATION", v,
+               "expected a number of seconds from 0 to 1000000 to capture, 0 meaning until the "
+               "end (default 0)",
+               kProfiler);
+    }
+  }
+
+  if (const char* v = get("KP_CAPTURE_RANGE")) {
+    std::string_view s = Trim(v);
+    size_t sep = s.find("::");
+    if (s.empty() || HasControlCharacters(s) ||
+        (sep != std::string_view::npos && (sep == 0 || sep + 2 == s.size()))) {
+      AddError(errors, "KP_CAPTURE_RANGE", v,
+               "expected the message of the NVTX range that starts capture, optionally "
+               "domain::message (default: capture from the start)",
+               kProfiler);
+    } else {
+      c.capture_range = std::string(s);
+    }
+  }
+
+  if (const char* v = get("KP_LOG")) {
+    std::string_view s = Trim(v);
+    if (s == "quiet") {
+      c.log = LogLevel::kQuiet;
+    } else if (s == "info") {
+      c.log = LogLevel::kInfo;
+    } else if (s == "debug") {
+      c.log = LogLevel::kDebug;
+    } else {
+      AddError(errors, "KP_LOG", v, "expected quiet, info or debug (default info)", kProfiler);
+    }
+  }
+
+  if (const char* v = get("KP_DUMP_BUFFERS")) {
+    if (HasControlCharacters(v)) {
+      AddError(errors, "KP_DUMP_BUFFERS", v,
+               "expected a directory path without control characters (default: off)", kProfiler);
+    } else {
+      c.dump_buffers_dir = v;
+    }
+  }
+  return c;
+}
+
+std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c) {
+  std::vector<std::string> activities;
+  Config copy = c;
+  for (const char* name : kActivityNames) {
+    if (*ActivityFlag(&copy, name)) activities.emplace_back(name);
+  }
+  const char* api = c.api_mode == ApiMode::kAll    ? "all"
+                    : c.api_mode == ApiMode::kNone ? "none"
+                                                   : "launch";
+  const char* log = c.log == LogLevel::kQuiet   ? "quiet"
+                    : c.log == LogLevel::kDebug ? "debug"
+                                                : "info";
+  return {
+      {"KP_DISABLE", c.disabled ? "1" : "0"},
+      {"KP_OUTPUT", c.output_pattern},
+      {"KP_ACTIVITIES", Join(activities)},
+      {"KP_API", api},
+      {"KP_METRICS", Join(c.metrics)},
+      {"KP_METRICS_RANGES", Join(c.metrics_ranges)},
+      {"KP_METRICS_MODE", c.metrics_mode == MetricsMode::kKernel ? "kernel" : "range"},
+      {"KP_FLUSH_MS", std::to_string(c.flush_ms)},
+      {"KP_BUFFER_MB", std::to_string(c.buffer_mb)},
+      {"KP_COMPRESSION", c.zstd_level > 0 ? "zstd:" + std::to_string(c.zstd_level) : "none"},
+      {"KP_DELAY", FormatSeconds(c.delay_s)},
+      {"KP_DURATION", FormatSeconds(c.duration_s)},
+      {"KP_CAPTURE_RANGE", c.capture_range},
+      {"KP_LOG", log},
+      {"KP_DUMP_BUFFERS", c.dump_buffers_dir},
+  };
+}
+
+bool ExpandOutputPattern(const std::string& pattern, uint32_t pid, const std::string& host,
+                         int rank, uint64_t start_unix_ns, std::string* out, std::string* error) {
+  std::string result;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] != '%') {
+      result += pattern[i];
+      continue;
+    }
+    if (i + 1 == pattern.size()) {
+      if (error) *error = "KP_OUTPUT=\"" + Printable(pattern) + "\" ends in a lone %";
+      return false;
+    }
+    char c = pattern[++i];
+    switch (c) {
+      case 'p':
+        result += std::to_string(pid);
+        break;
+      case 'h':
+        result += host;
+        break;
+      case 'r':
+        result += rank < 0 ? std::string("norank") : std::to_string(rank);
+        break;
+      case 't': {
+        // UTC, so files from the hosts of one job sort together whatever their time zone.
+        time_t secs = static_cast<time_t>(start_unix_ns / 1000000000ull);
+        struct tm tm_utc;
+        gmtime_r(&secs, &tm_utc);
+        char buf[32];
+        std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", &tm_utc);
+        result += buf;
+        break;
+      }
+      case '%':
+        result += '%';
+        break;
+      default:
+        if (error) {
+          *error = "KP_OUTPUT=\"" + Printable(pattern) + "\" uses unknown %" +
+                   Printable(std::string(1, c)) +
+                   ": expected %p (pid), %h (host), %r (rank), %t (start time) or %%";
+        }
+        return false;
+    }
+  }
+  *out = std::move(result);
+  return true;
+}
+
+int RankFromEnv(const GetEnvFn& getenv) {
+  return FirstIntFromEnv(
+      getenv, {"RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"});
+}
+
+int LocalRankFromEnv(const GetEnvFn& getenv) {
+  return FirstIntFromEnv(
+      getenv, {"LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"});
+}
+
+int WorldSizeFromEnv(const GetEnvFn& getenv) {
+  return FirstIntFromEnv(getenv,
+                         {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"});
+}
+
+std::vector<std::string> UnknownKpVariables(char** envp) {
+  std::vector<std::string> warnings;
+  if (envp == nullptr) return warnings;
+  for (char** e = envp; *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    if (entry.substr(0, 3) != "KP_") continue;
+    std::string_view name = entry.substr(0, entry.find('='));
+    bool known = false;
+    const char* closest = nullptr;
+    size_t best = 4;  // suggest only names within 3 edits
+    for (const char* k : kKnownVariables) {
+      if (name == k) {
+        known = true;
+        break;
+      }
+      size_t d = EditDistance(name, k);
+      if (d < best) {
+        best = d;
+        closest = k;
+      }
+    }
+    if (known) continue;
+    std::string w = Printable(name) + " is not a kp variable";
+    if (closest != nullptr) w += std::string(" (did you mean ") + closest + "?)";
+    w += "; it is ignored";
+    warnings.push_back(std::move(w));
+  }
+  return warnings;
+}
+
+}  // namespace kp

@@ -1,0 +1,26 @@
+// api_selection.h: which CUDA runtime/driver API calls kp records as activity records.
+//
+// KP_API=launch (the default) keeps the calls that explain GPU work -- launches, copies,
+// memsets, synchronization, allocation, events and graph launches -- in both runtime and driver
+// form. Tracing every API call taxes hot no-op calls (cudaGetDevice, cuCtxGetCurrent ...) that
+// PyTorch makes hundreds of times per step (cupti-notes §8). The selection is made by name, by
+// walking every callback id of a domain, so new versions of a call (cudaLaunchKernel_v7000,
+// __cudaLaunchKernel_v13000, *_ptsz) are picked up without a hand-kept cbid list.
+#pragma once
+
+#include <cupti.h>
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace kp {
+
+// True for names that KP_API=launch records (runtime or driver form).
+bool IsLaunchRelatedApiName(std::string_view name);
+
+// Every cbid of `domain` (CUPTI_CB_DOMAIN_RUNTIME_API or _DRIVER_API) whose name
+// (cuptiGetCallbackName) IsLaunchRelatedApiName. Works without a GPU.
+std::vector<CUpti_CallbackId> SelectLaunchRelatedCbids(CUpti_CallbackDomain domain);
+
+}  // namespace kp

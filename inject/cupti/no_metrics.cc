@@ -1,0 +1,15 @@
+// no_metrics.cc: stands in for inject/metrics when that component is not built, so the tracer
+// links and runs; KP_METRICS then reports that metrics are unavailable in this build.
+#include "inject/metrics/metrics_collector.h"
+
+namespace kp {
+
+std::unique_ptr<MetricsCollector> MetricsCollector::Create(const Config& config, EncoderPost,
+                                                           std::string* error) {
+  if (!config.metrics.empty() && error != nullptr) {
+    *error = "KP_METRICS: metrics not built into this libkpinject.so; unset KP_METRICS";
+  }
+  return nullptr;
+}
+
+}  // namespace kp

@@ -1,0 +1,526 @@
+#include "inject/cupti/tracer.h"
+
+#include <cupti.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "inject/config/config.h"
+#include "inject/cupti/activity_decoder.h"
+#include "inject/cupti/api_selection.h"
+#include "inject/cupti/buffer_pool.h"
+#include "inject/cupti/encoder_thread.h"
+#include "inject/metrics/metrics_collector.h"
+#include "inject/trace/chunk_writer.h"
+#include "inject/trace/trace_encoder.h"
+
+#ifndef KP_VERSION
+#define KP_VERSION "unknown"
+#endif
+
+namespace kp {
+namespace {
+
+constexpr size_t kBufferBytes = 8u << 20;
+constexpr size_t kDeviceBufferPoolLimit = 1024;
+
+// Process-wide state. Deliberately never destroyed: CUPTI threads may still call back while
+// static destructors run at exit.
+struct TracerState {
+  Config config;
+  std::string output_path;
+  FileChunkWriter* writer = nullptr;
+  TraceEncoder* encoder = nullptr;
+  BufferPool* pool = nullptr;
+  ActivityDecoder* decoder = nullptr;
+  EncoderThread* thread = nullptr;
+  std::unique_ptr<MetricsCollector> collector;
+  CUpti_SubscriberHandle subscriber = nullptr;
+};
+
+TracerState* g_state = nullptr;
+std::once_flag g_init_once;
+std::atomic<bool> g_active{false};         // tracing runs; cleared at exit or on a fatal error
+std::atomic<bool> g_in_fork_child{false};  // CUPTI calls hang in a fork child (cupti-notes §6)
+std::atomic<bool> g_exit_done{false};
+std::mutex g_shutdown_mutex;  // serializes exit-time shutdown with cudaDeviceReset's flush
+thread_local bool t_in_callback = false;
+
+bool CuptiUsable() { return g_active.load(std::memory_order_acquire) && !g_in_fork_child.load(); }
+
+void OnForkChild() { g_in_fork_child.store(true); }
+
+const char* CuptiErrorString(CUptiResult result) {
+  const char* text = nullptr;
+  if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr) return "unknown";
+  return text;
+}
+
+bool Logging(LogLevel at_least) {
+  return g_state != nullptr && static_cast<int>(g_state->config.log) >= static_cast<int>(at_least);
+}
+
+// ---- header ----
+
+std::vector<std::string> ReadCommandLine() {
+  std::vector<std::string> args;
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string arg;
+  while (std::getline(in, arg, '\0')) args.push_back(arg);
+  return args;
+}
+
+// "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.03  Release Build ..."
+std::string ReadDriverVersion() {
+  std::ifstream in("/proc/driver/nvidia/version");
+  std::string line;
+  if (!std::getline(in, line)) return "";
+  size_t at = line.find("Module");
+  if (at == std::string::npos) return "";
+  std::istringstream words(line.substr(at));
+  std::string word;
+  while (words >> word) {
+    if (!word.empty() && word[0] >= '0' && word[0] <= '9' && word.find('.') != std::string::npos) {
+      return word;
+    }
+  }
+  return "";
+}
+
+int CudaDriverVersion() {
+  // Not linked against libcuda: ask it only if the process already has it.
+  using Fn = int (*)(int*);
+  // cudart loads libcuda RTLD_LOCAL, so RTLD_DEFAULT misses it; RTLD_NOLOAD never loads it.
+  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "cuDriverGetVersion"));
+  if (fn == nullptr) {
+    if (void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
+      fn = reinterpret_cast<Fn>(dlsym(cuda, "cuDriverGetVersion"));
+    }
+  }
+  int version = 0;
+  if (fn == nullptr || fn(&version) != 0) return 0;
+  return version;
+}
+
+const char* ModeName(InjectionMode mode) {
+  switch (mode) {
+    case InjectionMode::kInjection:
+      return "injection";
+    case InjectionMode::kPreload:
+      return "preload";
+    case InjectionMode::kNvtxEarly:
+      return "nvtx-early";
+  }
+  return "unknown";
+}
+
+std::string HumanBytes(uint64_t bytes) {
+  char text[32];
+  if (bytes >= (1u << 30)) {
+    std::snprintf(text, sizeof(text), "%.1f GiB", bytes / double(1u << 30));
+  } else if (bytes >= (1u << 20)) {
+    std::snprintf(text, sizeof(text), "%.1f MiB", bytes / double(1u << 20));
+  } else if (bytes >= (1u << 10)) {
+    std::snprintf(text, sizeof(text), "%.1f KiB", bytes / double(1u << 10));
+  } else {
+    std::snprintf(text, sizeof(text), "%llu bytes", static_cast<unsigned long long>(bytes));
+  }
+  return text;
+}
+
+// ---- CUPTI callbacks (hot path: short, no I/O, no lock a CUDA-calling thread holds) ----
+
+void CUPTIAPI BufferRequested(uint8_t** buffer, size_t* size, size_t* max_num_records) {
+  *buffer = nullptr;
+  *size = 0;
+  *max_num_records = 0;
+  try {
+    if (g_state == nullptr || g_in_fork_child.load()) return;
+    *buffer = g_state->pool->Acquire();  // nullptr at the KP_BUFFER_MB cap: CUPTI drops, counts
+    if (*buffer != nullptr) *size = g_state->pool->buffer_bytes();
+  } catch (...) {
+    *buffer = nullptr;
+    *size = 0;
+  }
+}
+
+void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t,
+                              size_t valid_size) {
+  try {
+    if (g_state == nullptr || buffer == nullptr || g_in_fork_child.load()) return;
+    if (g_exit_done.load()) {
+      g_state->pool->Release(buffer);  // after the footer: nowhere to write it
+      return;
+    }
+    g_state->thread->PushCompleted(context, stream_id, buffer, valid_size);
+  } catch (...) {
+  }
+}
+
+void FlushForReset() {
+  std::lock_guard<std::mutex> lock(g_shutdown_mutex);
+  if (!CuptiUsable() || g_exit_done.load()) return;
+  if (g_state->collector) g_state->collector->Shutdown();
+  cuptiActivityFlushAll(0);
+}
+
+void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
+  if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+    if (g_state->collector) {
+      uint32_t device = 0;
+      cuptiGetDeviceId(data->context, &device);
+      g_state->collector->OnContextCreated(data->context, device);
+    }
+  } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+    if (g_state->collector) g_state->collector->OnContextDestroying(data->context);
+    cuptiActivityFlushAll(0);
+  }
+}
+
+void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                         const void* cbdata) {
+  if (t_in_callback || g_state == nullptr || !CuptiUsable()) return;
+  t_in_callback = true;
+  try {
+    switch (domain) {
+      case CUPTI_CB_DOMAIN_RESOURCE:
+        OnResource(cbid, static_cast<const CUpti_ResourceData*>(cbdata));
+        break;
+      case CUPTI_CB_DOMAIN_RUNTIME_API:
+      case CUPTI_CB_DOMAIN_DRIVER_API: {
+        const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+        if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
+            cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020) {
+          if (data->callbackSite == CUPTI_API_ENTER) FlushForReset();
+        } else if (g_state->collector && g_state->collector->wants_launch_callbacks()) {
+          g_state->collector->OnLaunch(domain, cbid, data);
+        }
+        break;
+      }
+      case CUPTI_CB_DOMAIN_NVTX:
+        if (g_state->collector) {
+          g_state->collector->OnNvtx(cbid, static_cast<const CUpti_NvtxData*>(cbdata));
+        }
+        break;
+      case CUPTI_CB_DOMAIN_STATE:
+        if (cbid == CUPTI_CBID_STATE_FATAL_ERROR) {
+          const auto* state = static_cast<const CUpti_StateData*>(cbdata);
+          const char* message = state->notification.message;
+          std::fprintf(stderr, "kp: CUPTI fatal error (%s): %s; tracing stops here\n",
+                       CuptiErrorString(state->notification.result),
+                       message != nullptr ? message : "no message");
+          g_active.store(false);  // CUPTI has finalized itself; no more CUPTI calls
+        }
+        break;
+      default:
+        break;
+    }
+  } catch (...) {
+  }
+  t_in_callback = false;
+}
+
+// ---- exit ----
+
+void AtExit() {
+  try {
+    if (g_state == nullptr || g_in_fork_child.load() || g_exit_done.load()) return;
+    std::lock_guard<std::mutex> lock(g_shutdown_mutex);
+    const bool cupti_ok = CuptiUsable();
+    if (cupti_ok) {
+      if (g_state->collector) g_state->collector->Shutdown();
+      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    }
+    g_active.store(false);
+    g_state->thread->Stop(cupti_ok ? "exit" : "cupti fatal error");
+    g_exit_done.store(true);
+    if (Logging(LogLevel::kInfo)) {
+      std::fprintf(stderr, "kp: wrote %s (%llu records, %s)\n", g_state->output_path.c_str(),
+                   static_cast<unsigned long long>(g_state->encoder->stats().records_written),
+                   HumanBytes(g_state->writer->bytes_written()).c_str());
+    }
+  } catch (...) {
+  }
+}
+
+// ---- set-up ----
+
+void EnableKind(CUpti_ActivityKind kind, const char* what) {
+  CUptiResult result = cuptiActivityEnable(kind);
+  if (result == CUPTI_SUCCESS) return;
+  if (result == CUPTI_ERROR_NOT_COMPATIBLE) {
+    std::fprintf(stderr,
+                 "kp: %s records are not compatible with the other kinds enabled; "
+                 "they are off (drop them from KP_ACTIVITIES to silence this)\n",
+                 what);
+  } else {
+    std::fprintf(stderr, "kp: cannot enable %s records: %s\n", what, CuptiErrorString(result));
+  }
+}
+
+void EnableActivities(const Config& c) {
+  if (c.kernel) EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
+  if (c.memcpy) {
+    EnableKind(CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy");
+    EnableKind(CUPTI_ACTIVITY_KIND_MEMCPY2, "peer memcpy");
+  }
+  if (c.memset) EnableKind(CUPTI_ACTIVITY_KIND_MEMSET, "memset");
+  if (c.api && c.api_mode == ApiMode::kAll) {
+    EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, "runtime API");
+    EnableKind(CUPTI_ACTIVITY_KIND_DRIVER, "driver API");
+  } else if (c.api && c.api_mode == ApiMode::kLaunch) {
+    // Per-cbid enables only: enabling the RUNTIME/DRIVER kind afterwards would override them.
+    for (CUpti_CallbackId cbid : SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_RUNTIME_API)) {
+      cuptiActivityEnableRuntimeApi(cbid, 1);
+    }
+    for (CUpti_CallbackId cbid : SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_DRIVER_API)) {
+      cuptiActivityEnableDriverApi(cbid, 1);
+    }
+  }
+  if (c.nvtx) {
+    EnableKind(CUPTI_ACTIVITY_KIND_MARKER, "NVTX marker");
+    EnableKind(CUPTI_ACTIVITY_KIND_MARKER_DATA, "NVTX marker data");
+    EnableKind(CUPTI_ACTIVITY_KIND_NAME, "NVTX name");
+  }
+  if (c.sync) EnableKind(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "synchronization");
+  if (c.overhead) EnableKind(CUPTI_ACTIVITY_KIND_OVERHEAD, "overhead");
+  if (c.graph) EnableKind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "graph");
+  cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_DEVICE);
+  cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_CONTEXT);
+}
+
+void EnableCallbacks(CUpti_SubscriberHandle sub, MetricsCollector* collector) {
+  cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+  cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
+                      CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+  cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
+                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
+  cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
+  if (collector == nullptr) return;
+  if (collector->wants_nvtx_callbacks()) cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_NVTX);
+  if (collector->wants_launch_callbacks()) {
+    static constexpr CUpti_CallbackId kRuntimeLaunches[] = {
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+        CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+        CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+    };
+    static constexpr CUpti_CallbackId kDriverLaunches[] = {
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+        CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+    };
+    for (CUpti_CallbackId cbid : kRuntimeLaunches) {
+      cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+    }
+    for (CUpti_CallbackId cbid : kDriverLaunches) {
+      cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+    }
+  }
+}
+
+uint64_t WallClockNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+void DoToolInit(InjectionMode mode) {
+  auto state = std::make_unique<TracerState>();
+  std::vector<ConfigError> errors;
+  state->config = ParseConfig([](const char* name) { return std::getenv(name); }, &errors);
+  bool profiler_off = false;
+  for (const ConfigError& error : errors) {
+    std::fprintf(stderr, "kp: %s\n", error.message.c_str());
+    if (error.scope == ConfigErrorScope::kProfiler) profiler_off = true;
+    if (error.scope == ConfigErrorScope::kMetrics) state->config.metrics.clear();
+  }
+  if (profiler_off) return;  // the error line already says kp is off
+  Config& config = state->config;
+  if (config.disabled) return;
+  if (config.log != LogLevel::kQuiet) {
+    for (const std::string& warning : UnknownKpVariables(environ)) {
+      std::fprintf(stderr, "kp: %s\n", warning.c_str());
+    }
+  }
+
+  pthread_atfork(nullptr, nullptr, &OnForkChild);
+
+  const uint32_t pid = static_cast<uint32_t>(getpid());
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const int rank = RankFromEnv([](const char* name) { return std::getenv(name); });
+  const uint64_t start_unix_ns = WallClockNs();
+  uint64_t start_trace_ns = 0;
+  cuptiGetTimestamp(&start_trace_ns);
+
+  std::string expand_error;
+  if (!ExpandOutputPattern(config.output_pattern, pid, host, rank, start_unix_ns,
+                           &state->output_path, &expand_error)) {
+    std::fprintf(stderr, "kp: KP_OUTPUT: %s; kp is off for this process\n", expand_error.c_str());
+    return;
+  }
+
+  // Subscribe first: it is also the "am I the only CUDA profiler" check (cupti-notes §3).
+  char old_subscriber[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "kp";
+  params.oldSubscriberName = old_subscriber;
+  params.oldSubscriberSize = sizeof(old_subscriber) - 1;
+  CUptiResult result = cuptiSubscribe_v2(&state->subscriber, &OnCallback, nullptr, &params);
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    std::fprintf(stderr, "kp: another CUDA profiler (%s) is attached; kp is off for this process\n",
+                 old_subscriber[0] != '\0' ? old_subscriber : "unknown");
+    return;
+  }
+  if (result != CUPTI_SUCCESS) {
+    std::fprintf(stderr, "kp: cannot start CUPTI (%s); kp is off for this process\n",
+                 CuptiErrorString(result));
+    return;
+  }
+
+  std::string open_error;
+  state->writer = FileChunkWriter::Open(state->output_path, config.zstd_level, &open_error);
+  if (state->writer == nullptr) {
+    std::fprintf(stderr,
+                 "kp: cannot write the trace %s: %s; set KP_OUTPUT to a writable path. "
+                 "kp is off for this process\n",
+                 state->output_path.c_str(), open_error.c_str());
+    cuptiUnsubscribe(state->subscriber);
+    return;
+  }
+
+  cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+  size_t pool_limit = kDeviceBufferPoolLimit;
+  size_t attr_size = sizeof(pool_limit);
+  cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &attr_size, &pool_limit);
+
+  state->encoder = new TraceEncoder(state->writer, TraceEncoder::Options());
+  HeaderInfo header;
+  header.kp_version = KP_VERSION;
+  header.pid = pid;
+  header.ppid = static_cast<uint32_t>(getppid());
+  header.hostname = host;
+  header.command_line = ReadCommandLine();
+  auto getenv_fn = [](const char* name) { return std::getenv(name); };
+  header.rank = rank;
+  header.local_rank = LocalRankFromEnv(getenv_fn);
+  header.world_size = WorldSizeFromEnv(getenv_fn);
+  header.start_time_unix_ns = start_unix_ns;
+  header.start_time_trace_ns = start_trace_ns;
+  header.clock = "CLOCK_REALTIME (cupti default)";
+  header.config = DescribeConfig(config);
+  uint32_t cupti_version = 0;
+  cuptiGetVersion(&cupti_version);
+  header.cupti_api_version = cupti_version;
+  header.cuda_driver_version = CudaDriverVersion();
+  header.driver_version = ReadDriverVersion();
+  header.injection_mode = ModeName(mode);
+  header.output_path = state->output_path;
+  state->encoder->SetHeader(header);
+
+  state->pool = new BufferPool(kBufferBytes, static_cast<size_t>(config.buffer_mb) << 20);
+
+  ActivityDecoder::Options window;
+  const uint64_t delay_ns = static_cast<uint64_t>(config.delay_s * 1e9);
+  const uint64_t duration_ns = static_cast<uint64_t>(config.duration_s * 1e9);
+  window.start_range = config.capture_range;
+  window.duration_ns = duration_ns;
+  if (config.capture_range.empty()) {
+    window.window_start = start_trace_ns + delay_ns;
+    if (duration_ns != 0) window.window_end = window.window_start + duration_ns;
+  }
+
+  EncoderThread* thread_ptr = nullptr;
+  EncoderThread** thread_slot = &state->thread;
+  if (!config.metrics.empty()) {
+    std::string metrics_error;
+    EncoderPost post = [thread_slot](std::function<void(TraceEncoder&)> task) {
+      if (*thread_slot != nullptr) (*thread_slot)->Post(std::move(task));
+    };
+    state->collector = MetricsCollector::Create(config, post, &metrics_error);
+    if (!state->collector && !metrics_error.empty()) {
+      std::fprintf(stderr, "kp: metrics: %s; tracing goes on without metrics\n",
+                   metrics_error.c_str());
+      state->encoder->AddNotice(2, "metrics", metrics_error, start_trace_ns);
+    }
+  }
+  state->decoder = new ActivityDecoder(state->encoder, state->collector.get(), window);
+
+  EncoderThread::Options thread_options;
+  thread_options.flush_ms = config.flush_ms;
+  thread_options.dump_dir = config.dump_buffers_dir;
+  thread_options.pid = pid;
+  thread_ptr = new EncoderThread(state->encoder, state->decoder, state->pool, thread_options);
+  std::string thread_error;
+  if (!thread_ptr->Start(&thread_error)) {
+    std::fprintf(stderr, "kp: %s; kp is off for this process\n", thread_error.c_str());
+    cuptiUnsubscribe(state->subscriber);
+    return;  // the file keeps its magic only; nothing else was enabled
+  }
+  state->thread = thread_ptr;
+
+  g_state = state.release();
+  g_active.store(true, std::memory_order_release);
+
+  result = cuptiActivityRegisterCallbacks(&BufferRequested, &BufferCompleted);
+  if (result != CUPTI_SUCCESS) {
+    std::fprintf(stderr, "kp: cannot register CUPTI buffers (%s); kp is off for this process\n",
+                 CuptiErrorString(result));
+    g_active.store(false);
+    g_state->thread->Stop("cupti error");
+    cuptiUnsubscribe(g_state->subscriber);
+    return;
+  }
+  EnableActivities(g_state->config);
+  EnableCallbacks(g_state->subscriber, g_state->collector.get());
+  std::atexit(&AtExit);
+  if (Logging(LogLevel::kDebug)) {
+    std::fprintf(stderr, "kp: tracing to %s (%s mode)\n", g_state->output_path.c_str(),
+                 ModeName(mode));
+  }
+}
+
+}  // namespace
+
+void ToolInit(InjectionMode mode) {
+  try {
+    if (g_in_fork_child.load()) return;
+    std::call_once(g_init_once, [mode] {
+      try {
+        DoToolInit(mode);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "kp: internal error at start-up (%s); kp is off\n", e.what());
+      } catch (...) {
+        std::fprintf(stderr, "kp: internal error at start-up; kp is off\n");
+      }
+    });
+  } catch (...) {
+  }
+}
+
+}  // namespace kp

@@ -1,0 +1,293 @@
+// Chrome JSON exporter tests: output parsed by a real JSON parser (nlohmann-json), checked for
+// counts per kind, flows, nesting per tid and relative times; the JSON writer's escaping; a golden
+// diff; and the cross-format check (trace == Perfetto == Chrome JSON).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "inject/trace/chunk_writer.h"
+#include "inject/trace/trace_encoder.h"
+#include "tools/export/chrome_exporter.h"
+#include "tools/export/perfetto_exporter.h"
+
+namespace kp_export_test {
+// Defined in perfetto_test.cc (same test executable).
+struct FixedTraceCounts {
+  int kernels = 0, memcpys = 0, memsets = 0, api = 0, nvtx = 0, marks = 0, metric_ranges = 0;
+  int internal_kernels = 0;
+  uint64_t start_ns = 0;
+  std::vector<uint64_t> kernel_starts;
+};
+struct PerfettoCounts {
+  int kernels = 0, memcpys = 0, memsets = 0, api = 0, nvtx = 0, marks = 0, counters = 0;
+  int metric_slices = 0;
+};
+FixedTraceCounts WriteFixedTrace(const std::string& path, uint32_t pid);
+bool ExportFiles(kp::Exporter& exporter, const std::vector<std::string>& paths, std::string* err);
+std::string ReadFile(const std::string& path);
+void ExpectGolden(const std::string& name, const std::string& actual);
+PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
+                                      std::vector<uint64_t>* kernel_begin_ts,
+                                      std::vector<std::string>* names, bool launch_calls_present);
+}  // namespace kp_export_test
+
+namespace {
+
+using namespace kp_export_test;
+using nlohmann::json;
+
+std::string WriteJson(void (*body)(kp::JsonWriter&)) {
+  kp::JsonWriter w(nullptr);
+  body(w);
+  return w.buffer();
+}
+
+TEST(JsonWriter, EscapesEverythingAParserNeeds) {
+  std::string s = WriteJson([](kp::JsonWriter& w) {
+    w.BeginObject();
+    w.Key("a\"b");
+    w.String(std::string("q\"\\\n\t\x01\x1f end"));
+    w.Key("bad utf8");
+    w.String("x\xff\xc3(y\xe2\x82\xac");  // invalid, invalid pair, then a valid euro sign
+    w.Key("arr");
+    w.BeginArray();
+    w.UInt(18446744073709551615ull);
+    w.Int(-5);
+    w.Double(0.1);
+    w.Double(0.0 / 0.0);
+    w.MicrosFromNs(1234567);
+    w.MicrosFromNs(-1500);
+    w.EndArray();
+    w.EndObject();
+  });
+  json j = json::parse(s);  // throws (fails the test) on invalid JSON
+  EXPECT_EQ(j["a\"b"], std::string("q\"\\\n\t\x01\x1f end"));
+  EXPECT_EQ(j["bad utf8"], "x\xEF\xBF\xBD\xEF\xBF\xBD(y\xe2\x82\xac");
+  EXPECT_EQ(j["arr"][0].get<uint64_t>(), 18446744073709551615ull);
+  EXPECT_EQ(j["arr"][1], -5);
+  EXPECT_EQ(j["arr"][2], 0.1);
+  EXPECT_TRUE(j["arr"][3].is_null());
+  EXPECT_NE(s.find("1234.567"), std::string::npos);
+  EXPECT_NE(s.find("-1.500"), std::string::npos);
+}
+
+struct ChromeCounts {
+  std::map<std::string, int> x_by_cat;
+  int marks = 0, counters = 0, flow_s = 0, flow_f = 0;
+};
+
+ChromeCounts CheckChrome(const json& j, uint64_t start_ns) {
+  ChromeCounts c;
+  EXPECT_EQ(j["displayTimeUnit"], "ns");
+  EXPECT_TRUE(j["kp"]["files"].is_array());
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> per_tid;
+  std::map<uint64_t, int> s_ids, f_ids;
+  double min_ts = 1e300;
+  for (const json& e : j["traceEvents"]) {
+    std::string ph = e["ph"];
+    EXPECT_TRUE(e["pid"].is_number_integer());
+    if (e.contains("tid")) {
+      EXPECT_TRUE(e["tid"].is_number_integer());
+    }
+    if (ph == "M") continue;
+    double ts = e["ts"];
+    min_ts = std::min(min_ts, ts);
+    if (ph == "X") {
+      ++c.x_by_cat[e["cat"]];
+      per_tid[{e["pid"], e["tid"]}].push_back({ts, ts + e["dur"].get<double>()});
+    } else if (ph == "i") {
+      ++c.marks;
+    } else if (ph == "C") {
+      ++c.counters;
+    } else if (ph == "s" || ph == "f") {
+      EXPECT_EQ(e["cat"], "ac2g");
+      EXPECT_EQ(e["name"], "ac2g");
+      if (ph == "s") {
+        ++c.flow_s;
+        ++s_ids[e["id"]];
+      } else {
+        ++c.flow_f;
+        EXPECT_EQ(e["bp"], "e");
+        ++f_ids[e["id"]];
+      }
+    }
+  }
+  EXPECT_EQ(s_ids, f_ids) << "flows paired, ids unique per (file, correlation)";
+  EXPECT_GE(min_ts, 0.0) << "times relative to the trace start";
+  // No partial overlaps on one tid (ns-exact: compare in integer ns).
+  for (auto& [key, v] : per_tid) {
+    std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    std::vector<int64_t> open;
+    for (const auto& [s, e] : v) {
+      int64_t s_ns = std::llround(s * 1000), e_ns = std::llround(e * 1000);
+      while (!open.empty() && open.back() <= s_ns) open.pop_back();
+      if (!open.empty()) {
+        EXPECT_LE(e_ns, open.back())
+            << "partial overlap on pid " << key.first << " tid " << key.second;
+      }
+      open.push_back(e_ns);
+    }
+  }
+  (void)start_ns;
+  return c;
+}
+
+TEST(ChromeExporter, ParsesAndHoldsEveryRecord) {
+  FixedTraceCounts want = WriteFixedTrace("chrome_input.kptrace", 4242);
+  kp::ExportOptions opt;
+  opt.output = "chrome_output.json";
+  kp::ChromeExporter exporter(opt);
+  std::string err;
+  ASSERT_TRUE(ExportFiles(exporter, {"chrome_input.kptrace"}, &err)) << err;
+  json j = json::parse(ReadFile(opt.output));
+  ChromeCounts c = CheckChrome(j, want.start_ns);
+  EXPECT_EQ(c.x_by_cat["kernel"], want.kernels);
+  EXPECT_EQ(c.x_by_cat["gpu_memcpy"], want.memcpys);
+  EXPECT_EQ(c.x_by_cat["gpu_memset"], want.memsets);
+  EXPECT_EQ(c.x_by_cat["cuda_runtime"] + c.x_by_cat["cuda_driver"], want.api);
+  EXPECT_EQ(c.x_by_cat["nvtx"], want.nvtx);
+  EXPECT_EQ(c.x_by_cat["kp_metrics"], want.metric_ranges);
+  EXPECT_EQ(c.marks, want.marks);
+  EXPECT_EQ(c.counters, want.metric_ranges * 2);
+  EXPECT_EQ(c.flow_s, want.kernels + want.memcpys + want.memsets);
+  // Times: the first kernel starts 2 µs after the header's start (fixed trace: T0 + 2000 ns).
+  double first_kernel = 1e300;
+  std::set<std::string> process_names, thread_names;
+  bool odd_name_found = false;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "kernel") {
+      first_kernel = std::min(first_kernel, e["ts"].get<double>());
+      if (e["args"]["mangled name"] == "void odd<int, \"q\\\">(float*)\x01\t end") {
+        odd_name_found = true;
+      }
+    }
+    if (e["ph"] == "M" && e["name"] == "process_name") process_names.insert(e["args"]["name"]);
+    if (e["ph"] == "M" && e["name"] == "thread_name") thread_names.insert(e["args"]["name"]);
+  }
+  EXPECT_DOUBLE_EQ(first_kernel, 2.0);
+  EXPECT_TRUE(odd_name_found) << "name with quotes, backslash and control characters round-trips";
+  EXPECT_TRUE(process_names.count("GPU 0: NVIDIA H200 (pid 4242)"));
+  EXPECT_TRUE(process_names.count("python3 train.py --steps=2"));
+  EXPECT_TRUE(thread_names.count("stream 7"));
+  EXPECT_TRUE(thread_names.count("stream 13"));
+  EXPECT_TRUE(thread_names.count("main"));
+  EXPECT_EQ(j["kp"]["files"][0]["original_pid"], 4242);
+}
+
+TEST(ChromeExporter, TwoProcessesMergeIntoOneTimeline) {
+  WriteFixedTrace("chrome_a.kptrace", 777);
+  WriteFixedTrace("chrome_b.kptrace", 777);
+  kp::ExportOptions opt;
+  opt.output = "chrome_two.json";
+  kp::ChromeExporter exporter(opt);
+  std::string err;
+  ASSERT_TRUE(ExportFiles(exporter, {"chrome_a.kptrace", "chrome_b.kptrace"}, &err)) << err;
+  json j = json::parse(ReadFile(opt.output));
+  ChromeCounts c = CheckChrome(j, 0);
+  EXPECT_EQ(c.x_by_cat["kernel"], 40);
+  std::set<int64_t> gpu_pids, cpu_pids;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "X" && e["cat"] == "kernel") gpu_pids.insert(e["pid"].get<int64_t>());
+    if (e["ph"] == "X" && e["cat"] == "nvtx") cpu_pids.insert(e["pid"].get<int64_t>());
+  }
+  EXPECT_EQ(gpu_pids.size(), 2u);
+  EXPECT_EQ(cpu_pids.size(), 2u);
+  EXPECT_TRUE(cpu_pids.count(777));
+  EXPECT_EQ(j["kp"]["files"].size(), 2u);
+}
+
+TEST(ChromeExporter, Golden) {
+  WriteFixedTrace("golden_input.kptrace", 4242);
+  kp::ExportOptions opt;
+  opt.output = "golden_output.json";
+  kp::ChromeExporter exporter(opt);
+  std::string err;
+  ASSERT_TRUE(ExportFiles(exporter, {"golden_input.kptrace"}, &err)) << err;
+  ExpectGolden("fixed.json", ReadFile(opt.output));
+}
+
+TEST(CrossFormat, SameCountsInTracePerfettoAndChrome) {
+  FixedTraceCounts want = WriteFixedTrace("cross_input.kptrace", 4242);
+  kp::ExportOptions popt, copt;
+  popt.output = "cross.pftrace";
+  copt.output = "cross.json";
+  kp::PerfettoExporter perfetto(popt);
+  kp::ChromeExporter chrome(copt);
+  std::string err;
+  ASSERT_TRUE(ExportFiles(perfetto, {"cross_input.kptrace"}, &err)) << err;
+  ASSERT_TRUE(ExportFiles(chrome, {"cross_input.kptrace"}, &err)) << err;
+  PerfettoCounts p = DecodeAndCheckPerfetto(ReadFile(popt.output), nullptr, nullptr, true);
+  ChromeCounts c = CheckChrome(json::parse(ReadFile(copt.output)), want.start_ns);
+  EXPECT_EQ(p.kernels, want.kernels);
+  EXPECT_EQ(c.x_by_cat["kernel"], want.kernels);
+  EXPECT_EQ(p.memcpys, want.memcpys);
+  EXPECT_EQ(c.x_by_cat["gpu_memcpy"], want.memcpys);
+  EXPECT_EQ(p.memsets, want.memsets);
+  EXPECT_EQ(c.x_by_cat["gpu_memset"], want.memsets);
+  EXPECT_EQ(p.api, want.api);
+  EXPECT_EQ(c.x_by_cat["cuda_runtime"] + c.x_by_cat["cuda_driver"], want.api);
+  EXPECT_EQ(p.nvtx, want.nvtx);
+  EXPECT_EQ(c.x_by_cat["nvtx"], want.nvtx);
+  EXPECT_EQ(p.marks, c.marks);
+}
+
+}  // namespace
+
+namespace {
+
+// Throughput on this machine (run by hand: --gtest_also_run_disabled_tests). Prints records/s.
+TEST(ExportThroughput, DISABLED_PerfettoAndChrome) {
+  kp::MemoryChunkSink sink(0);
+  kp::TraceEncoder enc(&sink, kp::TraceEncoder::Options());
+  kp::HeaderInfo h;
+  h.pid = 9;
+  h.start_time_trace_ns = 1'000'000'000;
+  enc.SetHeader(h);
+  const int n = 500000;
+  for (int i = 0; i < n; ++i) {
+    uint64_t t = 1'000'000'000ull + i * 3000ull;
+    kp::ApiRecord a;
+    a.name = "cudaLaunchKernel_v7000";
+    a.start = t;
+    a.end = t + 500;
+    a.thread_id = 1;
+    a.correlation = i + 1;
+    enc.AddApi(a);
+    kp::KernelRecord k;
+    k.name = "_Z7stencilPfS_i";
+    k.start = t + 1000;
+    k.end = t + 2500;
+    k.stream = 7;
+    k.correlation = i + 1;
+    enc.AddKernel(k);
+    if (enc.FlushDue()) enc.Flush();
+  }
+  enc.Finish(kp::FooterInfo());
+  std::ofstream("throughput.kptrace", std::ios::binary)
+      .write(reinterpret_cast<const char*>(sink.file().data()),
+             static_cast<std::streamsize>(sink.file().size()));
+  for (int format = 0; format < 2; ++format) {
+    kp::ExportOptions opt;
+    opt.output = format == 0 ? "throughput.pftrace" : "throughput.json";
+    std::unique_ptr<kp::Exporter> e =
+        format == 0 ? kp::MakePerfettoExporter(opt) : kp::MakeChromeExporter(opt);
+    std::string err;
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(kp_export_test::ExportFiles(*e, {"throughput.kptrace"}, &err)) << err;
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%s: %d records in %.3f s = %.2f M records/s\n", opt.output.c_str(), 2 * n, s,
+                2 * n / s / 1e6);
+  }
+}
+
+}  // namespace

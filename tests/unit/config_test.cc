@@ -1,0 +1,311 @@
+// Config tests: every KP_* variable with good and bad values, the exact error lines, output
+// pattern expansion, rank discovery and the unknown-variable warnings.
+#include "inject/config/config.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kp {
+namespace {
+
+struct Env {
+  std::map<std::string, std::string> vars;
+  GetEnvFn fn() const {
+    return [this](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  }
+};
+
+Config Parse(std::map<std::string, std::string> vars, std::vector<ConfigError>* errors) {
+  Env env{std::move(vars)};
+  return ParseConfig(env.fn(), errors);
+}
+
+// Parses one variable that must be accepted.
+Config Good(const std::string& name, const std::string& value) {
+  std::vector<ConfigError> errors;
+  Config c = Parse({{name, value}}, &errors);
+  EXPECT_TRUE(errors.empty()) << name << "=" << value << ": " << errors[0].message;
+  return c;
+}
+
+// Parses one variable that must be refused; returns its single error.
+ConfigError Bad(const std::string& name, const std::string& value) {
+  std::vector<ConfigError> errors;
+  Parse({{name, value}}, &errors);
+  EXPECT_EQ(errors.size(), 1u) << name << "=" << value;
+  if (errors.empty()) return {};
+  EXPECT_EQ(errors[0].variable, name);
+  EXPECT_EQ(errors[0].message.find('\n'), std::string::npos);
+  EXPECT_EQ(errors[0].message.rfind(name + "=\"", 0), 0u) << errors[0].message;
+  return errors[0];
+}
+
+TEST(ConfigTest, DefaultsWhenNothingIsSet) {
+  std::vector<ConfigError> errors;
+  Config c = Parse({}, &errors);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_FALSE(c.disabled);
+  EXPECT_EQ(c.output_pattern, "kp-%p.kptrace");
+  EXPECT_TRUE(c.kernel && c.memcpy && c.memset && c.api && c.nvtx && c.sync && c.overhead);
+  EXPECT_FALSE(c.graph);
+  EXPECT_EQ(c.api_mode, ApiMode::kLaunch);
+  EXPECT_TRUE(c.metrics.empty());
+  EXPECT_EQ(c.metrics_mode, MetricsMode::kRange);
+  EXPECT_EQ(c.flush_ms, 1000u);
+  EXPECT_EQ(c.buffer_mb, 256u);
+  EXPECT_EQ(c.zstd_level, 3);
+  EXPECT_EQ(c.log, LogLevel::kInfo);
+  // Empty values count as unset.
+  c = Parse({{"KP_FLUSH_MS", ""}, {"KP_API", ""}}, &errors);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(c.flush_ms, 1000u);
+}
+
+TEST(ConfigTest, Disable) {
+  EXPECT_TRUE(Good("KP_DISABLE", "1").disabled);
+  EXPECT_TRUE(Good("KP_DISABLE", "yes").disabled);
+  EXPECT_FALSE(Good("KP_DISABLE", "0").disabled);
+  EXPECT_FALSE(Good("KP_DISABLE", "off").disabled);
+  EXPECT_EQ(Bad("KP_DISABLE", "2").message,
+            "KP_DISABLE=\"2\" is not valid: expected 1 to turn kp off or 0 to keep it on (also "
+            "true/false, yes/no, on/off; default 0); kp is off for this process");
+}
+
+TEST(ConfigTest, Output) {
+  EXPECT_EQ(Good("KP_OUTPUT", "/data/run-%h-%p-%r-%t-100%%.kptrace").output_pattern,
+            "/data/run-%h-%p-%r-%t-100%%.kptrace");
+  EXPECT_EQ(Bad("KP_OUTPUT", "trace-%q").message,
+            "KP_OUTPUT=\"trace-%q\" is not valid: expected a file path in which % is followed by "
+            "p (pid), h (host), r (rank), t (start time) or % (found \"%q\"; default "
+            "kp-%p.kptrace); kp is off for this process");
+  Bad("KP_OUTPUT", "trace%");
+  EXPECT_EQ(Bad("KP_OUTPUT", "a\nb").message.find("a\\x0ab"), 11u);
+}
+
+TEST(ConfigTest, Activities) {
+  Config c = Good("KP_ACTIVITIES", "kernel,memcpy");
+  EXPECT_TRUE(c.kernel && c.memcpy);
+  EXPECT_FALSE(c.memset || c.api || c.nvtx || c.sync || c.graph || c.overhead);
+  c = Good("KP_ACTIVITIES", "all");
+  EXPECT_TRUE(c.kernel && c.memcpy && c.memset && c.api && c.nvtx && c.sync && c.graph &&
+              c.overhead);
+  c = Good("KP_ACTIVITIES", "-api, -nvtx");
+  EXPECT_TRUE(c.kernel && c.memcpy && c.memset && c.sync && c.overhead);
+  EXPECT_FALSE(c.api || c.nvtx || c.graph);
+  c = Good("KP_ACTIVITIES", "default,graph,-overhead");
+  EXPECT_TRUE(c.kernel && c.graph && c.api);
+  EXPECT_FALSE(c.overhead);
+  c = Good("KP_ACTIVITIES", "all,-memset");
+  EXPECT_TRUE(c.graph);
+  EXPECT_FALSE(c.memset);
+  EXPECT_EQ(Bad("KP_ACTIVITIES", "kernel,kernels").message,
+            "KP_ACTIVITIES=\"kernel,kernels\" is not valid: expected a comma list of kernel, "
+            "memcpy, memset, api, nvtx, sync, graph, overhead, default or all, with -name to "
+            "remove one (\"kernels\" is none of them; default: all but graph); kp is off for "
+            "this process");
+  Bad("KP_ACTIVITIES", "kernel,,memcpy");
+  Bad("KP_ACTIVITIES", "-");
+}
+
+TEST(ConfigTest, Api) {
+  EXPECT_EQ(Good("KP_API", "launch").api_mode, ApiMode::kLaunch);
+  EXPECT_EQ(Good("KP_API", "all").api_mode, ApiMode::kAll);
+  EXPECT_EQ(Good("KP_API", "none").api_mode, ApiMode::kNone);
+  EXPECT_EQ(Bad("KP_API", "ALL").message,
+            "KP_API=\"ALL\" is not valid: expected launch (launch, copy, memset, sync, "
+            "allocation, event and graph calls), all or none (default launch); kp is off for "
+            "this process");
+}
+
+TEST(ConfigTest, MetricsAndSolShorthand) {
+  Config c = Good("KP_METRICS", "dram__bytes_read.sum, gpu__time_duration.sum");
+  EXPECT_EQ(c.metrics,
+            (std::vector<std::string>{"dram__bytes_read.sum", "gpu__time_duration.sum"}));
+  c = Good("KP_METRICS", "sol");
+  EXPECT_EQ(c.metrics, SpeedOfLightMetrics());
+  EXPECT_EQ(SpeedOfLightMetrics().size(), 8u);
+  EXPECT_EQ(SpeedOfLightMetrics()[0], "sm__throughput.avg.pct_of_peak_sustained_elapsed");
+  c = Good("KP_METRICS", "l1tex__t_bytes.sum,sol,dram__bytes_read.sum");  // duplicates dropped
+  ASSERT_EQ(c.metrics.size(), 9u);
+  EXPECT_EQ(c.metrics[0], "l1tex__t_bytes.sum");
+  EXPECT_EQ(c.metrics[4], "dram__bytes_read.sum");
+  ConfigError e = Bad("KP_METRICS", "dram__bytes_read.sum,DRAM-bytes");
+  EXPECT_EQ(e.scope, ConfigErrorScope::kMetrics);
+  EXPECT_EQ(e.message,
+            "KP_METRICS=\"dram__bytes_read.sum,DRAM-bytes\" is not valid: expected a comma list "
+            "of CUPTI metric names made of a-z, 0-9, _ and . (e.g. dram__bytes_read.sum), or sol "
+            "for the speed-of-light set (\"DRAM-bytes\" is not a metric name; default: no "
+            "metrics); metrics are off, tracing goes on");
+  Bad("KP_METRICS", "a,,b");
+}
+
+TEST(ConfigTest, MetricsRangesAndMode) {
+  Config c = Good("KP_METRICS_RANGES", "forward,backward*,torch::opt?mizer");
+  EXPECT_EQ(c.metrics_ranges,
+            (std::vector<std::string>{"forward", "backward*", "torch::opt?mizer"}));
+  ConfigError e = Bad("KP_METRICS_RANGES", "torch::");
+  EXPECT_EQ(e.scope, ConfigErrorScope::kMetrics);
+  EXPECT_EQ(e.message,
+            "KP_METRICS_RANGES=\"torch::\" is not valid: expected a comma list of NVTX range "
+            "names or globs (* and ?), each optionally domain::glob, none empty (default: every "
+            "range); metrics are off, tracing goes on");
+  Bad("KP_METRICS_RANGES", "a,,b");
+  EXPECT_EQ(Good("KP_METRICS_MODE", "kernel").metrics_mode, MetricsMode::kKernel);
+  EXPECT_EQ(Good("KP_METRICS_MODE", "range").metrics_mode, MetricsMode::kRange);
+  e = Bad("KP_METRICS_MODE", "ranges");
+  EXPECT_EQ(e.scope, ConfigErrorScope::kMetrics);
+  EXPECT_EQ(e.message,
+            "KP_METRICS_MODE=\"ranges\" is not valid: expected range (per NVTX range) or kernel "
+            "(per kernel, with replay) (default range); metrics are off, tracing goes on");
+}
+
+TEST(ConfigTest, FlushMs) {
+  EXPECT_EQ(Good("KP_FLUSH_MS", "10").flush_ms, 10u);
+  EXPECT_EQ(Good("KP_FLUSH_MS", "600000").flush_ms, 600000u);
+  EXPECT_EQ(Bad("KP_FLUSH_MS", "abc").message,
+            "KP_FLUSH_MS=\"abc\" is not valid: expected an integer number of milliseconds from "
+            "10 to 600000 (default 1000); kp is off for this process");
+  EXPECT_EQ(Bad("KP_FLUSH_MS", "abc").scope, ConfigErrorScope::kProfiler);
+  for (const char* v : {"9", "600001", "-5", "1e3", "100ms", "99999999999999999999999"}) {
+    Bad("KP_FLUSH_MS", v);
+  }
+}
+
+TEST(ConfigTest, BufferMb) {
+  EXPECT_EQ(Good("KP_BUFFER_MB", "8").buffer_mb, 8u);
+  EXPECT_EQ(Good("KP_BUFFER_MB", "65536").buffer_mb, 65536u);
+  EXPECT_EQ(Bad("KP_BUFFER_MB", "4").message,
+            "KP_BUFFER_MB=\"4\" is not valid: expected an integer number of MiB from 8 to 65536 "
+            "(default 256); kp is off for this process");
+  Bad("KP_BUFFER_MB", "65537");
+}
+
+TEST(ConfigTest, Compression) {
+  EXPECT_EQ(Good("KP_COMPRESSION", "none").zstd_level, 0);
+  EXPECT_EQ(Good("KP_COMPRESSION", "zstd").zstd_level, 3);
+  EXPECT_EQ(Good("KP_COMPRESSION", "zstd:19").zstd_level, 19);
+  EXPECT_EQ(Good("KP_COMPRESSION", "zstd:1").zstd_level, 1);
+  EXPECT_EQ(Bad("KP_COMPRESSION", "gzip").message,
+            "KP_COMPRESSION=\"gzip\" is not valid: expected zstd, zstd:LEVEL with LEVEL from 1 "
+            "to 19, or none (default zstd:3); kp is off for this process");
+  Bad("KP_COMPRESSION", "zstd:0");
+  Bad("KP_COMPRESSION", "zstd:20");
+  Bad("KP_COMPRESSION", "zstd:");
+}
+
+TEST(ConfigTest, DelayAndDuration) {
+  EXPECT_EQ(Good("KP_DELAY", "2.5").delay_s, 2.5);
+  EXPECT_EQ(Good("KP_DELAY", "10s").delay_s, 10.0);
+  EXPECT_EQ(Good("KP_DURATION", "0").duration_s, 0.0);
+  EXPECT_EQ(Good("KP_DURATION", "30").duration_s, 30.0);
+  EXPECT_EQ(Bad("KP_DELAY", "-1").message,
+            "KP_DELAY=\"-1\" is not valid: expected a number of seconds from 0 to 1000000 before "
+            "capture starts (default 0); kp is off for this process");
+  EXPECT_EQ(Bad("KP_DURATION", "nan").message,
+            "KP_DURATION=\"nan\" is not valid: expected a number of seconds from 0 to 1000000 "
+            "to capture, 0 meaning until the end (default 0); kp is off for this process");
+  for (const char* v : {"inf", "1e3", "0x10", "2000000", "1.2.3", "s"}) Bad("KP_DELAY", v);
+}
+
+TEST(ConfigTest, CaptureRangeLogAndDumpBuffers) {
+  EXPECT_EQ(Good("KP_CAPTURE_RANGE", "train_step").capture_range, "train_step");
+  EXPECT_EQ(Good("KP_CAPTURE_RANGE", "torch::step 10").capture_range, "torch::step 10");
+  EXPECT_EQ(Bad("KP_CAPTURE_RANGE", "::step").message,
+            "KP_CAPTURE_RANGE=\"::step\" is not valid: expected the message of the NVTX range "
+            "that starts capture, optionally domain::message (default: capture from the start); "
+            "kp is off for this process");
+  EXPECT_EQ(Good("KP_LOG", "quiet").log, LogLevel::kQuiet);
+  EXPECT_EQ(Good("KP_LOG", "debug").log, LogLevel::kDebug);
+  EXPECT_EQ(Bad("KP_LOG", "verbose").message,
+            "KP_LOG=\"verbose\" is not valid: expected quiet, info or debug (default info); kp "
+            "is off for this process");
+  EXPECT_EQ(Good("KP_DUMP_BUFFERS", "/tmp/bufs").dump_buffers_dir, "/tmp/bufs");
+  EXPECT_EQ(Bad("KP_DUMP_BUFFERS", "/tmp/\x01").message,
+            "KP_DUMP_BUFFERS=\"/tmp/\\x01\" is not valid: expected a directory path without "
+            "control characters (default: off); kp is off for this process");
+}
+
+TEST(ConfigTest, ErrorsAccumulateAndKeepDefaults) {
+  std::vector<ConfigError> errors;
+  Config c = Parse({{"KP_FLUSH_MS", "x"}, {"KP_METRICS", "BAD"}, {"KP_API", "all"}}, &errors);
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_EQ(errors[0].variable, "KP_METRICS");
+  EXPECT_EQ(errors[1].variable, "KP_FLUSH_MS");
+  EXPECT_EQ(c.flush_ms, 1000u);
+  EXPECT_TRUE(c.metrics.empty());
+  EXPECT_EQ(c.api_mode, ApiMode::kAll);
+}
+
+TEST(ConfigTest, DescribeConfigListsEverySetting) {
+  Config c = Good("KP_COMPRESSION", "zstd:7");
+  c.metrics = {"a.sum", "b.sum"};
+  auto pairs = DescribeConfig(c);
+  ASSERT_EQ(pairs.size(), 15u);
+  std::map<std::string, std::string> m(pairs.begin(), pairs.end());
+  EXPECT_EQ(m["KP_COMPRESSION"], "zstd:7");
+  EXPECT_EQ(m["KP_METRICS"], "a.sum,b.sum");
+  EXPECT_EQ(m["KP_ACTIVITIES"], "kernel,memcpy,memset,api,nvtx,sync,overhead");
+  EXPECT_EQ(m["KP_FLUSH_MS"], "1000");
+  EXPECT_EQ(m["KP_API"], "launch");
+  EXPECT_EQ(m["KP_DELAY"], "0");
+  EXPECT_EQ(m["KP_METRICS_MODE"], "range");
+}
+
+TEST(ConfigTest, OutputPatternExpansion) {
+  std::string out, error;
+  // 2023-11-14 22:13:20 UTC.
+  const uint64_t t = 1700000000ull * 1000000000ull + 123;
+  ASSERT_TRUE(ExpandOutputPattern("/x/%h-%p-%r-%t-%%.kptrace", 4242, "node7", 3, t, &out, &error));
+  EXPECT_EQ(out, "/x/node7-4242-3-20231114-221320-%.kptrace");
+  ASSERT_TRUE(ExpandOutputPattern("kp-%r.kptrace", 1, "h", -1, t, &out, &error));
+  EXPECT_EQ(out, "kp-norank.kptrace");
+  EXPECT_FALSE(ExpandOutputPattern("kp-%x", 1, "h", 0, t, &out, &error));
+  EXPECT_EQ(error,
+            "KP_OUTPUT=\"kp-%x\" uses unknown %x: expected %p (pid), %h (host), %r (rank), %t "
+            "(start time) or %%");
+  EXPECT_FALSE(ExpandOutputPattern("kp-%", 1, "h", 0, t, &out, &error));
+  EXPECT_EQ(error, "KP_OUTPUT=\"kp-%\" ends in a lone %");
+}
+
+TEST(ConfigTest, RankDiscovery) {
+  Env env{{{"LOCAL_RANK", "2"}, {"SLURM_PROCID", "9"}, {"WORLD_SIZE", "16"}}};
+  EXPECT_EQ(RankFromEnv(env.fn()), 2);  // RANK missing: LOCAL_RANK is next
+  EXPECT_EQ(LocalRankFromEnv(env.fn()), 2);
+  EXPECT_EQ(WorldSizeFromEnv(env.fn()), 16);
+  env.vars["RANK"] = "11";
+  EXPECT_EQ(RankFromEnv(env.fn()), 11);
+  env.vars["RANK"] = "garbage";  // ignored, falls through
+  EXPECT_EQ(RankFromEnv(env.fn()), 2);
+  Env none;
+  EXPECT_EQ(RankFromEnv(none.fn()), -1);
+  EXPECT_EQ(LocalRankFromEnv(none.fn()), -1);
+  EXPECT_EQ(WorldSizeFromEnv(none.fn()), -1);
+  Env slurm{{{"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "1"}}};
+  EXPECT_EQ(RankFromEnv(slurm.fn()), 5);
+  EXPECT_EQ(WorldSizeFromEnv(slurm.fn()), 8);
+  EXPECT_EQ(LocalRankFromEnv(slurm.fn()), 1);
+}
+
+TEST(ConfigTest, UnknownVariablesAreWarnedWithSuggestion) {
+  std::vector<std::string> storage = {"PATH=/bin",     "KP_FLUSHMS=100",  "KP_OUTPUT=x",
+                                      "KP_METRIC=sol", "KP_ZZZZZZZZZZ=1", "KPX=1",
+                                      "KP_DISABLE=0"};
+  std::vector<char*> envp;
+  for (auto& s : storage) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> w = UnknownKpVariables(envp.data());
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0], "KP_FLUSHMS is not a kp variable (did you mean KP_FLUSH_MS?); it is ignored");
+  EXPECT_EQ(w[1], "KP_METRIC is not a kp variable (did you mean KP_METRICS?); it is ignored");
+  EXPECT_EQ(w[2], "KP_ZZZZZZZZZZ is not a kp variable; it is ignored");
+  EXPECT_TRUE(UnknownKpVariables(nullptr).empty());
+}
+
+}  // namespace
+}  // namespace kp

@@ -1,0 +1,775 @@
+// decoder_test.cc: the CUPTI tracer's CPU-testable parts. CUPTI activity buffers are built in
+// memory with the real record structs (cuptiActivityGetNextRecord works without a GPU: libcupti
+// has no DT_NEEDED on libcuda), decoded by ActivityDecoder through the real TraceEncoder, and
+// the output parsed with libprotobuf classes generated from proto/kptrace.proto. Also: buffers
+// captured on a GPU (tests/data/cupti_buffers), the API selection, the buffer pool, and the
+// shape of libkpinject.so (exports, dependencies, a load-only smoke run).
+#include <cupti.h>
+#include <dirent.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "inject/cupti/activity_decoder.h"
+#include "inject/cupti/api_selection.h"
+#include "inject/cupti/buffer_pool.h"
+#include "inject/trace/chunk_writer.h"
+#include "inject/trace/trace_encoder.h"
+#include "kptrace.pb.h"
+
+namespace kp {
+namespace {
+
+// Lays records out back to back, as CUPTI does (each struct is 8-byte aligned and sized).
+// uint64_t storage keeps the buffer 8-byte aligned.
+class BufferBuilder {
+ public:
+  BufferBuilder() { words_.reserve(1 << 16); }  // references from Add stay valid (512 KiB)
+  template <typename T>
+  T& Add(CUpti_ActivityKind kind) {
+    static_assert(sizeof(T) % 8 == 0, "CUPTI records are 8-byte multiples");
+    const size_t at = size_;
+    size_ += sizeof(T);
+    words_.resize(size_ / 8, 0);
+    T* record = reinterpret_cast<T*>(data() + at);
+    record->kind = kind;
+    return *record;
+  }
+  uint8_t* data() { return reinterpret_cast<uint8_t*>(words_.data()); }
+  size_t size() const { return size_; }
+
+ private:
+  std::vector<uint64_t> words_;
+  size_t size_ = 0;
+};
+
+// The decoded trace with delta coding undone.
+struct DecodedTrace {
+  std::vector<Chunk> chunks;
+  std::map<uint32_t, std::string> strings;
+  std::map<uint32_t, KernelShape> shapes;
+  struct Timed {
+    uint64_t start, end;
+  };
+  std::vector<Timed> kernel_times, memcpy_times, memset_times, api_times, range_times, sync_times;
+  std::vector<uint64_t> kernel_correlations, mark_times;
+  std::vector<Kernel> kernels;
+  std::vector<Memcpy> memcpys;
+  std::vector<Memset> memsets;
+  std::vector<ApiCall> api_calls;
+  std::vector<NvtxRange> ranges;
+  std::vector<NvtxMark> marks;
+  std::vector<Synchronization> syncs;
+  std::vector<Overhead> overheads;
+  std::vector<GraphLaunch> graph_launches;
+  std::vector<Device> devices;
+  std::vector<Context> contexts;
+  std::vector<ThreadInfo> threads;
+  Stats stats;
+  bool has_footer = false;
+
+  std::string Str(uint32_t id) const {
+    auto it = strings.find(id);
+    return it == strings.end() ? "" : it->second;
+  }
+};
+
+template <typename R>
+void Untime(const google::protobuf::RepeatedPtrField<R>& list, uint64_t base,
+            std::vector<DecodedTrace::Timed>* out) {
+  int64_t t = static_cast<int64_t>(base);
+  for (const R& r : list) {
+    t += r.start();
+    out->push_back({static_cast<uint64_t>(t), static_cast<uint64_t>(t + r.duration())});
+  }
+}
+
+DecodedTrace Parse(const MemoryChunkSink& sink) {
+  DecodedTrace d;
+  for (const auto& raw : sink.raw_chunks()) {
+    Chunk c;
+    EXPECT_TRUE(c.ParseFromArray(raw.data(), static_cast<int>(raw.size())));
+    for (const auto& s : c.strings()) d.strings[s.id()] = s.value();
+    for (const auto& s : c.kernel_shapes()) d.shapes[s.id()] = s;
+    Untime(c.kernels(), c.time_base_ns(), &d.kernel_times);
+    Untime(c.memcpys(), c.time_base_ns(), &d.memcpy_times);
+    Untime(c.memsets(), c.time_base_ns(), &d.memset_times);
+    Untime(c.api_calls(), c.time_base_ns(), &d.api_times);
+    Untime(c.nvtx_ranges(), c.time_base_ns(), &d.range_times);
+    Untime(c.syncs(), c.time_base_ns(), &d.sync_times);
+    int64_t corr = 0;
+    for (const auto& k : c.kernels()) {
+      corr += k.correlation();
+      d.kernel_correlations.push_back(static_cast<uint64_t>(corr));
+      d.kernels.push_back(k);
+    }
+    int64_t t = static_cast<int64_t>(c.time_base_ns());
+    for (const auto& m : c.nvtx_marks()) {
+      t += m.time();
+      d.mark_times.push_back(static_cast<uint64_t>(t));
+      d.marks.push_back(m);
+    }
+    d.memcpys.insert(d.memcpys.end(), c.memcpys().begin(), c.memcpys().end());
+    d.memsets.insert(d.memsets.end(), c.memsets().begin(), c.memsets().end());
+    d.api_calls.insert(d.api_calls.end(), c.api_calls().begin(), c.api_calls().end());
+    d.ranges.insert(d.ranges.end(), c.nvtx_ranges().begin(), c.nvtx_ranges().end());
+    d.syncs.insert(d.syncs.end(), c.syncs().begin(), c.syncs().end());
+    d.overheads.insert(d.overheads.end(), c.overheads().begin(), c.overheads().end());
+    d.graph_launches.insert(d.graph_launches.end(), c.graph_launches().begin(),
+                            c.graph_launches().end());
+    if (d.devices.empty()) d.devices.assign(c.devices().begin(), c.devices().end());
+    if (d.contexts.empty()) d.contexts.assign(c.contexts().begin(), c.contexts().end());
+    d.threads.insert(d.threads.end(), c.threads().begin(), c.threads().end());
+    if (c.has_stats()) d.stats = c.stats();
+    if (c.has_footer()) d.has_footer = true;
+    d.chunks.push_back(std::move(c));
+  }
+  return d;
+}
+
+// Decodes `buffers` through a real encoder into memory and parses the result.
+DecodedTrace DecodeAll(std::vector<BufferBuilder*> buffers, ActivityDecoder::Options options = {},
+                       EncoderStats* stats_out = nullptr) {
+  MemoryChunkSink sink;
+  TraceEncoder encoder(&sink, TraceEncoder::Options());
+  HeaderInfo header;
+  header.kp_version = "test";
+  encoder.SetHeader(header);
+  ActivityDecoder decoder(&encoder, nullptr, options);
+  for (BufferBuilder* b : buffers) decoder.DecodeBuffer(b->data(), b->size());
+  decoder.Finish();
+  if (stats_out != nullptr) *stats_out = encoder.stats();
+  FooterInfo footer;
+  footer.end_reason = "test";
+  encoder.Finish(footer);
+  return Parse(sink);
+}
+
+TEST(ActivityDecoderTest, DecodesEveryRecordKindWithItsFields) {
+  BufferBuilder b;
+  auto& k = b.Add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  k.start = 1000000;
+  k.end = 1005000;
+  k.gridX = 128;
+  k.gridY = 2;
+  k.gridZ = 1;
+  k.blockX = 256;
+  k.blockY = 1;
+  k.blockZ = 1;
+  k.clusterX = 2;
+  k.clusterY = 1;
+  k.clusterZ = 1;
+  k.registersPerThread = 40;
+  k.staticSharedMemory = 1024;
+  k.dynamicSharedMemory = 4096;
+  k.localMemoryPerThread = 16;
+  k.sharedMemoryExecuted = 65536;
+  k.deviceId = 1;
+  k.contextId = 7;
+  k.streamId = 13;
+  k.correlationId = 501;
+  k.graphId = 3;
+  k.graphNodeId = 0x1234567890ull;
+  k.channelID = 9;
+  k.name = "_Z6kernelPfi";
+  auto& k2 = b.Add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  k2.start = 0;  // CUPTI gives 0/0 when it could not time the kernel
+  k2.end = 0;
+  k2.isDeviceLaunched = 1;
+  k2.correlationId = 502;
+  k2.name = "_Z6kernelPfi";
+
+  auto& m = b.Add<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
+  m.start = 1010000;
+  m.end = 1012000;
+  m.bytes = 1 << 20;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_HTOD;
+  m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_PINNED;
+  m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.flags = CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC;
+  m.streamId = 13;
+  m.correlationId = 503;
+  m.copyCount = 1;
+  auto& p = b.Add<CUpti_ActivityMemcpyPtoP4>(CUPTI_ACTIVITY_KIND_MEMCPY2);
+  p.start = 1013000;
+  p.end = 1014000;
+  p.bytes = 4096;
+  p.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+  p.srcDeviceId = 0;
+  p.dstDeviceId = 1;
+  p.srcContextId = 5;
+  p.dstContextId = 7;
+  p.correlationId = 504;
+  auto& s = b.Add<CUpti_ActivityMemset4>(CUPTI_ACTIVITY_KIND_MEMSET);
+  s.start = 1015000;
+  s.end = 1015500;
+  s.bytes = 256;
+  s.value = 0xab;
+  s.memoryKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  s.correlationId = 505;
+
+  auto& rt = b.Add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_RUNTIME);
+  rt.cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  rt.start = 999000;
+  rt.end = 999900;
+  rt.threadId = 4242;
+  rt.correlationId = 501;
+  auto& drv = b.Add<CUpti_ActivityAPI>(CUPTI_ACTIVITY_KIND_DRIVER);
+  drv.cbid = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel;
+  drv.start = 999100;
+  drv.end = 999800;
+  drv.threadId = 4242;
+  drv.correlationId = 501;
+  drv.returnValue = 1;
+
+  // NVTX: a range started on thread 42 and ended on thread 43 with color/category/payload;
+  // an instantaneous mark; an END with no START; a range never closed.
+  char start_name[] = "step";
+  auto& ms = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  ms.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+  ms.timestamp = 998000;
+  ms.id = 1;
+  ms.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  ms.objectId.pt.threadId = 42;
+  ms.name = start_name;
+  ms.domain = "mydomain";
+  auto& md = b.Add<CUpti_ActivityMarkerData2>(CUPTI_ACTIVITY_KIND_MARKER_DATA);
+  md.id = 1;
+  md.flags = CUPTI_ACTIVITY_FLAG_MARKER_COLOR_ARGB;
+  md.color = 0xff00ff00;
+  md.category = 3;
+  md.payloadKind = CUPTI_METRIC_VALUE_KIND_UINT64;
+  md.payload.metricValueUint64 = 77;
+  auto& mark = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  mark.flags = CUPTI_ACTIVITY_FLAG_MARKER_INSTANTANEOUS;
+  mark.timestamp = 1001000;
+  mark.id = 2;
+  mark.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  mark.objectId.pt.threadId = 42;
+  mark.name = "tick";
+  auto& mark_data = b.Add<CUpti_ActivityMarkerData2>(CUPTI_ACTIVITY_KIND_MARKER_DATA);
+  mark_data.id = 2;
+  mark_data.payloadKind = CUPTI_METRIC_VALUE_KIND_DOUBLE;
+  mark_data.payload.metricValueDouble = 2.5;
+  auto& me = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  me.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
+  me.timestamp = 1020000;
+  me.id = 1;
+  me.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  me.objectId.pt.threadId = 43;
+  auto& orphan = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  orphan.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
+  orphan.timestamp = 1021000;
+  orphan.id = 99;
+  auto& open = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  open.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+  open.timestamp = 1022000;
+  open.id = 5;
+  open.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  open.objectId.pt.threadId = 42;
+  open.name = "never_closed";
+  auto& tname = b.Add<CUpti_ActivityName>(CUPTI_ACTIVITY_KIND_NAME);
+  tname.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  tname.objectId.pt.threadId = 42;
+  tname.name = "worker";
+
+  auto& sync = b.Add<CUpti_ActivitySynchronization2>(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION);
+  sync.type = CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE;
+  sync.start = 1016000;
+  sync.end = 1019000;
+  sync.streamId = 13;
+  sync.contextId = 7;
+  sync.correlationId = 506;
+  sync.cudaEventId = 4;
+  auto& oh = b.Add<CUpti_ActivityOverhead3>(CUPTI_ACTIVITY_KIND_OVERHEAD);
+  oh.overheadKind = CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL;
+  oh.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  oh.objectId.pt.threadId = 4242;
+  oh.start = 1017000;
+  oh.end = 1017100;
+  // Ownership passes to the client, which must free() it (run under KP_SANITIZE to see a leak).
+  oh.overheadData = std::calloc(1, sizeof(CUpti_ActivityOverheadCommandBufferFullData));
+  auto& g = b.Add<CUpti_ActivityGraphTrace2>(CUPTI_ACTIVITY_KIND_GRAPH_TRACE);
+  g.start = 1030000;
+  g.end = 1040000;
+  g.graphId = 3;
+  g.streamId = 13;
+  g.correlationId = 507;
+  auto& dev = b.Add<CUpti_ActivityDevice5>(CUPTI_ACTIVITY_KIND_DEVICE);
+  dev.id = 1;
+  dev.name = "NVIDIA H200";
+  dev.computeCapabilityMajor = 9;
+  dev.computeCapabilityMinor = 0;
+  dev.numMultiprocessors = 132;
+  dev.globalMemorySize = 150ull << 30;
+  dev.coreClockRate = 1980000;
+  dev.l2CacheSize = 60 << 20;
+  dev.uuid.bytes[0] = 0x5a;
+  dev.uuid.bytes[15] = 0x7e;
+  auto& ctx = b.Add<CUpti_ActivityContext3>(CUPTI_ACTIVITY_KIND_CONTEXT);
+  ctx.contextId = 7;
+  ctx.deviceId = 1;
+  ctx.nullStreamId = 11;
+  b.Add<CUpti_ActivityCudaEvent2>(CUPTI_ACTIVITY_KIND_CUDA_EVENT);  // not decoded: counted
+
+  // Mutating the marker name after decoding must not change the trace (names are copied).
+  EncoderStats stats;
+  MemoryChunkSink sink;
+  TraceEncoder encoder(&sink, TraceEncoder::Options());
+  encoder.SetHeader(HeaderInfo());
+  ActivityDecoder decoder(&encoder, nullptr, {});
+  EXPECT_EQ(decoder.DecodeBuffer(b.data(), b.size()), 21u);
+  std::strcpy(start_name, "XXXX");
+  decoder.Finish();
+  stats = encoder.stats();
+  encoder.Finish(FooterInfo());
+  DecodedTrace d = Parse(sink);
+
+  ASSERT_EQ(d.kernels.size(), 2u);
+  const KernelShape& shape = d.shapes.at(d.kernels[0].shape());
+  EXPECT_EQ(d.Str(shape.name()), "_Z6kernelPfi");
+  EXPECT_EQ(shape.grid_x(), 128u);
+  EXPECT_EQ(shape.grid_y(), 2u);
+  EXPECT_EQ(shape.block_x(), 256u);
+  EXPECT_EQ(shape.cluster_x(), 2u);
+  EXPECT_EQ(shape.registers_per_thread(), 40u);
+  EXPECT_EQ(shape.static_shared_bytes(), 1024u);
+  EXPECT_EQ(shape.dynamic_shared_bytes(), 4096u);
+  EXPECT_EQ(shape.local_bytes_per_thread(), 16u);
+  EXPECT_EQ(shape.shared_executed_bytes(), 65536u);
+  EXPECT_EQ(d.kernel_times[0].start, 1000000u);
+  EXPECT_EQ(d.kernel_times[0].end, 1005000u);
+  EXPECT_EQ(d.kernels[0].stream(), 13u);
+  EXPECT_EQ(d.kernels[0].context(), 7u);
+  EXPECT_EQ(d.kernels[0].device(), 1u);
+  EXPECT_EQ(d.kernels[0].graph_id(), 3u);
+  EXPECT_EQ(d.kernels[0].graph_node_id(), 0x1234567890ull);
+  EXPECT_EQ(d.kernels[0].channel(), 9u);
+  EXPECT_EQ(d.kernels[0].flags(), 0u);
+  EXPECT_EQ(d.kernel_correlations[0], 501u);
+  EXPECT_EQ(d.kernel_correlations[1], 502u);
+  EXPECT_EQ(d.kernels[1].flags(), uint32_t{RECORD_FLAG_NO_TIMING | RECORD_FLAG_DEVICE_LAUNCHED});
+
+  ASSERT_EQ(d.memcpys.size(), 2u);
+  EXPECT_EQ(d.memcpys[0].bytes(), 1u << 20);
+  EXPECT_EQ(d.memcpys[0].copy_kind(), COPY_HTOD);
+  EXPECT_EQ(d.memcpys[0].src_kind(), MEMORY_PINNED);
+  EXPECT_EQ(d.memcpys[0].dst_kind(), MEMORY_DEVICE);
+  EXPECT_EQ(d.memcpys[0].flags(), uint32_t{RECORD_FLAG_ASYNC});
+  EXPECT_FALSE(d.memcpys[0].peer());
+  EXPECT_TRUE(d.memcpys[1].peer());
+  EXPECT_EQ(d.memcpys[1].copy_kind(), COPY_PTOP);
+  EXPECT_EQ(d.memcpys[1].dst_device(), 1u);
+  EXPECT_EQ(d.memcpys[1].src_context(), 5u);
+  EXPECT_EQ(d.memcpys[1].dst_context(), 7u);
+  EXPECT_EQ(d.memcpy_times[1].start, 1013000u);
+
+  ASSERT_EQ(d.memsets.size(), 1u);
+  EXPECT_EQ(d.memsets[0].value(), 0xabu);
+  EXPECT_EQ(d.memsets[0].bytes(), 256u);
+  EXPECT_EQ(d.memsets[0].memory_kind(), MEMORY_DEVICE);
+
+  ASSERT_EQ(d.api_calls.size(), 2u);
+  EXPECT_EQ(d.Str(d.api_calls[0].name()), "cudaLaunchKernel_v7000");
+  EXPECT_EQ(d.api_calls[0].domain(), API_RUNTIME);
+  EXPECT_EQ(d.Str(d.api_calls[1].name()), "cuLaunchKernel");
+  EXPECT_EQ(d.api_calls[1].domain(), API_DRIVER);
+  EXPECT_EQ(d.api_calls[1].return_value(), 1);
+  EXPECT_EQ(d.api_calls[0].thread_id(), 4242u);
+  EXPECT_EQ(d.api_times[0].start, 999000u);
+  EXPECT_EQ(d.api_times[0].end, 999900u);
+
+  ASSERT_EQ(d.ranges.size(), 2u);  // "step" closed, "never_closed" written at the end
+  const NvtxRange* step = nullptr;
+  const NvtxRange* left_open = nullptr;
+  size_t step_index = 0;
+  for (size_t i = 0; i < d.ranges.size(); ++i) {
+    if (d.Str(d.ranges[i].name()) == "step") step = &d.ranges[i], step_index = i;
+    if (d.Str(d.ranges[i].name()) == "never_closed") left_open = &d.ranges[i];
+  }
+  ASSERT_NE(step, nullptr);
+  ASSERT_NE(left_open, nullptr);
+  EXPECT_EQ(d.Str(step->domain()), "mydomain");
+  EXPECT_EQ(step->thread_id(), 42u);
+  EXPECT_EQ(step->end_thread_id(), 43u);
+  EXPECT_TRUE(step->has_color());
+  EXPECT_EQ(step->color(), 0xff00ff00u);
+  EXPECT_EQ(step->category(), 3u);
+  EXPECT_EQ(step->payload().u64(), 77u);
+  EXPECT_EQ(step->id(), 1u);
+  EXPECT_EQ(d.range_times[step_index].start, 998000u);
+  EXPECT_EQ(d.range_times[step_index].end, 1020000u);
+  EXPECT_EQ(left_open->flags(), uint32_t{RECORD_FLAG_OPEN});
+  EXPECT_EQ(left_open->domain(), 0u);
+
+  ASSERT_EQ(d.marks.size(), 1u);
+  EXPECT_EQ(d.Str(d.marks[0].name()), "tick");
+  EXPECT_EQ(d.mark_times[0], 1001000u);
+  EXPECT_DOUBLE_EQ(d.marks[0].payload().f64(), 2.5);
+  EXPECT_FALSE(d.marks[0].has_color());
+
+  ASSERT_EQ(d.threads.size(), 1u);
+  EXPECT_EQ(d.threads[0].thread_id(), 42u);
+  EXPECT_EQ(d.threads[0].name(), "worker");
+
+  ASSERT_EQ(d.syncs.size(), 1u);
+  EXPECT_EQ(d.syncs[0].type(), SYNC_STREAM_SYNCHRONIZE);
+  EXPECT_EQ(d.syncs[0].event_id(), 4u);
+  EXPECT_EQ(d.sync_times[0].end, 1019000u);
+  ASSERT_EQ(d.overheads.size(), 1u);
+  EXPECT_EQ(d.Str(d.overheads[0].name()), "COMMAND_BUFFER_FULL");
+  EXPECT_EQ(d.overheads[0].thread_id(), 4242u);
+  ASSERT_EQ(d.graph_launches.size(), 1u);
+  EXPECT_EQ(d.graph_launches[0].graph_id(), 3u);
+
+  ASSERT_EQ(d.devices.size(), 1u);
+  EXPECT_EQ(d.devices[0].name(), "NVIDIA H200");
+  EXPECT_EQ(d.devices[0].sm_count(), 132u);
+  EXPECT_EQ(d.devices[0].compute_capability_major(), 9u);
+  EXPECT_EQ(d.devices[0].core_clock_khz(), 1980000u);
+  ASSERT_EQ(d.devices[0].uuid().size(), 16u);
+  EXPECT_EQ(static_cast<uint8_t>(d.devices[0].uuid()[0]), 0x5a);
+  EXPECT_EQ(static_cast<uint8_t>(d.devices[0].uuid()[15]), 0x7e);
+  ASSERT_EQ(d.contexts.size(), 1u);
+  EXPECT_EQ(d.contexts[0].null_stream(), 11u);
+
+  EXPECT_EQ(stats.nvtx_unmatched_ends, 1u);
+  EXPECT_EQ(stats.nvtx_open_ranges, 1u);
+  EXPECT_EQ(stats.zero_timestamp_records, 1u);
+  EXPECT_EQ(stats.unknown_records, 1u);
+  EXPECT_EQ(stats.records_filtered, 0u);
+  EXPECT_EQ(d.stats.nvtx_unmatched_ends(), 1u);
+  EXPECT_TRUE(d.has_footer);
+}
+
+TEST(ActivityDecoderTest, RangesPairAcrossBuffers) {
+  BufferBuilder first, second;
+  auto& start = first.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  start.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+  start.timestamp = 100;
+  start.id = 7;
+  start.name = "outer";
+  auto& end = second.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  end.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
+  end.timestamp = 900;
+  end.id = 7;
+  EncoderStats stats;
+  DecodedTrace d = DecodeAll({&first, &second}, {}, &stats);
+  ASSERT_EQ(d.ranges.size(), 1u);
+  EXPECT_EQ(d.Str(d.ranges[0].name()), "outer");
+  EXPECT_EQ(d.range_times[0].start, 100u);
+  EXPECT_EQ(d.range_times[0].end, 900u);
+  EXPECT_EQ(d.ranges[0].flags(), 0u);
+  EXPECT_EQ(stats.nvtx_unmatched_ends, 0u);
+  EXPECT_EQ(stats.nvtx_open_ranges, 0u);
+}
+
+// Per-thread buffers: a range ended on another thread may be decoded before its START.
+TEST(ActivityDecoderTest, EndBeforeStartPairsAcrossThreadBuffers) {
+  BufferBuilder ending_thread, starting_thread;
+  auto& end = ending_thread.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  end.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
+  end.timestamp = 900;
+  end.id = 8;
+  end.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  end.objectId.pt.threadId = 52;
+  auto& start = starting_thread.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  start.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+  start.timestamp = 100;
+  start.id = 8;
+  start.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
+  start.objectId.pt.threadId = 51;
+  start.name = "cross-thread";
+  EncoderStats stats;
+  DecodedTrace d = DecodeAll({&ending_thread, &starting_thread}, {}, &stats);
+  ASSERT_EQ(d.ranges.size(), 1u);
+  EXPECT_EQ(d.Str(d.ranges[0].name()), "cross-thread");
+  EXPECT_EQ(d.range_times[0].start, 100u);
+  EXPECT_EQ(d.range_times[0].end, 900u);
+  EXPECT_EQ(d.ranges[0].thread_id(), 51u);
+  EXPECT_EQ(d.ranges[0].end_thread_id(), 52u);
+  EXPECT_EQ(stats.nvtx_unmatched_ends, 0u);
+  EXPECT_EQ(stats.nvtx_open_ranges, 0u);
+}
+
+void AddKernelAt(BufferBuilder* b, uint64_t start, uint32_t correlation) {
+  auto& k = b->Add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  k.start = start;
+  k.end = start + 10;
+  k.correlationId = correlation;
+  k.name = "k";
+}
+
+TEST(ActivityDecoderTest, CaptureWindowFiltersByTime) {
+  BufferBuilder b;
+  AddKernelAt(&b, 500, 1);
+  AddKernelAt(&b, 1500, 2);
+  AddKernelAt(&b, 2500, 3);
+  ActivityDecoder::Options window;
+  window.window_start = 1000;
+  window.window_end = 2000;
+  EncoderStats stats;
+  DecodedTrace d = DecodeAll({&b}, window, &stats);
+  ASSERT_EQ(d.kernels.size(), 1u);
+  EXPECT_EQ(d.kernel_correlations[0], 2u);
+  EXPECT_EQ(stats.records_filtered, 2u);
+}
+
+TEST(ActivityDecoderTest, CaptureRangeOpensTheWindow) {
+  BufferBuilder b;
+  AddKernelAt(&b, 500, 1);
+  auto& other = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  other.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+  other.timestamp = 600;
+  other.id = 1;
+  other.name = "warmup";
+  auto& roi = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  roi.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+  roi.timestamp = 1000;
+  roi.id = 2;
+  roi.name = "roi";
+  AddKernelAt(&b, 1200, 2);
+  AddKernelAt(&b, 5000, 3);  // after KP_DURATION
+  auto& roi_end = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  roi_end.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
+  roi_end.timestamp = 1300;
+  roi_end.id = 2;
+  ActivityDecoder::Options window;
+  window.start_range = "roi";
+  window.duration_ns = 1000;
+  EncoderStats stats;
+  DecodedTrace d = DecodeAll({&b}, window, &stats);
+  ASSERT_EQ(d.kernels.size(), 1u);
+  EXPECT_EQ(d.kernel_correlations[0], 2u);
+  ASSERT_EQ(d.ranges.size(), 1u);  // "warmup" started before the window: filtered
+  EXPECT_EQ(d.Str(d.ranges[0].name()), "roi");
+  EXPECT_EQ(stats.records_filtered, 3u);
+}
+
+TEST(ApiSelectionTest, LaunchModeKeepsLaunchCopySyncAllocEventGraphCalls) {
+  auto names_of = [](CUpti_CallbackDomain domain) {
+    std::set<std::string> names;
+    for (CUpti_CallbackId cbid : SelectLaunchRelatedCbids(domain)) {
+      const char* name = nullptr;
+      EXPECT_EQ(cuptiGetCallbackName(domain, cbid, &name), CUPTI_SUCCESS);
+      names.insert(name);
+    }
+    return names;
+  };
+  std::set<std::string> runtime = names_of(CUPTI_CB_DOMAIN_RUNTIME_API);
+  std::set<std::string> driver = names_of(CUPTI_CB_DOMAIN_DRIVER_API);
+  for (const char* want :
+       {"cudaLaunchKernel_v7000", "cudaLaunchKernel_ptsz_v7000", "__cudaLaunchKernel_v13000",
+        "__cudaLaunchKernel_ptsz_v13000", "cudaLaunchKernelExC_v11060",
+        "cudaLaunchCooperativeKernel_v9000", "cudaGraphLaunch_v10000", "cudaMemcpy_v3020",
+        "cudaMemcpyAsync_v3020", "cudaMemset_v3020", "cudaMalloc_v3020", "cudaFree_v3020",
+        "cudaDeviceSynchronize_v3020", "cudaStreamSynchronize_v3020", "cudaEventSynchronize_v3020",
+        "cudaEventRecord_v3020", "cudaEventQuery_v3020", "cudaStreamWaitEvent_v3020"}) {
+    EXPECT_TRUE(runtime.count(want)) << want;
+  }
+  for (const char* unwanted : {"cudaGetDevice_v3020", "cudaGetLastError_v3020",
+                               "cudaSetDevice_v3020", "cudaStreamCreate_v3020"}) {
+    EXPECT_FALSE(runtime.count(unwanted)) << unwanted;
+  }
+  for (const char* want :
+       {"cuLaunchKernel", "cuLaunchKernel_ptsz", "cuLaunchKernelEx", "cuLaunchKernelEx_ptsz",
+        "cuLaunchCooperativeKernel", "cuGraphLaunch", "cuMemcpyHtoD_v2", "cuMemsetD8_v2",
+        "cuMemAlloc_v2", "cuMemFree_v2", "cuCtxSynchronize", "cuStreamSynchronize", "cuEventRecord",
+        "cuEventSynchronize"}) {
+    EXPECT_TRUE(driver.count(want)) << want;
+  }
+  for (const char* unwanted : {"cuCtxGetCurrent", "cuCtxGetDevice", "cuDevicePrimaryCtxGetState",
+                               "cuKernelGetName", "cuModuleGetFunction"}) {
+    EXPECT_FALSE(driver.count(unwanted)) << unwanted;
+  }
+  // The 505/506 cbids of nvcc 13's <<<>>> launches (cupti-notes §3).
+  std::vector<CUpti_CallbackId> rt = SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_RUNTIME_API);
+  EXPECT_NE(std::find(rt.begin(), rt.end(), 505u), rt.end());
+  EXPECT_NE(std::find(rt.begin(), rt.end(), 506u), rt.end());
+  EXPECT_NE(std::find(rt.begin(), rt.end(), 211u), rt.end());
+}
+
+TEST(BufferPoolTest, CapsRefusesAndRecycles) {
+  BufferPool pool(1 << 20, 3 << 20);
+  uint8_t* a = pool.Acquire();
+  uint8_t* b = pool.Acquire();
+  uint8_t* c = pool.Acquire();
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 8, 0u);
+  EXPECT_EQ(pool.Acquire(), nullptr);
+  EXPECT_EQ(pool.refused(), 1u);
+  pool.Release(b);
+  EXPECT_EQ(pool.Acquire(), b);
+  EXPECT_EQ(pool.allocated(), 3u);
+  pool.Release(a);
+  pool.Release(b);
+  pool.Release(c);
+}
+
+// Buffers captured on the GPU with KP_DUMP_BUFFERS. Pointers inside them (names) are dead, so
+// only records without pointers are checked deeply; kernels are re-pointed at a stand-in name.
+TEST(CapturedBuffersTest, DecodeSanely) {
+  const std::string dir = std::string(KP_TEST_DATA_DIR) + "/cupti_buffers";
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() > 4 && name.substr(name.size() - 4) == ".bin")
+        files.push_back(dir + "/" + name);
+    }
+    closedir(d);
+  }
+  if (files.empty())
+    GTEST_SKIP() << "no captured CUPTI buffers in " << dir
+                 << " (capture them on a GPU with KP_DUMP_BUFFERS=DIR)";
+  std::sort(files.begin(), files.end());
+  static const char kStandIn[] = "captured_kernel";
+  static const char kStandInMarker[] = "captured_marker";
+  size_t records = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::ifstream in(files[i], std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_FALSE(bytes.empty()) << files[i];
+    // Copy into an 8-byte aligned buffer and replace dead pointers before decoding.
+    std::vector<uint64_t> words((bytes.size() + 7) / 8, 0);
+    std::memcpy(words.data(), bytes.data(), bytes.size());
+    CUpti_Activity* r = nullptr;
+    auto* base = reinterpret_cast<uint8_t*>(words.data());
+    while (cuptiActivityGetNextRecord(base, bytes.size(), &r) == CUPTI_SUCCESS) {
+      ++records;
+      switch (r->kind) {
+        case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+        case CUPTI_ACTIVITY_KIND_KERNEL: {
+          auto* k = reinterpret_cast<CUpti_ActivityKernel10*>(r);
+          k->name = kStandIn;
+          EXPECT_TRUE(k->start <= k->end) << files[i];
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_MARKER: {
+          auto* m = reinterpret_cast<CUpti_ActivityMarker2*>(r);
+          if (m->name != nullptr) m->name = kStandInMarker;
+          m->domain = nullptr;
+          break;
+        }
+        case CUPTI_ACTIVITY_KIND_NAME:
+          reinterpret_cast<CUpti_ActivityName*>(r)->name = kStandInMarker;
+          break;
+        case CUPTI_ACTIVITY_KIND_DEVICE:
+          reinterpret_cast<CUpti_ActivityDevice5*>(r)->name = kStandIn;
+          break;
+        case CUPTI_ACTIVITY_KIND_OVERHEAD:
+          reinterpret_cast<CUpti_ActivityOverhead3*>(r)->overheadData = nullptr;  // dead pointer
+          break;
+        default:
+          break;
+      }
+    }
+    MemoryChunkSink sink;
+    TraceEncoder encoder(&sink, TraceEncoder::Options());
+    encoder.SetHeader(HeaderInfo());
+    ActivityDecoder decoder(&encoder, nullptr, {});
+    decoder.DecodeBuffer(base, bytes.size());
+    decoder.Finish();
+    EXPECT_EQ(encoder.stats().unknown_records, 0u) << files[i];
+    encoder.Finish(FooterInfo());
+    DecodedTrace d = Parse(sink);
+    for (const auto& t : d.kernel_times) EXPECT_LE(t.start, t.end) << files[i];
+    for (const auto& t : d.api_times) EXPECT_LE(t.start, t.end) << files[i];
+    for (const auto& a : d.api_calls) EXPECT_NE(d.Str(a.name()), "unknown") << files[i];
+  }
+  EXPECT_GT(records, 0u);
+}
+
+// ---- libkpinject.so as a whole ----
+
+std::string RunCommand(const std::string& command) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char line[512];
+  while (std::fgets(line, sizeof(line), pipe) != nullptr) out += line;
+  pclose(pipe);
+  return out;
+}
+
+TEST(InjectLibraryTest, ExportsOnlyTheEntryPoints) {
+  std::string out = RunCommand(std::string("nm -D --defined-only ") + KP_INJECT_LIB);
+  std::set<std::string> symbols;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t end = out.find('\n', pos);
+    std::string line = out.substr(pos, end - pos);
+    pos = end == std::string::npos ? out.size() : end + 1;
+    size_t space = line.rfind(' ');
+    if (!line.empty()) symbols.insert(line.substr(space + 1));
+  }
+  EXPECT_EQ(symbols, (std::set<std::string>{"InitializeInjection", "InitializeInjectionNvtx2"}))
+      << out;
+}
+
+TEST(InjectLibraryTest, DoesNotNeedLibprotobuf) {
+  std::string out = RunCommand(std::string("readelf -d ") + KP_INJECT_LIB);
+  ASSERT_NE(out.find("NEEDED"), std::string::npos) << out;
+  EXPECT_EQ(out.find("protobuf"), std::string::npos) << out;
+  EXPECT_NE(out.find("libcupti.so"), std::string::npos) << out;
+  EXPECT_EQ(out.find("libcuda.so"), std::string::npos) << out;
+  EXPECT_NE(out.find("RPATH"), std::string::npos) << out;  // DT_RPATH, not RUNPATH
+}
+
+// Loads the library the way LD_PRELOAD would (constructor only) in a child process with KP_*
+// set, on this GPU-less machine: no crash, nothing printed, the injection variables point at it.
+TEST(InjectLibraryTest, LoadsQuietlyAndSetsInjectionVariables) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    unsetenv("CUDA_INJECTION64_PATH");
+    unsetenv("NVTX_INJECTION64_PATH");
+    setenv("KP_OUTPUT", "/tmp/kp-smoke-%p.kptrace", 1);
+    setenv("KP_LOG", "debug", 1);
+    setenv("KP_FLUSH_MS", "100", 1);
+    void* handle = dlopen(KP_INJECT_LIB, RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) _exit(2);
+    char* real = realpath(KP_INJECT_LIB, nullptr);
+    const char* cuda = getenv("CUDA_INJECTION64_PATH");
+    const char* nvtx = getenv("NVTX_INJECTION64_PATH");
+    if (cuda == nullptr || nvtx == nullptr || real == nullptr) _exit(3);
+    char* cuda_real = realpath(cuda, nullptr);
+    if (cuda_real == nullptr || std::strcmp(cuda_real, real) != 0) _exit(4);
+    if (std::strcmp(cuda, nvtx) != 0) _exit(5);
+    if (dlsym(handle, "InitializeInjection") == nullptr) _exit(6);
+    if (dlsym(handle, "InitializeInjectionNvtx2") == nullptr) _exit(7);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string output;
+  char chunk[256];
+  ssize_t n;
+  while ((n = read(fds[0], chunk, sizeof(chunk))) > 0) output.append(chunk, n);
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "child crashed: " << output;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << output;
+  EXPECT_EQ(output, "");
+}
+
+}  // namespace
+}  // namespace kp

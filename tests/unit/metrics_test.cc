@@ -1,0 +1,383 @@
+// Metric-name validation, pass counting (the real Profiler Host API, chip GH100, no GPU), the
+// speed-of-light rules, the NVTX range selector and `kptrace metrics` exit codes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "inject/config/config.h"
+#include "inject/metrics/metric_plan.h"
+#include "inject/metrics/range_selector.h"
+#include "tools/kptrace/commands.h"
+#include "tools/metrics/metric_catalog.h"
+#include "tools/metrics/speed_of_light.h"
+
+namespace kp {
+namespace {
+
+constexpr char kSm[] = "sm__throughput.avg.pct_of_peak_sustained_elapsed";
+constexpr char kMem[] = "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed";
+constexpr char kDram[] = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
+
+// The host API needs libnvperf_host.so (dlopen'ed by libcupti). It ships with the toolkit on
+// the build machine and in CI; skip with the reason anywhere it cannot be loaded.
+std::unique_ptr<MetricHost> Gh100(std::string* why) {
+  return MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}, why);
+}
+#define REQUIRE_HOST_API()                                                           \
+  do {                                                                               \
+    std::string why;                                                                 \
+    if (!Gh100(&why)) GTEST_SKIP() << "Profiler Host API unavailable here: " << why; \
+  } while (0)
+
+size_t Passes(const std::vector<std::string>& names,
+              CUpti_ProfilerType type = CUPTI_PROFILER_TYPE_RANGE_PROFILER) {
+  MetricPlan plan;
+  std::string error;
+  EXPECT_TRUE(BuildMetricPlan("GH100", type, {}, names, &plan, &error)) << error;
+  return plan.num_passes;
+}
+
+TEST(MetricSyntax, AcceptsWellFormedNames) {
+  std::string reason;
+  for (const char* n : {"dram__bytes_read.sum", kSm, "l1tex__t_sector_hit_rate.pct",
+                        "sm__cycles_elapsed.avg.per_second"})
+    EXPECT_TRUE(CheckMetricNameSyntax(n, &reason)) << n << ": " << reason;
+}
+
+TEST(MetricSyntax, RejectsNoRollupLaunchAttributesAndJunk) {
+  std::string reason;
+  EXPECT_FALSE(CheckMetricNameSyntax("dram__bytes_read", &reason));
+  EXPECT_NE(reason.find("no rollup"), std::string::npos) << reason;
+  EXPECT_FALSE(CheckMetricNameSyntax("launch__registers_per_thread", &reason));
+  EXPECT_NE(reason.find("Nsight Compute launch attribute"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("kernel record"), std::string::npos) << reason;
+  EXPECT_FALSE(CheckMetricNameSyntax("", &reason));
+  EXPECT_FALSE(CheckMetricNameSyntax("DRAM__bytes_read.sum", &reason));
+  EXPECT_FALSE(CheckMetricNameSyntax("dram__bytes_read.", &reason));
+  EXPECT_FALSE(CheckMetricNameSyntax("dram__bytes_read..sum", &reason));
+  EXPECT_FALSE(CheckMetricNameSyntax("bytes.sum", &reason));
+}
+
+TEST(MetricList, SplitsCommasExpandsSolAndDeduplicates) {
+  auto names = ExpandMetricList(
+      {"dram__bytes_read.sum, gpu__time_duration.sum", "sol", "dram__bytes_read.sum,,"});
+  ASSERT_GE(names.size(), 2u);
+  EXPECT_EQ(names[0], "dram__bytes_read.sum");
+  EXPECT_EQ(names[1], "gpu__time_duration.sum");
+  size_t expected = 2;
+  for (const auto& m : SpeedOfLightMetrics())
+    if (m != "dram__bytes_read.sum" && m != "gpu__time_duration.sum") ++expected;
+  EXPECT_EQ(names.size(), expected);
+  EXPECT_NE(std::find(names.begin(), names.end(), kSm), names.end());
+}
+
+TEST(EditDistance, Basics) {
+  EXPECT_EQ(EditDistance("", ""), 0u);
+  EXPECT_EQ(EditDistance("abc", "abc"), 0u);
+  EXPECT_EQ(EditDistance("dram__byte_read", "dram__bytes_read"), 1u);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+}
+
+TEST(MetricHost, ListsSupportedChipsAndBaseMetrics) {
+  REQUIRE_HOST_API();
+  std::string error;
+  auto chips = SupportedChips(&error);
+  EXPECT_NE(std::find(chips.begin(), chips.end(), "GH100"), chips.end()) << error;
+  auto host = Gh100(&error);
+  auto counters = host->BaseMetrics(CUPTI_METRIC_TYPE_COUNTER);
+  EXPECT_GT(counters.size(), 3000u);  // 3389 minus the prefixed ones on 13.0 U1
+  for (const auto& n : counters) ASSERT_EQ(n.find('.'), std::string::npos) << n;
+  EXPECT_TRUE(std::binary_search(counters.begin(), counters.end(), "dram__bytes_read"));
+  auto subs = host->SubMetrics("dram__bytes_read", CUPTI_METRIC_TYPE_COUNTER);
+  EXPECT_NE(std::find(subs.begin(), subs.end(), "sum"), subs.end());
+  EXPECT_NE(std::find(subs.begin(), subs.end(), "avg.pct_of_peak_sustained_elapsed"), subs.end());
+}
+
+TEST(MetricHost, ValidatesGoodNames) {
+  REQUIRE_HOST_API();
+  std::string error;
+  auto host = Gh100(&error);
+  EXPECT_TRUE(host->Validate({"dram__bytes_read.sum", "gpu__time_duration.sum", kSm}, &error))
+      << error;
+  EXPECT_TRUE(host->Validate(ExpandMetricList({"sol"}), &error)) << error;
+}
+
+TEST(MetricHost, NamesTheBadMetricAndSuggestsTheNearest) {
+  REQUIRE_HOST_API();
+  std::string error;
+  auto host = Gh100(&error);
+  ASSERT_FALSE(host->Validate({"gpu__time_duration.sum", "dram__byte_read.sum"}, &error));
+  EXPECT_EQ(error.rfind("unknown metric 'dram__byte_read.sum' for GH100: ", 0), 0u) << error;
+  EXPECT_NE(error.find("did you mean 'dram__bytes_read.sum'?"), std::string::npos) << error;
+  EXPECT_NE(error.find("(kptrace metrics list --chip GH100 --filter dram__)"), std::string::npos)
+      << error;
+}
+
+TEST(MetricHost, NoRollupSuggestsTheSum) {
+  REQUIRE_HOST_API();
+  std::string error;
+  auto host = Gh100(&error);
+  ASSERT_FALSE(host->Validate({"dram__bytes_read"}, &error));
+  EXPECT_NE(error.find("no rollup"), std::string::npos) << error;
+  EXPECT_NE(error.find("did you mean 'dram__bytes_read.sum'?"), std::string::npos) << error;
+  ASSERT_FALSE(host->Validate({"sm__throughput"}, &error));
+  EXPECT_NE(error.find("did you mean '" + std::string(kSm) + "'?"), std::string::npos) << error;
+}
+
+TEST(MetricHost, BadSuffixSuggestsAValidOne) {
+  REQUIRE_HOST_API();
+  std::string error;
+  auto host = Gh100(&error);
+  ASSERT_FALSE(host->Validate({"dram__bytes_read.summ"}, &error));
+  EXPECT_NE(error.find("did you mean 'dram__bytes_read.sum'?"), std::string::npos) << error;
+}
+
+TEST(MetricHost, LaunchAttributesAreRejectedWithTheReason) {
+  REQUIRE_HOST_API();
+  std::string error;
+  auto host = Gh100(&error);
+  ASSERT_FALSE(host->Validate({"launch__registers_per_thread"}, &error));
+  EXPECT_NE(error.find("unknown metric 'launch__registers_per_thread' for GH100"),
+            std::string::npos);
+  EXPECT_NE(error.find("Nsight Compute launch attribute"), std::string::npos) << error;
+  EXPECT_EQ(error.find("did you mean"), std::string::npos) << error;
+}
+
+TEST(MetricHost, FarOffNamesGetNoSuggestion) {
+  REQUIRE_HOST_API();
+  std::string error;
+  auto host = Gh100(&error);
+  EXPECT_EQ(host->Suggest("zzzzqqqq__xxxxyyyyy.sum"), "");
+}
+
+// Pass counts measured with the 13.0 U1 host API (cupti-notes §4.2).
+TEST(PassCount, MatchesTheMeasuredTable) {
+  REQUIRE_HOST_API();
+  for (const char* one : {"dram__bytes_read.sum", "gpu__time_duration.sum", kDram,
+                          "sm__inst_executed.sum", "l1tex__t_sector_hit_rate.pct"})
+    EXPECT_EQ(Passes({one}), 1u) << one;
+  EXPECT_EQ(Passes({kSm}), 8u);
+  EXPECT_EQ(Passes({kMem}), 5u);
+  EXPECT_EQ(Passes({"lts__t_sector_hit_rate.pct"}), 2u);
+  EXPECT_EQ(Passes({kSm, "dram__bytes_read.sum", "gpu__time_duration.sum"}), 8u);
+  EXPECT_EQ(Passes({kSm, "dram__bytes_read.sum", "gpu__time_duration.sum",
+                    "smsp__sass_thread_inst_executed_op_dadd_pred_on.sum"}),
+            9u);
+  std::vector<std::string> cheap = {"dram__bytes_read.sum",
+                                    "dram__bytes_write.sum",
+                                    "gpu__time_duration.sum",
+                                    "sm__inst_executed.sum",
+                                    "sm__cycles_active.avg",
+                                    "sm__cycles_elapsed.avg",
+                                    "sm__warps_active.avg.pct_of_peak_sustained_active",
+                                    "l1tex__t_sector_hit_rate.pct",
+                                    kDram,
+                                    "sm__inst_executed_pipe_tensor.sum"};
+  EXPECT_EQ(Passes(cheap), 1u);
+  cheap.push_back("lts__t_sector_hit_rate.pct");
+  EXPECT_EQ(Passes(cheap), 2u);
+  EXPECT_EQ(Passes({kSm}, CUPTI_PROFILER_TYPE_PM_SAMPLING), 19u);
+}
+
+TEST(PassCount, PerMetricAndSet) {
+  REQUIRE_HOST_API();
+  PassCount pc;
+  std::string error;
+  ASSERT_TRUE(CountPasses("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER,
+                          {"dram__bytes_read.sum", kSm}, &pc, &error))
+      << error;
+  EXPECT_EQ(pc.set_passes, 8u);
+  ASSERT_EQ(pc.per_metric.size(), 2u);
+  EXPECT_EQ(pc.per_metric[0], 1u);
+  EXPECT_EQ(pc.per_metric[1], 8u);
+  EXPECT_FALSE(
+      CountPasses("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {"nope__x.sum"}, &pc, &error));
+  EXPECT_NE(error.find("unknown metric 'nope__x.sum'"), std::string::npos) << error;
+}
+
+TEST(MetricHost, UnknownChipIsAnError) {
+  std::string error;
+  EXPECT_EQ(MetricHost::Create("NOPE1", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}, &error), nullptr);
+  EXPECT_NE(error.find("cuptiProfilerHostInitialize failed"), std::string::npos) << error;
+  EXPECT_NE(error.find("NOPE1"), std::string::npos) << error;
+}
+
+TEST(CounterAccess, ExplainsPermissionAndSupportFailures) {
+  std::string s = ExplainCounterAccessError(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
+  EXPECT_NE(s.find("NVreg_RestrictProfilingToAdminUsers=0"), std::string::npos) << s;
+  EXPECT_NE(s.find("CAP_SYS_ADMIN"), std::string::npos) << s;
+  EXPECT_NE(ExplainCounterAccessError(CUPTI_ERROR_MIG_DEVICE_NOT_SUPPORTED).find("MIG"),
+            std::string::npos);
+  EXPECT_NE(ExplainCounterAccessError(CUPTI_ERROR_HARDWARE_BUSY).find("another profiler"),
+            std::string::npos);
+  EXPECT_EQ(ExplainCounterAccessError(CUPTI_ERROR_INVALID_PARAMETER), "");
+  DeviceSupportLevels ok;
+  EXPECT_EQ(ExplainDeviceSupport(ok), "");
+  DeviceSupportLevels vgpu;
+  vgpu.overall = 1;
+  vgpu.vgpu = 2;  // DISABLED: supported but not enabled by the hypervisor
+  EXPECT_NE(ExplainDeviceSupport(vgpu).find("hypervisor"), std::string::npos);
+  DeviceSupportLevels cc;
+  cc.overall = 1;
+  cc.confidential_compute = 1;
+  EXPECT_NE(ExplainDeviceSupport(cc).find("confidential"), std::string::npos);
+}
+
+// --- speed of light ---
+
+SolReading Sol(double sm, double mem) { return DiagnoseSpeedOfLight({{kSm, sm}, {kMem, mem}}); }
+
+TEST(SpeedOfLight, WorkflowExamples) {
+  EXPECT_EQ(Sol(5.4, 92).verdict, "memory-bound");  // the 512 MiB add on the H200
+  EXPECT_EQ(Sol(68, 20).verdict, "mixed");          // not above 70: no unit saturated
+  EXPECT_EQ(Sol(85, 20).verdict, "compute-bound");
+  EXPECT_EQ(Sol(10, 12).verdict, "latency-bound");
+  EXPECT_EQ(Sol(50, 50).verdict, "balanced");
+  EXPECT_EQ(Sol(80, 85).verdict, "compute+memory-bound");
+}
+
+TEST(SpeedOfLight, Boundaries) {
+  EXPECT_EQ(Sol(29.99, 29.99).verdict, "latency-bound");
+  EXPECT_EQ(Sol(30, 10).verdict, "mixed");
+  EXPECT_EQ(Sol(10, 30).verdict, "mixed");
+  EXPECT_EQ(Sol(60, 60).verdict, "compute+memory-bound");
+  EXPECT_EQ(Sol(59.99, 60).verdict, "balanced");
+  EXPECT_EQ(Sol(70, 59).verdict, "balanced");
+  EXPECT_EQ(Sol(70.01, 59.99).verdict, "compute-bound");
+  EXPECT_EQ(Sol(70.01, 60).verdict, "compute+memory-bound");
+  EXPECT_EQ(Sol(59.99, 70.01).verdict, "memory-bound");
+  EXPECT_EQ(Sol(40, 40).verdict, "balanced");
+  EXPECT_EQ(Sol(39.99, 40).verdict, "mixed");
+  EXPECT_EQ(Sol(100, 0).verdict, "compute-bound");
+  EXPECT_EQ(Sol(0, 100).verdict, "memory-bound");
+}
+
+TEST(SpeedOfLight, EveryPointOfTheGridGetsExactlyTheRuleOrder) {
+  // Independent restatement of the header's rules; the grid covers every boundary.
+  for (double s = 0; s <= 100; s += 2.5) {
+    for (double m = 0; m <= 100; m += 2.5) {
+      std::string expected = (s < 30 && m < 30)                           ? "latency-bound"
+                             : (s >= 60 && m >= 60)                       ? "compute+memory-bound"
+                             : (s > 70 && m < 60)                         ? "compute-bound"
+                             : (m > 70 && s < 60)                         ? "memory-bound"
+                             : (s >= 40 && s <= 70 && m >= 40 && m <= 70) ? "balanced"
+                                                                          : "mixed";
+      SolReading r = Sol(s, m);
+      ASSERT_EQ(r.verdict, expected) << "SM " << s << " mem " << m;
+      ASSERT_EQ(r.sm_pct, s);
+      ASSERT_EQ(r.mem_pct, m);
+      ASSERT_NE(r.explanation.find(r.verdict), std::string::npos);
+    }
+  }
+}
+
+TEST(SpeedOfLight, ExplanationGivesNumbersAndNextChecks) {
+  SolReading r = Sol(85.04, 20.5);
+  EXPECT_NE(r.explanation.find("SM 85.0%"), std::string::npos) << r.explanation;
+  EXPECT_NE(r.explanation.find("memory 20.5%"), std::string::npos) << r.explanation;
+  EXPECT_NE(r.explanation.find("tensor-core"), std::string::npos) << r.explanation;
+  EXPECT_EQ(r.memory_metric, kMem);
+}
+
+TEST(SpeedOfLight, FallsBackToDramAndNeedsBoth) {
+  SolReading r = DiagnoseSpeedOfLight({{kSm, 5}, {kDram, 90}});
+  EXPECT_EQ(r.verdict, "memory-bound");
+  EXPECT_EQ(r.memory_metric, kDram);
+  r = DiagnoseSpeedOfLight({{kSm, 5}, {kMem, 80}, {kDram, 10}});
+  EXPECT_EQ(r.memory_metric, kMem);
+  EXPECT_EQ(r.mem_pct, 80);
+  r = DiagnoseSpeedOfLight({{kSm, 5}});
+  EXPECT_EQ(r.verdict, "");
+  EXPECT_EQ(r.mem_pct, -1);
+  r = DiagnoseSpeedOfLight({{kSm, std::nan("")}, {kMem, 50}});
+  EXPECT_EQ(r.verdict, "");
+  EXPECT_EQ(r.sm_pct, -1);
+  EXPECT_NE(r.explanation.find("KP_METRICS=sol"), std::string::npos);
+}
+
+// --- range selection ---
+
+TEST(RangeSelector, Globs) {
+  EXPECT_TRUE(GlobMatch("*", ""));
+  EXPECT_TRUE(GlobMatch("fwd*", "fwd_layer3"));
+  EXPECT_TRUE(GlobMatch("*layer?", "fwd_layer3"));
+  EXPECT_FALSE(GlobMatch("*layer?", "fwd_layer33"));
+  EXPECT_TRUE(GlobMatch("a*b*c", "aXXbYYc"));
+  EXPECT_FALSE(GlobMatch("a*b*c", "aXXbYY"));
+  EXPECT_FALSE(GlobMatch("forward", "forwardx"));
+}
+
+TEST(RangeSelector, DomainsAndDefaults) {
+  RangeSelector all({});
+  EXPECT_TRUE(all.Matches("", "anything"));
+  RangeSelector sel({"forward", "torch::back*", "::step"});
+  EXPECT_TRUE(sel.Matches("", "forward"));
+  EXPECT_TRUE(sel.Matches("mydomain", "forward"));  // no domain given: any domain
+  EXPECT_TRUE(sel.Matches("torch", "backward"));
+  EXPECT_FALSE(sel.Matches("", "backward"));
+  EXPECT_TRUE(sel.Matches("", "step"));  // "::" = the default domain only
+  EXPECT_FALSE(sel.Matches("torch", "step"));
+  EXPECT_FALSE(sel.Matches("", "optimizer"));
+}
+
+// --- kptrace metrics exit codes ---
+
+int RunCli(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  int rc = cli::RunMetrics(static_cast<int>(argv.size()), argv.data());
+  testing::internal::GetCapturedStdout();
+  testing::internal::GetCapturedStderr();
+  return rc;
+}
+
+TEST(MetricsCli, UsageErrorsExitTwo) {
+  EXPECT_EQ(RunCli({}), 2);
+  EXPECT_EQ(RunCli({"frobnicate", "--chip", "GH100"}), 2);
+  EXPECT_EQ(RunCli({"check", "dram__bytes_read.sum"}), 2);  // no --chip
+  EXPECT_EQ(RunCli({"list", "--chip", "GH100", "--type", "bogus"}), 2);
+  EXPECT_EQ(RunCli({"check", "--chip", "GH100", "--mode", "nope", "x__y.sum"}), 2);
+  EXPECT_EQ(RunCli({"check", "--chip", "GH100"}), 2);  // no names
+}
+
+TEST(MetricsCli, CheckAndListExitCodes) {
+  REQUIRE_HOST_API();
+  EXPECT_EQ(RunCli({"check", "--chip", "GH100", "dram__bytes_read.sum,gpu__time_duration.sum"}), 0);
+  EXPECT_EQ(RunCli({"check", "--chip=GH100", "sol"}), 0);
+  EXPECT_EQ(RunCli({"check", "--chip", "GH100", "dram__bytes_read.sum", "dram__byte_read.sum"}), 1);
+  EXPECT_EQ(RunCli({"check", "--chip", "GH100", "launch__grid_size"}), 1);
+  EXPECT_EQ(RunCli({"check", "--chip", "NOPE1", "dram__bytes_read.sum"}), 1);
+  EXPECT_EQ(RunCli({"list", "--chip", "GH100", "--filter", "dram__bytes", "--describe"}), 0);
+  EXPECT_EQ(RunCli({"chips"}), 0);
+}
+
+TEST(MetricsCli, CheckPrintsTheBadNameAndPassCounts) {
+  REQUIRE_HOST_API();
+  std::vector<std::string> args = {"check", "--chip", "GH100", "gpu__time_duraton.sum"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(cli::RunMetrics(static_cast<int>(argv.size()), argv.data()), 1);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("kptrace: unknown metric 'gpu__time_duraton.sum' for GH100: "),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("did you mean 'gpu__time_duration.sum'?"), std::string::npos) << err;
+
+  args = {"check", "--chip", "GH100", std::string(kSm) + ",dram__bytes_read.sum"};
+  argv.clear();
+  for (auto& a : args) argv.push_back(a.data());
+  testing::internal::CaptureStdout();
+  EXPECT_EQ(cli::RunMetrics(static_cast<int>(argv.size()), argv.data()), 0);
+  std::string out = testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("8 pass(es) for the set"), std::string::npos) << out;
+  EXPECT_NE(out.find("8 passes"), std::string::npos) << out;
+  EXPECT_NE(out.find("1 pass\n"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace kp

@@ -1,0 +1,501 @@
+// Perfetto exporter tests: a fixed trace written with the injector's own encoder, exported, and
+// decoded with real libprotobuf classes generated from tests/data/perfetto (field numbers from
+// formats.md). Also home of the fixed trace and the export driver shared with chrome_test.cc.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "inject/trace/chunk_writer.h"
+#include "inject/trace/trace_encoder.h"
+#include "perfetto_trace_subset.pb.h"
+#include "tools/export/exporter.h"
+#include "tools/export/perfetto_exporter.h"
+#include "tools/reader/trace_reader.h"
+
+namespace kp_export_test {
+
+// What the fixed trace holds, for the checks.
+struct FixedTraceCounts {
+  int kernels = 0, memcpys = 0, memsets = 0, api = 0, nvtx = 0, marks = 0, metric_ranges = 0;
+  int internal_kernels = 0;
+  uint64_t start_ns = 0;  // header start_time_trace_ns
+  std::vector<uint64_t> kernel_starts;
+};
+
+constexpr uint64_t kT0 = 1'700'000'000'000'000'000ull;  // epoch-like ns: needs 64 bits
+// (Valid UTF-8 only: kptrace.proto strings are proto3 `string`, which libprotobuf validates.)
+const char kOddKernel[] = "void odd<int, \"q\\\">(float*)\x01\t end";
+
+// Writes a small but complete trace: two streams, kernels (one profiler-internal, one with a
+// name full of JSON hazards), copies, memsets, launch calls on one thread, nested NVTX ranges,
+// a mark, a metric range; two chunks. Returns the file's bytes written to `path`.
+FixedTraceCounts WriteFixedTrace(const std::string& path, uint32_t pid) {
+  FixedTraceCounts c;
+  kp::MemoryChunkSink sink(0);
+  kp::TraceEncoder::Options opt;
+  kp::TraceEncoder enc(&sink, opt);
+  kp::HeaderInfo h;
+  h.kp_version = "0.1.0";
+  h.pid = pid;
+  h.hostname = "node1";
+  h.command_line = {"/usr/bin/python3", "train.py", "--steps=2"};
+  h.start_time_unix_ns = kT0;
+  h.start_time_trace_ns = kT0;
+  h.clock = "CLOCK_REALTIME";
+  h.config = {{"KP_API", "launch"}};
+  enc.SetHeader(h);
+  c.start_ns = kT0;
+  kp::DeviceInfo d;
+  d.id = 0;
+  d.name = "NVIDIA H200";
+  enc.AddDevice(d);
+  enc.AddThreadName(101, "main");
+  kp::MetricConfigInfo mc;
+  mc.metric_names = {"dram__bytes_read.sum", "gpu__time_duration.sum"};
+  mc.num_passes = 1;
+  mc.mode = "range";
+  mc.chip = "GH100";
+  uint32_t cfg = enc.AddMetricConfig(mc);
+
+  uint32_t corr = 1;
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    uint64_t base = kT0 + 1000 + chunk * 100000;
+    for (int i = 0; i < 10; ++i) {
+      uint64_t t = base + i * 2000;
+      kp::ApiRecord a;
+      a.name = "cudaLaunchKernel_v7000";
+      a.domain = 1;
+      a.start = t;
+      a.end = t + 300;
+      a.thread_id = 101;
+      a.correlation = corr;
+      enc.AddApi(a);
+      ++c.api;
+      kp::KernelRecord k;
+      k.name = i == 3 ? kOddKernel : "_Z7stencilPfS_i";
+      k.start = t + 1000;
+      // Back-to-back on a stream: kernel i (stream 7, odd i) ends where kernel i+2 starts.
+      k.end = t + 1000 + (i % 2 == 1 ? 4000 : 700);
+      k.grid[0] = 128;
+      k.grid[1] = k.grid[2] = 1;
+      k.block[0] = 256;
+      k.block[1] = k.block[2] = 1;
+      k.registers_per_thread = 32;
+      k.static_shared = 1024;
+      k.dynamic_shared = 4096;
+      k.stream = i % 2 == 1 ? 7 : 13;
+      k.correlation = corr;
+      if (i == 8) k.flags = 2;  // RECORD_FLAG_PROFILER_INTERNAL
+      enc.AddKernel(k);
+      c.internal_kernels += i == 8;
+      ++c.kernels;
+      c.kernel_starts.push_back(k.start);
+      ++corr;
+    }
+    // A copy and a memset launched from the same thread, on stream 13 after the kernels.
+    uint64_t t = base + 30000;
+    kp::ApiRecord a;
+    a.name = "cudaMemcpyAsync_v3020";
+    a.domain = 1;
+    a.start = t;
+    a.end = t + 500;
+    a.thread_id = 101;
+    a.correlation = corr;
+    enc.AddApi(a);
+    ++c.api;
+    kp::MemcpyRecord m;
+    m.start = t + 600;
+    m.end = t + 1600;
+    m.bytes = 1 << 20;
+    m.copy_kind = 1;
+    m.src_kind = 2;
+    m.dst_kind = 3;
+    m.stream = 13;
+    m.correlation = corr++;
+    enc.AddMemcpy(m);
+    ++c.memcpys;
+    a.name = "cudaMemsetAsync_v3020";
+    a.start = t + 2000;
+    a.end = t + 2200;
+    a.correlation = corr;
+    enc.AddApi(a);
+    ++c.api;
+    kp::MemsetRecord s;
+    s.start = t + 3000;
+    s.end = t + 3100;
+    s.bytes = 4096;
+    s.stream = 13;
+    s.correlation = corr++;
+    enc.AddMemset(s);
+    ++c.memsets;
+    // NVTX: "step" around everything of this chunk, "forward" around the first launches.
+    kp::NvtxRangeRecord r;
+    r.name = "step";
+    r.domain = "train";
+    r.start = base - 10;
+    r.end = base + 40000;
+    r.thread_id = 101;
+    r.payload.kind = kp::NvtxPayloadValue::kI64;
+    r.payload.i64 = chunk;
+    enc.AddNvtxRange(r);
+    r = kp::NvtxRangeRecord();
+    r.name = "forward";
+    r.start = base - 5;
+    r.end = base + 6000;
+    r.thread_id = 101;
+    enc.AddNvtxRange(r);
+    c.nvtx += 2;
+    kp::NvtxMarkRecord mark;
+    mark.name = "checkpoint";
+    mark.time = base + 35000;
+    mark.thread_id = 101;
+    enc.AddNvtxMark(mark);
+    ++c.marks;
+    double values[2] = {1.5e9, 6000.0};
+    kp::MetricRangeRecord mr;
+    mr.config = cfg;
+    mr.name = "forward";
+    mr.occurrence = chunk;
+    mr.occurrences_used = 1;
+    mr.start = base - 5;
+    mr.end = base + 6000;
+    mr.values = values;
+    mr.num_values = 2;
+    mr.thread_id = 101;
+    mr.nesting_level = 1;
+    enc.AddMetricRange(mr);
+    ++c.metric_ranges;
+    if (chunk == 0) enc.Flush(true);
+  }
+  kp::FooterInfo f;
+  f.end_time_ns = kT0 + 1'000'000;
+  f.end_reason = "exit";
+  enc.Finish(f);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(sink.file().data()),
+             static_cast<std::streamsize>(sink.file().size()));
+  return c;
+}
+
+// Drives an exporter the way `kptrace convert` does.
+bool ExportFiles(kp::Exporter& exporter, const std::vector<std::string>& paths, std::string* err) {
+  if (!exporter.Begin(err)) return false;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    auto reader = kp::TraceReader::Open(paths[i], err);
+    if (reader == nullptr) return false;
+    kp::Chunk chunk;
+    bool have = reader->Next(&chunk);
+    exporter.BeginFile(static_cast<int>(i), *reader);
+    while (have) {
+      exporter.AddChunk(static_cast<int>(i), *reader, chunk);
+      have = reader->Next(&chunk);
+    }
+  }
+  return exporter.End(err);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Compares `actual` with tests/data/golden/<name>; KP_UPDATE_GOLDEN=1 rewrites the golden file.
+void ExpectGolden(const std::string& name, const std::string& actual) {
+  std::string path = std::string(KP_TEST_DATA_DIR) + "/golden/" + name;
+  const char* update = std::getenv("KP_UPDATE_GOLDEN");
+  if (update != nullptr && std::string(update) == "1") {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  std::string expected = ReadFile(path);
+  ASSERT_FALSE(expected.empty()) << path << " missing: run with KP_UPDATE_GOLDEN=1";
+  EXPECT_TRUE(expected == actual) << name << " differs from " << path
+                                  << " (regenerate with KP_UPDATE_GOLDEN=1 if intended)";
+}
+
+// Counts of what a Perfetto file holds, per kind, decoded with libprotobuf.
+struct PerfettoCounts {
+  int kernels = 0, memcpys = 0, memsets = 0, api = 0, nvtx = 0, marks = 0, counters = 0;
+  int metric_slices = 0;
+};
+
+// Decodes and validates a Perfetto trace; fills counts. Every check failure is a test failure.
+PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
+                                      std::vector<uint64_t>* kernel_begin_ts = nullptr,
+                                      std::vector<std::string>* names = nullptr,
+                                      bool launch_calls_present = true) {
+  PerfettoCounts counts;
+  kp_test::perfetto::Trace trace;
+  EXPECT_TRUE(trace.ParseFromString(bytes));
+  std::map<uint64_t, kp_test::perfetto::TrackDescriptor> tracks;
+  std::map<uint32_t, std::map<uint64_t, std::string>> event_names, arg_names;
+  std::set<uint32_t> sequences_started;
+  struct Ev {
+    uint64_t ts;
+    int type;
+    size_t order;
+  };
+  std::map<uint64_t, std::vector<Ev>> per_track;
+  std::multiset<uint64_t> flow_starts, flow_ends;
+  size_t order = 0;
+  for (const auto& pkt : trace.packet()) {
+    ++order;
+    uint32_t seq = pkt.trusted_packet_sequence_id();
+    EXPECT_NE(seq, 0u);
+    if (sequences_started.count(seq) == 0) {
+      EXPECT_TRUE(pkt.sequence_flags() & 1)
+          << "first packet of sequence " << seq << " must clear incremental state";
+      sequences_started.insert(seq);
+    }
+    for (const auto& e : pkt.interned_data().event_names()) {
+      EXPECT_GE(e.iid(), 1u);
+      EXPECT_TRUE(event_names[seq].emplace(e.iid(), e.name()).second) << "iid reused";
+    }
+    for (const auto& e : pkt.interned_data().debug_annotation_names()) {
+      EXPECT_TRUE(arg_names[seq].emplace(e.iid(), e.name()).second);
+    }
+    if (pkt.has_track_descriptor()) {
+      const auto& td = pkt.track_descriptor();
+      EXPECT_NE(td.uuid(), 0u);
+      if (td.has_parent_uuid()) {
+        EXPECT_TRUE(tracks.count(td.parent_uuid())) << "parent described after child";
+      }
+      tracks[td.uuid()] = td;
+    }
+    if (!pkt.has_track_event()) continue;
+    const auto& te = pkt.track_event();
+    EXPECT_TRUE(pkt.sequence_flags() & 2);
+    auto track_it = tracks.find(te.track_uuid());
+    EXPECT_TRUE(track_it != tracks.end()) << "event before its track descriptor";
+    if (track_it == tracks.end()) continue;
+    const auto& td = track_it->second;
+    per_track[te.track_uuid()].push_back({pkt.timestamp(), te.type(), order});
+    for (uint64_t f : te.flow_ids()) flow_starts.insert(f);
+    for (uint64_t f : te.terminating_flow_ids()) flow_ends.insert(f);
+    for (const auto& da : te.debug_annotations()) {
+      EXPECT_TRUE(arg_names[seq].count(da.name_iid())) << "annotation name iid unresolved";
+    }
+    std::string name;
+    if (te.type() != 2 && te.type() != 4) {
+      auto n = event_names[seq].find(te.name_iid());
+      EXPECT_TRUE(n != event_names[seq].end()) << "event name iid " << te.name_iid();
+      if (n != event_names[seq].end()) name = n->second;
+      if (names != nullptr) names->push_back(name);
+    }
+    if (te.type() == 1) {  // SLICE_BEGIN
+      if (td.name().rfind("stream ", 0) == 0) {
+        if (name.rfind("Memcpy", 0) == 0) {
+          ++counts.memcpys;
+        } else if (name == "Memset") {
+          ++counts.memsets;
+        } else {
+          ++counts.kernels;
+          if (kernel_begin_ts != nullptr) kernel_begin_ts->push_back(pkt.timestamp());
+        }
+      } else if (td.has_thread()) {
+        if (name.rfind("cuda", 0) == 0) {
+          ++counts.api;
+        } else {
+          ++counts.nvtx;
+        }
+      } else if (td.name() == "metrics") {
+        ++counts.metric_slices;
+      }
+    } else if (te.type() == 3) {
+      ++counts.marks;
+    } else if (te.type() == 4) {
+      EXPECT_TRUE(td.has_counter());
+      ++counts.counters;
+    }
+  }
+  // BEGIN/END balanced per track, in the order trace_processor applies them (time, then file
+  // order for ties).
+  for (auto& [uuid, evs] : per_track) {
+    std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.ts < b.ts; });
+    int depth = 0;
+    for (const Ev& e : evs) {
+      if (e.type == 1) ++depth;
+      if (e.type == 2) {
+        --depth;
+        EXPECT_GE(depth, 0) << "END without BEGIN on track " << tracks[uuid].name();
+      }
+    }
+    EXPECT_EQ(depth, 0) << "unbalanced track " << tracks[uuid].name();
+  }
+  if (launch_calls_present) {
+    EXPECT_EQ(flow_starts, flow_ends) << "every launch arrow starts and ends once";
+  } else {
+    EXPECT_TRUE(flow_starts.empty());
+  }
+  return counts;
+}
+
+}  // namespace kp_export_test
+
+namespace {
+
+using namespace kp_export_test;
+
+TEST(PerfettoExporter, DecodesWithLibprotobufAndHoldsEveryRecord) {
+  const std::string in = "perfetto_test_input.kptrace";
+  FixedTraceCounts want = WriteFixedTrace(in, 4242);
+  kp::ExportOptions opt;
+  opt.output = "perfetto_test_output.pftrace";
+  kp::PerfettoExporter exporter(opt);
+  std::string err;
+  ASSERT_TRUE(ExportFiles(exporter, {in}, &err)) << err;
+  std::vector<uint64_t> kernel_ts;
+  std::vector<std::string> names;
+  PerfettoCounts got = DecodeAndCheckPerfetto(ReadFile(opt.output), &kernel_ts, &names);
+  EXPECT_EQ(got.kernels, want.kernels);
+  EXPECT_EQ(got.memcpys, want.memcpys);
+  EXPECT_EQ(got.memsets, want.memsets);
+  EXPECT_EQ(got.api, want.api);
+  EXPECT_EQ(got.nvtx, want.nvtx);
+  EXPECT_EQ(got.marks, want.marks);
+  EXPECT_EQ(got.metric_slices, want.metric_ranges);
+  EXPECT_EQ(got.counters, want.metric_ranges * 2);
+  std::sort(kernel_ts.begin(), kernel_ts.end());
+  std::sort(want.kernel_starts.begin(), want.kernel_starts.end());
+  EXPECT_EQ(kernel_ts, want.kernel_starts) << "absolute ns timestamps kept";
+  EXPECT_EQ(std::count_if(names.begin(), names.end(),
+                          [](const std::string& n) { return n.rfind("[kp profiler] ", 0) == 0; }),
+            want.internal_kernels);
+  EXPECT_EQ(exporter.anomalies().gpu_overlaps_clamped, 0u);
+}
+
+TEST(PerfettoExporter, TrackLayout) {
+  const std::string in = "perfetto_layout_input.kptrace";
+  WriteFixedTrace(in, 4242);
+  kp::ExportOptions opt;
+  opt.output = "perfetto_layout_output.pftrace";
+  kp::PerfettoExporter exporter(opt);
+  std::string err;
+  ASSERT_TRUE(ExportFiles(exporter, {in}, &err)) << err;
+  kp_test::perfetto::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
+  std::map<uint64_t, kp_test::perfetto::TrackDescriptor> tracks;
+  for (const auto& p : trace.packet()) {
+    if (p.has_track_descriptor()) tracks[p.track_descriptor().uuid()] = p.track_descriptor();
+  }
+  int processes = 0, gpus = 0, streams = 0, threads = 0;
+  for (const auto& [uuid, td] : tracks) {
+    if (td.has_process()) {
+      ++processes;
+      EXPECT_EQ(td.process().pid(), 4242);
+      EXPECT_EQ(td.process().cmdline_size(), 3);
+      EXPECT_EQ(td.process().process_name(), "python3 train.py --steps=2");
+    } else if (td.has_thread()) {
+      ++threads;
+      EXPECT_EQ(td.thread().pid(), 4242);
+      EXPECT_EQ(td.thread().tid(), 101);
+      EXPECT_EQ(td.thread().thread_name(), "main");
+    } else if (td.name().rfind("GPU 0: NVIDIA H200", 0) == 0) {
+      ++gpus;
+      EXPECT_EQ(td.child_ordering(), 3);
+      EXPECT_FALSE(td.has_parent_uuid());
+    } else if (td.name().rfind("stream ", 0) == 0) {
+      ++streams;
+      EXPECT_EQ(td.sibling_merge_behavior(), 2);
+      EXPECT_EQ("stream " + std::to_string(td.sibling_order_rank()), td.name());
+      EXPECT_EQ(tracks[td.parent_uuid()].name().rfind("GPU 0", 0), 0u);
+    }
+  }
+  EXPECT_EQ(processes, 1);
+  EXPECT_EQ(gpus, 1);
+  EXPECT_EQ(streams, 2);
+  EXPECT_EQ(threads, 1);
+}
+
+TEST(PerfettoExporter, TwoFilesWithOnePidStayApart) {
+  WriteFixedTrace("perfetto_a.kptrace", 777);
+  WriteFixedTrace("perfetto_b.kptrace", 777);
+  kp::ExportOptions opt;
+  opt.output = "perfetto_two.pftrace";
+  kp::PerfettoExporter exporter(opt);
+  std::string err;
+  ASSERT_TRUE(ExportFiles(exporter, {"perfetto_a.kptrace", "perfetto_b.kptrace"}, &err)) << err;
+  std::string bytes = ReadFile(opt.output);
+  PerfettoCounts got = DecodeAndCheckPerfetto(bytes);
+  EXPECT_EQ(got.kernels, 40);
+  kp_test::perfetto::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(bytes));
+  std::set<int> pids;
+  std::set<uint32_t> seqs;
+  for (const auto& p : trace.packet()) {
+    seqs.insert(p.trusted_packet_sequence_id());
+    if (p.track_descriptor().has_process()) pids.insert(p.track_descriptor().process().pid());
+  }
+  EXPECT_EQ(pids.size(), 2u);
+  EXPECT_TRUE(pids.count(777));
+  EXPECT_EQ(seqs.size(), 2u);
+}
+
+TEST(PerfettoExporter, OverlappingGpuRecordsAreClampedAndCounted) {
+  kp::MemoryChunkSink sink(0);
+  kp::TraceEncoder enc(&sink, kp::TraceEncoder::Options());
+  kp::HeaderInfo h;
+  h.pid = 5;
+  h.start_time_trace_ns = kT0;
+  enc.SetHeader(h);
+  for (int i = 0; i < 3; ++i) {
+    kp::KernelRecord k;
+    k.name = "k";
+    k.start = kT0 + i * 100;
+    k.end = kT0 + i * 100 + 150;  // each overlaps the next by 50 ns
+    k.stream = 7;
+    k.correlation = i + 1;
+    enc.AddKernel(k);
+  }
+  enc.Finish(kp::FooterInfo());
+  std::ofstream("perfetto_overlap.kptrace", std::ios::binary)
+      .write(reinterpret_cast<const char*>(sink.file().data()),
+             static_cast<std::streamsize>(sink.file().size()));
+  kp::ExportOptions opt;
+  opt.output = "perfetto_overlap.pftrace";
+  kp::PerfettoExporter exporter(opt);
+  std::string err;
+  ASSERT_TRUE(ExportFiles(exporter, {"perfetto_overlap.kptrace"}, &err)) << err;
+  EXPECT_EQ(exporter.anomalies().gpu_overlaps_clamped, 2u);
+  // No launch calls in this trace: the GPU side's arrow ends have no start.
+  PerfettoCounts got = DecodeAndCheckPerfetto(ReadFile(opt.output), nullptr, nullptr, false);
+  EXPECT_EQ(got.kernels, 3);
+}
+
+TEST(SliceNester, NestsOrSeparates) {
+  kp::SliceNester n;
+  uint64_t s = 0, e = 100;
+  EXPECT_FALSE(n.Place(&s, &e));
+  s = 10, e = 20;
+  EXPECT_FALSE(n.Place(&s, &e));  // nested
+  s = 15, e = 30;                 // starts inside the closed? no: inside [10,20], ends after
+  EXPECT_TRUE(n.Place(&s, &e));
+  EXPECT_EQ(e, 20u);
+  s = 90, e = 120;  // ends after its parent
+  EXPECT_TRUE(n.Place(&s, &e));
+  EXPECT_EQ(e, 100u);
+  s = 100, e = 110;  // starts where the parent ends: disjoint
+  EXPECT_FALSE(n.Place(&s, &e));
+}
+
+TEST(PerfettoExporter, Golden) {
+  // Relative input path: the output names it, and must not depend on the build directory.
+  WriteFixedTrace("golden_input.kptrace", 4242);
+  kp::ExportOptions opt;
+  opt.output = "golden_output.pftrace";
+  kp::PerfettoExporter exporter(opt);
+  std::string err;
+  ASSERT_TRUE(ExportFiles(exporter, {"golden_input.kptrace"}, &err)) << err;
+  ExpectGolden("fixed.pftrace", ReadFile(opt.output));
+}
+
+}  // namespace

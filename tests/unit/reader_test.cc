@@ -1,0 +1,236 @@
+// Reader tests: round trip of the encoding rules, and damage (torn tails, bad CRCs, garbage,
+// lost chunks) counted rather than crashing.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "common/frame.h"
+#include "tools/reader/fixed_trace.h"
+#include "tools/reader/proto_trace_writer.h"
+#include "tools/reader/trace_reader.h"
+
+namespace kp {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/reader_test_" + std::to_string(getpid()) + "_" + name;
+}
+
+std::string WriteTemp(const std::string& name, const std::string& bytes) {
+  std::string path = TempPath(name);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  EXPECT_NE(f, nullptr);
+  std::fwrite(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  return path;
+}
+
+struct ReadResult {
+  int chunks = 0;
+  uint64_t kernels = 0, api = 0, records = 0;
+  ReaderStats stats;
+};
+
+ReadResult ReadAll(const std::string& path) {
+  ReadResult r;
+  std::string err;
+  auto reader = TraceReader::Open(path, &err);
+  if (!reader) {
+    ADD_FAILURE() << err;
+    return r;
+  }
+  Chunk c;
+  while (reader->Next(&c)) {
+    ++r.chunks;
+    r.kernels += c.kernels_size();
+    r.api += c.api_calls_size();
+    for (const Kernel& k : c.kernels()) {
+      const KernelShape* s = reader->Shape(k.shape());
+      if (s != nullptr) reader->Str(s->demangled());
+    }
+  }
+  r.stats = reader->stats();
+  r.records = r.stats.records;
+  return r;
+}
+
+TEST(TraceReader, DecodesFixedTraceWithAbsoluteTimes) {
+  for (int level : {0, 3}) {
+    std::string path = WriteTemp("fixed", BuildFixedTrace({true, level}));
+    std::string err;
+    auto reader = TraceReader::Open(path, &err);
+    ASSERT_TRUE(reader) << err;
+    Chunk c;
+    ASSERT_TRUE(reader->Next(&c));
+    ASSERT_NE(reader->header(), nullptr);
+    EXPECT_EQ(reader->header()->pid(), 4242u);
+    ASSERT_EQ(reader->devices().size(), 1u);
+    EXPECT_EQ(reader->devices()[0].name(), "NVIDIA H200");
+    ASSERT_EQ(c.kernels_size(), 3);
+    const uint64_t t0 = 1700000000000000000ull;
+    EXPECT_EQ(static_cast<uint64_t>(c.kernels(0).start()), t0 + 100000);
+    EXPECT_EQ(static_cast<uint64_t>(c.kernels(1).start()), t0 + 150000);
+    EXPECT_EQ(static_cast<uint64_t>(c.kernels(2).start()), t0 + 160000);
+    EXPECT_EQ(c.kernels(0).correlation(), 100);
+    EXPECT_EQ(c.kernels(2).correlation(), 102);
+    EXPECT_EQ(c.api_calls(4).correlation(), 104);
+    EXPECT_EQ(static_cast<uint64_t>(c.nvtx_marks(0).time()), t0 + 300000);
+    const KernelShape* s = reader->Shape(c.kernels(0).shape());
+    ASSERT_NE(s, nullptr);
+    EXPECT_EQ(reader->Str(s->demangled()),
+              "void gemm<float, 128>(float const*, float const*, float*)");
+    EXPECT_EQ(reader->Str(999), "<unknown string 999>");
+    EXPECT_EQ(reader->Shape(77), nullptr);
+    ASSERT_TRUE(reader->Next(&c));
+    EXPECT_EQ(static_cast<uint64_t>(c.kernels(0).start()), t0 + 600000);
+    EXPECT_EQ(c.kernels(1).correlation(), 107);
+    EXPECT_EQ(static_cast<uint64_t>(c.metric_ranges(1).start()), t0 + 650000);
+    EXPECT_FALSE(reader->Next(&c));
+    ASSERT_NE(reader->footer(), nullptr);
+    EXPECT_TRUE(reader->footer()->clean_end());
+    EXPECT_EQ(reader->trace_stats().cupti_dropped_records(), 3u);
+    const ReaderStats& st = reader->stats();
+    EXPECT_EQ(st.chunks_ok, 2u);
+    EXPECT_EQ(st.unknown_string_ids, 1u);
+    EXPECT_EQ(st.unknown_shape_ids, 1u);
+    EXPECT_EQ(st.records, 22u);
+    EXPECT_EQ(reader->position(), st.file_bytes);
+    std::remove(path.c_str());
+  }
+}
+
+TEST(TraceReader, RejectsBadMagicWithClearMessage) {
+  std::string path = WriteTemp("notatrace", "hello world, this is not a trace");
+  std::string err;
+  EXPECT_EQ(TraceReader::Open(path, &err), nullptr);
+  EXPECT_EQ(err, path + " is not a kp trace (bad magic); expected a file written by libkpinject");
+  std::string empty = WriteTemp("empty", "");
+  EXPECT_EQ(TraceReader::Open(empty, &err), nullptr);
+  EXPECT_NE(err.find("bad magic"), std::string::npos);
+  EXPECT_EQ(TraceReader::Open(TempPath("missing"), &err), nullptr);
+  EXPECT_NE(err.find("cannot open"), std::string::npos);
+}
+
+TEST(TraceReader, TornTailIsCountedAndEarlierChunksSurvive) {
+  std::string bytes = BuildFixedTrace();
+  std::string cut = bytes.substr(0, bytes.size() - 10);
+  ReadResult r = ReadAll(WriteTemp("torn", cut));
+  EXPECT_EQ(r.chunks, 1);
+  EXPECT_GT(r.stats.truncated_tail_bytes, 0u);
+  EXPECT_FALSE(r.stats.saw_footer);
+  EXPECT_EQ(r.kernels, 3u);
+}
+
+// Returns the offset of the second chunk's frame header.
+size_t SecondChunkOffset(const std::string& bytes) {
+  size_t pos = kFileMagicSize;
+  uint32_t stored;
+  std::memcpy(&stored, bytes.data() + pos + 8, 4);
+  return pos + kFrameHeaderSize + stored;
+}
+
+TEST(TraceReader, TornFrameHeaderIsCountedAsTruncatedTail) {
+  std::string bytes = BuildFixedTrace();
+  size_t second = SecondChunkOffset(bytes);
+  ReadResult r = ReadAll(WriteTemp("torn2", bytes.substr(0, second + 10)));
+  EXPECT_EQ(r.chunks, 1);
+  EXPECT_EQ(r.stats.truncated_tail_bytes, 10u);
+  EXPECT_EQ(r.stats.skipped_bytes, 0u);
+}
+
+TEST(TraceReader, BadPayloadCrcSkipsOnlyThatChunk) {
+  std::string bytes = BuildFixedTrace();
+  bytes[kFileMagicSize + kFrameHeaderSize + 20] ^= 0x40;  // inside chunk 0's payload
+  ReadResult r = ReadAll(WriteTemp("badcrc", bytes));
+  EXPECT_EQ(r.stats.chunks_bad_crc, 1u);
+  EXPECT_EQ(r.chunks, 1);
+  EXPECT_EQ(r.kernels, 3u);  // chunk 1's kernels
+  EXPECT_EQ(r.stats.sequence_gaps, 1u);
+  EXPECT_TRUE(r.stats.saw_footer);
+  auto lines = r.stats.Describe();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0], "1 chunk skipped: payload CRC mismatch");
+}
+
+TEST(TraceReader, GarbageBetweenChunksIsSkippedByResync) {
+  std::string bytes = BuildFixedTrace();
+  size_t second = SecondChunkOffset(bytes);
+  std::string garbage = "KPCK garbage that looks a bit like a chunk magic KPCKKPCK.....";
+  bytes.insert(second, garbage);
+  ReadResult r = ReadAll(WriteTemp("garbage", bytes));
+  EXPECT_EQ(r.chunks, 2);
+  EXPECT_EQ(r.kernels, 6u);
+  EXPECT_EQ(r.stats.chunks_bad_header, 1u);
+  EXPECT_EQ(r.stats.skipped_bytes, garbage.size());
+  EXPECT_EQ(r.stats.sequence_gaps, 0u);
+}
+
+TEST(TraceReader, DamagedFrameHeaderResyncsOnNextChunk) {
+  std::string bytes = BuildFixedTrace();
+  bytes[kFileMagicSize + 9] ^= 0x7f;  // chunk 0's stored_size: header CRC now fails
+  ReadResult r = ReadAll(WriteTemp("badhdr", bytes));
+  EXPECT_EQ(r.chunks, 1);
+  EXPECT_EQ(r.stats.chunks_bad_header, 1u);
+  EXPECT_EQ(r.stats.skipped_bytes, SecondChunkOffset(BuildFixedTrace()) - kFileMagicSize);
+  EXPECT_EQ(r.stats.sequence_gaps, 1u);
+}
+
+TEST(TraceReader, NegativeDurationsAreCounted) {
+  ProtoTraceWriter w;
+  Chunk c;
+  c.set_time_base_ns(1000);
+  Kernel* k = c.add_kernels();
+  k->set_start(2000);
+  k->set_duration(-5);
+  w.Add(c);
+  ReadResult r = ReadAll(WriteTemp("neg", w.bytes()));
+  EXPECT_EQ(r.stats.negative_durations, 1u);
+  EXPECT_EQ(r.stats.Describe().back(), "1 record with end before start (negative duration)");
+}
+
+// Fuzz-style: flip bytes and truncate a valid trace at every position; the reader must survive
+// and, whenever it delivered fewer than all records, report damage or (for a cut exactly at a
+// chunk boundary, indistinguishable from a killed process) the missing footer.
+TEST(TraceReader, SurvivesFlippedAndTruncatedBytesEverywhere) {
+  for (int level : {0, 3}) {
+    const std::string good = BuildFixedTrace({true, level});
+    const uint64_t all_records = ReadAll(WriteTemp("fz_good", good)).records;
+    std::string path = TempPath("fuzz");
+    size_t step = good.size() > 3000 ? 3 : 1;
+    for (size_t pos = kFileMagicSize; pos < good.size(); pos += step) {
+      for (int variant = 0; variant < 3; ++variant) {
+        std::string bad = good;
+        if (variant == 0) bad[pos] ^= 0x01;
+        if (variant == 1) bad[pos] = static_cast<char>(0xff);
+        if (variant == 2) bad.resize(pos);
+        if (bad == good) continue;
+        WriteTemp("fuzz", bad);
+        std::string err;
+        auto reader = TraceReader::Open(path, &err);
+        ASSERT_TRUE(reader) << err;
+        Chunk c;
+        uint64_t n = 0;
+        while (reader->Next(&c)) {
+          for (const Kernel& k : c.kernels()) {
+            const KernelShape* s = reader->Shape(k.shape());
+            if (s) reader->Str(s->name());
+          }
+          n += c.kernels_size();
+        }
+        const ReaderStats& st = reader->stats();
+        if (st.records < all_records) {
+          EXPECT_TRUE(!st.Describe().empty() || !st.saw_footer)
+              << "pos " << pos << " variant " << variant;
+        }
+        EXPECT_LE(reader->position(), bad.size());
+      }
+    }
+    std::remove(path.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace kp

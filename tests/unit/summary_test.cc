@@ -1,0 +1,181 @@
+// Summary tests: statistics checked against values computed independently here, the busy/gap
+// reading, append-log behaviour, and damaged input.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tools/reader/fixed_trace.h"
+#include "tools/reader/proto_trace_writer.h"
+#include "tools/summary/trace_summary.h"
+
+namespace kp {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/summary_test_" + std::to_string(getpid()) + "_" + name;
+}
+std::string WriteTemp(const std::string& name, const std::string& bytes) {
+  std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// 100 launches of one kernel with durations 1..100 us (shuffled), back to back on one stream
+// with a 1 ms gap after each: the GPU is mostly idle.
+std::string KnownDurationsTrace() {
+  ProtoTraceWriter w;
+  Chunk c;
+  c.set_time_base_ns(1000000000);
+  InternedString* s = c.add_strings();
+  s->set_id(1);
+  s->set_value("void step_kernel<float>(float*, int)");
+  KernelShape* sh = c.add_kernel_shapes();
+  sh->set_id(1);
+  sh->set_name(1);
+  sh->set_demangled(1);
+  uint64_t t = 1000000000;
+  for (int i = 0; i < 100; ++i) {
+    int d = (i * 37) % 100 + 1;  // a permutation of 1..100
+    Kernel* k = c.add_kernels();
+    k->set_start(static_cast<int64_t>(t));
+    k->set_duration(d * 1000);
+    k->set_shape(1);
+    k->set_stream(7);
+    t += d * 1000 + 1000000;
+  }
+  w.Add(c);
+  return w.bytes();
+}
+
+TEST(Summary, NearestRankAndPopulationStdMatchIndependentValues) {
+  std::vector<int64_t> v;
+  for (int i = 100; i >= 1; --i) v.push_back(i);
+  DurationStats d = ComputeDurationStats(&v);
+  // Independently: nearest rank ceil(p*n)-th smallest of 1..100 is p*100 itself.
+  EXPECT_EQ(d.median, 50);
+  EXPECT_EQ(d.p95, 95);
+  EXPECT_EQ(d.p99, 99);
+  EXPECT_EQ(d.min, 1);
+  EXPECT_EQ(d.max, 100);
+  EXPECT_DOUBLE_EQ(d.mean, 50.5);
+  // Population variance of 1..n is (n^2 - 1) / 12.
+  EXPECT_NEAR(d.std, std::sqrt((100.0 * 100.0 - 1) / 12.0), 1e-9);
+  EXPECT_FALSE(d.stable);
+  std::vector<int64_t> flat(50, 1000);
+  flat.push_back(1010);
+  EXPECT_TRUE(ComputeDurationStats(&flat).stable);
+  std::vector<int64_t> odd = {5, 1, 3};
+  EXPECT_EQ(ComputeDurationStats(&odd).median, 3);
+}
+
+TEST(Summary, KernelTableBusyAndIdleReading) {
+  TraceSummary s = SummarizeTraces({WriteTemp("known", KnownDurationsTrace())});
+  ASSERT_EQ(s.kernels.size(), 1u);
+  const DurationStats& d = s.kernels[0].stats;
+  EXPECT_EQ(d.count, 100u);
+  EXPECT_EQ(d.median, 50000);
+  EXPECT_EQ(d.p95, 95000);
+  EXPECT_EQ(d.p99, 99000);
+  EXPECT_DOUBLE_EQ(d.total, 5050000);
+  EXPECT_DOUBLE_EQ(s.kernels[0].share, 1.0);
+  ASSERT_EQ(s.streams.size(), 1u);
+  EXPECT_EQ(s.streams[0].gaps, 99u);
+  EXPECT_EQ(s.streams[0].median_ns, 1000000);
+  EXPECT_DOUBLE_EQ(s.streams[0].idle_ns, 99e6);
+  ASSERT_EQ(s.busy.size(), 1u);
+  EXPECT_NEAR(s.busy[0].fraction, 5.05e6 / (5.05e6 + 99e6), 1e-12);
+  std::string text = FormatSummaryText(s, 20);
+  EXPECT_NE(text.find("GPU idle 95% of the span between kernels: launch-bound or CPU-bound; "
+                      "consider CUDA graphs / fewer syncs"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("step_kernel<float>"), std::string::npos) << text;
+  EXPECT_NE(text.find("no footer"), std::string::npos) << text;  // losses shown
+}
+
+TEST(Summary, FixedTraceCopiesRangesMetricsAndFormats) {
+  TraceSummary s = SummarizeTraces({WriteTemp("fixed", BuildFixedTrace())});
+  EXPECT_EQ(s.internal_kernels_excluded, 1u);
+  ASSERT_EQ(s.kernels.size(), 2u);
+  EXPECT_EQ(s.kernels[0].stats.count, 3u);  // gemm: 40+50+45 us
+  EXPECT_DOUBLE_EQ(s.kernels[0].stats.total, 135000);
+  EXPECT_DOUBLE_EQ(s.kernels[0].share, 135.0 / 185.0);
+  ASSERT_EQ(s.copies.size(), 1u);
+  EXPECT_EQ(s.copies[0].kind, "HtoD");
+  EXPECT_DOUBLE_EQ(s.copies[0].aggregate_gbps, 500.0);
+  EXPECT_DOUBLE_EQ(s.copies[0].median_gbps, 500.0);
+  ASSERT_EQ(s.ranges.size(), 2u);
+  EXPECT_EQ(s.ranges[0].domain, "my_domain");
+  ASSERT_EQ(s.metrics.size(), 1u);
+  EXPECT_EQ(s.metrics[0].occurrences, 2u);
+  EXPECT_DOUBLE_EQ(s.metrics[0].medians["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
+                   72.5);  // nearest-rank median of {72.5, 77.5}
+  EXPECT_DOUBLE_EQ(s.metrics[0].sm_clock_mhz, 1980);
+  bool dropped = false;
+  for (const auto& l : s.losses) dropped |= l.find("3 records dropped by CUPTI") == 0;
+  EXPECT_TRUE(dropped);
+  auto j = nlohmann::json::parse(FormatSummaryJson(s));
+  EXPECT_EQ(j["kernels"][0]["count"], 3);
+  EXPECT_EQ(j["setup"]["devices"][0]["name"], "NVIDIA H200");
+  std::string csv = FormatSummaryCsv(s);
+  EXPECT_NE(csv.find("kernel,\"void gemm<float, 128>(float const*, float const*, float*)\",,3,"
+                     "135000,"),
+            std::string::npos)
+      << csv;
+  std::string text = FormatSummaryText(s, 20);
+  EXPECT_NE(text.find("NVIDIA H200"), std::string::npos);
+  EXPECT_NE(text.find("580.159.03"), std::string::npos);
+  EXPECT_NE(text.find("1 profiler-internal kernels excluded"), std::string::npos) << text;
+  EXPECT_NE(text.find("include idle gaps inside the range"), std::string::npos);
+}
+
+TEST(Summary, AppendLogWritesHeaderOnceAndOneRowPerKernel) {
+  std::string log = TempPath("bench_log.csv");
+  std::remove(log.c_str());
+  TraceSummary s = SummarizeTraces({WriteTemp("fixed2", BuildFixedTrace())});
+  std::string err;
+  ASSERT_TRUE(AppendSummaryLog(s, log, &err)) << err;
+  ASSERT_TRUE(AppendSummaryLog(s, log, &err)) << err;
+  std::string text = ReadFile(log);
+  size_t lines = 0, headers = 0, pos = 0;
+  while ((pos = text.find("\r\n", pos)) != std::string::npos) {
+    ++lines;
+    pos += 2;
+  }
+  for (pos = 0; (pos = text.find("date,host,gpu", pos)) != std::string::npos; ++pos) ++headers;
+  EXPECT_EQ(headers, 1u);
+  EXPECT_EQ(lines, 1u + 2 * 2);  // header + 2 kernels, twice
+  EXPECT_NE(text.find("2023-11-14 22:13:20 UTC,gpu-node-1,NVIDIA H200,580.159.03,13.0,relu_kernel,"
+                      "2,20000,"),  // nearest-rank median of {20, 30} us
+            std::string::npos)
+      << text;
+}
+
+TEST(Summary, DamagedInputIsSummarisedUpToTheDamage) {
+  std::string bytes = BuildFixedTrace();
+  bytes[bytes.size() - 40] ^= 0x55;  // inside the last chunk: CRC mismatch
+  TraceSummary s = SummarizeTraces({WriteTemp("damaged", bytes), TempPath("missing")});
+  EXPECT_TRUE(s.anything_read);
+  EXPECT_EQ(s.errors.size(), 1u);
+  ASSERT_FALSE(s.kernels.empty());
+  EXPECT_EQ(s.kernels[0].stats.count, 2u);
+  std::string text = FormatSummaryText(s, 20);
+  EXPECT_NE(text.find("DATA LOSS / DAMAGE"), std::string::npos);
+  EXPECT_NE(text.find("payload CRC mismatch"), std::string::npos) << text;
+  TraceSummary none = SummarizeTraces({WriteTemp("junk", "KPTRACE1xxxxxxxxxxxxxxxxxxxxxxxxxxxxx")});
+  EXPECT_FALSE(none.anything_read);
+}
+
+}  // namespace
+}  // namespace kp

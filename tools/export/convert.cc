@@ -1,0 +1,182 @@
+// convert.cc: `kptrace convert FILE... --to csv|chrome|perfetto [-o OUT] [--no-progress]`.
+//
+// Streams every input file through one Exporter (exporter.h), in command-line order, so several
+// ranks or processes merge into one output. A file's first chunk is read before BeginFile so the
+// exporter sees its header and devices. Damage is reported per file on stderr; the exit code is
+// 1 only when nothing at all could be read.
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/export/exporter.h"
+#include "tools/kptrace/commands.h"
+
+namespace kp {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: kptrace convert FILE... --to csv|chrome|perfetto [-o OUT] [--no-progress]\n"
+    "  csv:      OUT is a directory of tables (default <first file>_csv/)\n"
+    "  chrome:   OUT is a trace-event JSON file (default <first file>.json)\n"
+    "  perfetto: OUT is a Perfetto protobuf trace (default <first file>.perfetto-trace)\n";
+
+std::string StripTraceSuffix(const std::string& path) {
+  const std::string ext = ".kptrace";
+  if (path.size() > ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0) {
+    return path.substr(0, path.size() - ext.size());
+  }
+  return path;
+}
+
+// Redraws one stderr line at most every 1 % of progress.
+class ProgressBar {
+ public:
+  ProgressBar(bool enabled, uint64_t total) : enabled_(enabled && total > 0), total_(total) {}
+  void Update(uint64_t done) {
+    if (!enabled_) return;
+    int pct = static_cast<int>(done * 100 / total_);
+    if (pct == last_pct_) return;
+    last_pct_ = pct;
+    int filled = pct * 40 / 100;
+    std::fprintf(stderr, "\r[%.*s%*s] %3d%%", filled, "########################################",
+                 40 - filled, "", pct);
+    std::fflush(stderr);
+  }
+  void Finish() {
+    if (enabled_ && last_pct_ >= 0) std::fputs("\r\033[K", stderr);
+  }
+
+ private:
+  bool enabled_;
+  uint64_t total_;
+  int last_pct_ = -1;
+};
+
+}  // namespace
+
+namespace cli {
+
+int RunConvert(int argc, char** argv) {
+  std::vector<std::string> files;
+  std::string to, out;
+  bool progress = isatty(STDERR_FILENO) != 0;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if ((a == "--to" || a == "-o" || a == "--output") && i + 1 < argc) {
+      (a == "--to" ? to : out) = argv[++i];
+    } else if (a.rfind("--to=", 0) == 0) {
+      to = a.substr(5);
+    } else if (a == "--no-progress") {
+      progress = false;
+    } else if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a.size() > 1 && a[0] == '-') {
+      std::fprintf(stderr, "kptrace convert: unknown or incomplete flag '%s'\n%s", a.c_str(),
+                   kUsage);
+      return 2;
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.empty() || to.empty()) {
+    std::fprintf(stderr, "kptrace convert: %s\n%s",
+                 files.empty() ? "no input file" : "--to is required", kUsage);
+    return 2;
+  }
+  ExportOptions options;
+  options.progress = progress;
+  std::string base = StripTraceSuffix(files[0]);
+  std::unique_ptr<Exporter> exporter;
+  if (to == "csv") {
+    options.output = out.empty() ? base + "_csv/" : out;
+    exporter = MakeCsvExporter(options);
+  } else if (to == "chrome" || to == "json") {
+    options.output = out.empty() ? base + ".json" : out;
+    exporter = MakeChromeExporter(options);
+  } else if (to == "perfetto") {
+    options.output = out.empty() ? base + ".perfetto-trace" : out;
+    exporter = MakePerfettoExporter(options);
+  } else {
+    std::fprintf(stderr,
+                 "kptrace convert: unknown format '%s' (expected csv, chrome or "
+                 "perfetto)\n",
+                 to.c_str());
+    return 2;
+  }
+  if (!exporter) {
+    std::fprintf(stderr, "kptrace convert: the %s exporter is not available in this build\n",
+                 to.c_str());
+    return 1;
+  }
+  std::string err;
+  if (!exporter->Begin(&err)) {
+    std::fprintf(stderr, "kptrace convert: %s\n", err.c_str());
+    return 1;
+  }
+
+  // Open every file first: the progress bar needs the total size, and a missing file is
+  // reported before minutes of work.
+  std::vector<std::unique_ptr<TraceReader>> readers(files.size());
+  uint64_t total_bytes = 0;
+  for (size_t i = 0; i < files.size(); ++i) {
+    readers[i] = TraceReader::Open(files[i], &err);
+    if (!readers[i]) {
+      std::fprintf(stderr, "kptrace convert: %s (skipped)\n", err.c_str());
+      continue;
+    }
+    total_bytes += readers[i]->stats().file_bytes;
+  }
+  ProgressBar bar(options.progress, total_bytes);
+  uint64_t done_bytes = 0, records = 0;
+  int readable_files = 0;
+  Chunk chunk;
+  for (size_t i = 0; i < files.size(); ++i) {
+    TraceReader* reader = readers[i].get();
+    if (reader == nullptr) continue;
+    const int index = static_cast<int>(i);
+    if (reader->Next(&chunk)) {
+      ++readable_files;
+      exporter->BeginFile(index, *reader);
+      do {
+        exporter->AddChunk(index, *reader, chunk);
+        bar.Update(done_bytes + reader->position());
+      } while (reader->Next(&chunk));
+    }
+    done_bytes += reader->stats().file_bytes;
+    records += reader->stats().records;
+    bar.Finish();
+    if (reader->stats().chunks_ok == 0) {
+      std::fprintf(stderr, "kptrace convert: %s: nothing could be read (no intact chunk)\n",
+                   files[i].c_str());
+    }
+    for (const std::string& line : reader->stats().Describe()) {
+      std::fprintf(stderr, "kptrace convert: %s: %s\n", files[i].c_str(), line.c_str());
+    }
+    if (reader->stats().chunks_ok > 0 && reader->footer() == nullptr) {
+      std::fprintf(stderr,
+                   "kptrace convert: %s: no footer: the process ended without kp's exit flush "
+                   "(killed?) -- data up to the last chunk is intact\n",
+                   files[i].c_str());
+    }
+    readers[i].reset();  // one file's buffers at a time
+  }
+  bar.Finish();
+  if (!exporter->End(&err)) {
+    std::fprintf(stderr, "kptrace convert: %s\n", err.c_str());
+    return 1;
+  }
+  if (readable_files == 0) {
+    std::fprintf(stderr, "kptrace convert: nothing could be read from the input\n");
+    return 1;
+  }
+  std::fprintf(stderr, "kptrace convert: %" PRIu64 " records from %d file%s -> %s\n", records,
+               readable_files, readable_files == 1 ? "" : "s", options.output.c_str());
+  return 0;
+}
+
+}  // namespace cli
+}  // namespace kp

@@ -1,0 +1,697 @@
+#include "tools/export/csv_exporter.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "tools/info/trace_info.h"
+
+namespace kp {
+
+void AppendCsvField(std::string* out, std::string_view field) {
+  if (field.find_first_of(",\"\r\n") == std::string_view::npos) {
+    out->append(field);
+    return;
+  }
+  out->push_back('"');
+  for (char c : field) {
+    if (c == '"') out->push_back('"');
+    out->push_back(c);
+  }
+  out->push_back('"');
+}
+
+namespace {
+
+constexpr size_t kFlushBytes = 1u << 20;
+constexpr size_t kMaxApiNames = 1u << 16;
+
+// One CSV file written through a large buffer; rows are built in place.
+class CsvFile {
+ public:
+  bool Open(const std::string& path, const char* header, std::string* err) {
+    path_ = path;
+    f_ = std::fopen(path.c_str(), "wb");
+    if (f_ == nullptr) {
+      *err = path + ": cannot create: " + std::strerror(errno);
+      return false;
+    }
+    buf_.reserve(kFlushBytes + 4096);
+    buf_ = header;
+    buf_ += "\r\n";
+    return true;
+  }
+  ~CsvFile() {
+    if (f_ != nullptr) std::fclose(f_);
+  }
+  void Str(std::string_view s) {
+    Sep();
+    AppendCsvField(&buf_, s);
+  }
+  void U(uint64_t v) {
+    Sep();
+    char tmp[24];
+    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+    buf_.append(tmp, r.ptr);
+  }
+  void I(int64_t v) {
+    Sep();
+    char tmp[24];
+    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+    buf_.append(tmp, r.ptr);
+  }
+  // Shortest round-trip form; NaN (not collected) as an empty field.
+  void D(double v) {
+    Sep();
+    if (v != v) return;
+    char tmp[32];
+    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
+    buf_.append(tmp, r.ptr);
+  }
+  void Fixed(double v, int precision) {
+    Sep();
+    char tmp[48];
+    auto r = std::to_chars(tmp, tmp + sizeof tmp, v, std::chars_format::fixed, precision);
+    buf_.append(tmp, r.ptr);
+  }
+  void Empty() { Sep(); }
+  // Already-formatted CSV fields.
+  void Raw(std::string_view fields) {
+    Sep();
+    buf_.append(fields);
+  }
+  void EndRow() {
+    buf_ += "\r\n";
+    first_ = true;
+    if (buf_.size() >= kFlushBytes) Flush();
+  }
+  void Flush() {
+    if (f_ != nullptr && !buf_.empty()) {
+      if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size()) failed_ = true;
+    }
+    buf_.clear();
+  }
+  bool Close(std::string* err) {
+    Flush();
+    if (f_ != nullptr && std::fclose(f_) != 0) failed_ = true;
+    f_ = nullptr;
+    if (failed_) *err = path_ + ": write failed (disk full?)";
+    return !failed_;
+  }
+
+ private:
+  void Sep() {
+    if (!first_) buf_.push_back(',');
+    first_ = false;
+  }
+  FILE* f_ = nullptr;
+  std::string path_;
+  std::string buf_;
+  bool first_ = true;
+  bool failed_ = false;
+};
+
+const char* CopyKindName(int k) {
+  static const char* const kNames[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
+  return (k >= 0 && k <= 10) ? kNames[k] : "unknown";
+}
+const char* MemoryKindName(int k) {
+  static const char* const kNames[] = {"unknown", "pageable", "pinned",        "device",
+                                       "array",   "managed",  "device_static", "managed_static"};
+  return (k >= 0 && k <= 7) ? kNames[k] : "unknown";
+}
+const char* SyncTypeName(int k) {
+  static const char* const kNames[] = {"unknown", "event_synchronize", "stream_wait_event",
+                                       "stream_synchronize", "context_synchronize"};
+  return (k >= 0 && k <= 4) ? kNames[k] : "unknown";
+}
+const char* ApiDomainName(int k) {
+  return k == API_RUNTIME ? "runtime" : k == API_DRIVER ? "driver" : "unknown";
+}
+
+std::string PayloadText(const NvtxPayload& p) {
+  switch (p.value_case()) {
+    case NvtxPayload::kU64:
+      return std::to_string(p.u64());
+    case NvtxPayload::kI64:
+      return std::to_string(p.i64());
+    case NvtxPayload::kU32:
+      return std::to_string(p.u32());
+    case NvtxPayload::kI32:
+      return std::to_string(p.i32());
+    case NvtxPayload::kF64: {
+      char tmp[32];
+      auto r = std::to_chars(tmp, tmp + sizeof tmp, p.f64());
+      return std::string(tmp, r.ptr);
+    }
+    case NvtxPayload::kF32: {
+      char tmp[32];
+      auto r = std::to_chars(tmp, tmp + sizeof tmp, p.f32());
+      return std::string(tmp, r.ptr);
+    }
+    default:
+      return "";
+  }
+}
+
+std::string ColorText(uint32_t argb) {
+  char tmp[16];
+  std::snprintf(tmp, sizeof tmp, "#%08x", argb);
+  return tmp;
+}
+
+struct LaunchEntry {
+  uint64_t correlation = 0;
+  uint32_t name_index = 0;  // 1-based into api_names_; 0 = empty slot
+  uint32_t thread_id = 0;
+};
+
+struct ProcessRow {
+  std::string path;
+  bool have_header = false;
+  Header header;
+  bool clean_end = false;
+  uint64_t chunks = 0, records = 0;
+};
+
+class CsvExporter final : public Exporter {
+ public:
+  explicit CsvExporter(const ExportOptions& o) : options_(o) {}
+  ~CsvExporter() override {
+    if (metric_spill_ != nullptr) std::fclose(metric_spill_);
+  }
+
+  bool Begin(std::string* err) override {
+    dir_ = options_.output;
+    while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+    if (mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST) {
+      *err = dir_ + ": cannot create directory: " + std::strerror(errno);
+      return false;
+    }
+    struct stat st;
+    if (stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      *err = dir_ + ": exists and is not a directory (CSV output is a directory of tables)";
+      return false;
+    }
+    const std::string d = dir_ + "/";
+    static const char kGpuIds[] = "file,pid,device,context,stream,correlation,";
+    bool ok =
+        kernels_.Open(d + "kernels.csv",
+                      (std::string(kGpuIds) +
+                       "start_ns,end_ns,duration_ns,t_ms,name,mangled_name,grid_x,grid_y,"
+                       "grid_z,block_x,block_y,block_z,cluster_x,cluster_y,cluster_z,"
+                       "registers_per_thread,static_shared_bytes,dynamic_shared_bytes,"
+                       "local_bytes_per_thread,graph_id,graph_node_id,launch_type,channel,"
+                       "profiler_internal,launch_api,launch_thread_id")
+                          .c_str(),
+                      err) &&
+        memcpy_.Open(d + "memcpy.csv",
+                     (std::string(kGpuIds) +
+                      "start_ns,end_ns,duration_ns,t_ms,copy_kind,src_kind,dst_kind,bytes,"
+                      "bandwidth_gbps,async,peer,src_device,dst_device,copy_count,graph_id,"
+                      "graph_node_id,launch_api,launch_thread_id")
+                         .c_str(),
+                     err) &&
+        memset_.Open(d + "memset.csv",
+                     (std::string(kGpuIds) +
+                      "start_ns,end_ns,duration_ns,t_ms,bytes,bandwidth_gbps,value,"
+                      "memory_kind,async,graph_id,graph_node_id,launch_api,launch_thread_id")
+                         .c_str(),
+                     err) &&
+        api_.Open(d + "api.csv",
+                  "file,pid,thread_id,start_ns,end_ns,duration_ns,t_ms,name,domain,cbid,"
+                  "correlation,return_value",
+                  err) &&
+        ranges_.Open(d + "nvtx_ranges.csv",
+                     "file,pid,thread_id,end_thread_id,start_ns,end_ns,duration_ns,t_ms,name,"
+                     "domain,category,color,payload,open,id",
+                     err) &&
+        marks_.Open(d + "nvtx_marks.csv",
+                    "file,pid,thread_id,time_ns,t_ms,name,domain,category,color,payload", err) &&
+        sync_.Open(d + "sync.csv",
+                   "file,pid,context,stream,correlation,start_ns,end_ns,duration_ns,t_ms,type,"
+                   "event_id,return_value",
+                   err) &&
+        overhead_.Open(d + "overhead.csv",
+                       "file,pid,thread_id,device,correlation,start_ns,end_ns,duration_ns,t_ms,"
+                       "kind,name",
+                       err);
+    if (!ok) return false;
+    metric_spill_ = std::tmpfile();
+    if (metric_spill_ == nullptr) {
+      *err = std::string("cannot create a temporary file for metrics.csv: ") + std::strerror(errno);
+      return false;
+    }
+    launches_.assign(kCorrelationCacheSize, LaunchEntry{});
+    return true;
+  }
+
+  void BeginFile(int file_index, TraceReader& reader) override {
+    file_ = file_index;
+    std::fill(launches_.begin(), launches_.end(), LaunchEntry{});
+    ProcessRow row;
+    row.path = reader.path();
+    const Header* h = reader.header();
+    pid_ = 0;
+    base_ns_ = 0;
+    if (h != nullptr) {
+      row.have_header = true;
+      row.header = *h;
+      pid_ = h->pid();
+      base_ns_ = h->start_time_trace_ns();
+    }
+    if (processes_.size() <= static_cast<size_t>(file_index)) processes_.resize(file_index + 1);
+    processes_[file_index] = row;
+  }
+
+  void AddChunk(int file_index, TraceReader& reader, const Chunk& c) override {
+    file_ = file_index;
+    if (base_ns_ == 0) base_ns_ = c.time_base_ns();
+    ProcessRow& proc = processes_[file_index];
+    ++proc.chunks;
+    if (c.has_footer() && c.footer().clean_end()) proc.clean_end = true;
+    for (const Device& d : c.devices()) devices_[{file_index, d.id()}] = d;
+    for (const MetricConfig& m : c.metric_configs()) {
+      auto& names = metric_configs_[{file_index, m.id()}];
+      names.assign(m.metric_names().begin(), m.metric_names().end());
+      for (const std::string& n : names) {
+        if (metric_column_.emplace(n, metric_names_.size()).second) metric_names_.push_back(n);
+      }
+    }
+    // API first: a launch and its GPU work can share a chunk.
+    for (const ApiCall& a : c.api_calls()) WriteApi(reader, a);
+    for (const Kernel& k : c.kernels()) WriteKernel(reader, k);
+    for (const Memcpy& m : c.memcpys()) WriteMemcpy(m);
+    for (const Memset& m : c.memsets()) WriteMemset(m);
+    for (const NvtxRange& r : c.nvtx_ranges()) WriteRange(reader, r);
+    for (const NvtxMark& m : c.nvtx_marks()) WriteMark(reader, m);
+    for (const Synchronization& s : c.syncs()) WriteSync(s);
+    for (const Overhead& o : c.overheads()) WriteOverhead(reader, o);
+    for (const MetricRange& m : c.metric_ranges()) SpillMetric(reader, m);
+    proc.records += c.api_calls_size() + c.kernels_size() + c.memcpys_size() + c.memsets_size() +
+                    c.nvtx_ranges_size() + c.nvtx_marks_size() + c.syncs_size() +
+                    c.overheads_size() + c.metric_ranges_size();
+  }
+
+  bool End(std::string* err) override {
+    bool ok = WriteDevices(err) && WriteProcesses(err) && WriteMetrics(err);
+    for (CsvFile* f :
+         {&kernels_, &memcpy_, &memset_, &api_, &ranges_, &marks_, &sync_, &overhead_}) {
+      std::string e;
+      if (!f->Close(&e) && ok) {
+        *err = e;
+        ok = false;
+      }
+    }
+    return ok;
+  }
+
+ private:
+  double Ms(uint64_t t) const {
+    return t >= base_ns_ ? static_cast<double>(t - base_ns_) / 1e6
+                         : -static_cast<double>(base_ns_ - t) / 1e6;
+  }
+  void Times(CsvFile& f, int64_t start, int64_t duration) {
+    f.I(start);
+    f.I(start + duration);
+    f.I(duration);
+    f.Fixed(Ms(static_cast<uint64_t>(start)), 6);
+  }
+  void GpuIds(CsvFile& f, uint32_t device, uint32_t context, uint32_t stream, int64_t corr) {
+    f.I(file_);
+    f.U(pid_);
+    f.U(device);
+    f.U(context);
+    f.U(stream);
+    f.I(corr);
+  }
+  void Launch(CsvFile& f, int64_t corr) {
+    const LaunchEntry& e = launches_[static_cast<uint64_t>(corr) & (kCorrelationCacheSize - 1)];
+    if (corr != 0 && e.name_index != 0 && e.correlation == static_cast<uint64_t>(corr)) {
+      f.Str(api_names_[e.name_index - 1]);
+      f.U(e.thread_id);
+    } else {
+      f.Empty();
+      f.Empty();
+    }
+  }
+  static double GbPerS(uint64_t bytes, int64_t duration_ns) {
+    return duration_ns > 0 ? static_cast<double>(bytes) / static_cast<double>(duration_ns) : 0.0;
+  }
+
+  void WriteApi(TraceReader& reader, const ApiCall& a) {
+    std::string_view name = reader.Str(a.name());
+    api_.I(file_);
+    api_.U(pid_);
+    api_.U(a.thread_id());
+    Times(api_, a.start(), a.duration());
+    api_.Str(name);
+    api_.Str(ApiDomainName(a.domain()));
+    api_.U(a.cbid());
+    api_.I(a.correlation());
+    api_.I(a.return_value());
+    api_.EndRow();
+    if (a.correlation() == 0) return;
+    auto it = api_index_.find(a.name());
+    uint32_t idx;
+    if (it != api_index_.end() && api_names_[it->second - 1] == name) {
+      idx = it->second;
+    } else if (api_names_.size() < kMaxApiNames) {
+      api_names_.emplace_back(name);
+      idx = static_cast<uint32_t>(api_names_.size());
+      api_index_[a.name()] = idx;
+    } else {
+      return;  // a damaged trace with endless names: stop joining rather than grow
+    }
+    LaunchEntry& e =
+        launches_[static_cast<uint64_t>(a.correlation()) & (kCorrelationCacheSize - 1)];
+    e.correlation = static_cast<uint64_t>(a.correlation());
+    e.name_index = idx;
+    e.thread_id = a.thread_id();
+  }
+
+  void WriteKernel(TraceReader& reader, const Kernel& k) {
+    CsvFile& f = kernels_;
+    GpuIds(f, k.device(), k.context(), k.stream(), k.correlation());
+    Times(f, k.start(), k.duration());
+    const KernelShape* s = reader.Shape(k.shape());
+    if (s != nullptr) {
+      f.Str(reader.Str(s->demangled()));
+      f.Str(reader.Str(s->name()));
+      for (uint32_t v :
+           {s->grid_x(), s->grid_y(), s->grid_z(), s->block_x(), s->block_y(), s->block_z(),
+            s->cluster_x(), s->cluster_y(), s->cluster_z(), s->registers_per_thread(),
+            s->static_shared_bytes(), s->dynamic_shared_bytes(), s->local_bytes_per_thread()}) {
+        f.U(v);
+      }
+    } else {
+      for (int i = 0; i < 15; ++i) f.Empty();
+    }
+    f.U(k.graph_id());
+    f.U(k.graph_node_id());
+    f.U(k.launch_type());
+    f.U(k.channel());
+    f.U((k.flags() & RECORD_FLAG_PROFILER_INTERNAL) ? 1 : 0);
+    Launch(f, k.correlation());
+    f.EndRow();
+  }
+
+  void WriteMemcpy(const Memcpy& m) {
+    CsvFile& f = memcpy_;
+    GpuIds(f, m.device(), m.context(), m.stream(), m.correlation());
+    Times(f, m.start(), m.duration());
+    f.Str(CopyKindName(m.copy_kind()));
+    f.Str(MemoryKindName(m.src_kind()));
+    f.Str(MemoryKindName(m.dst_kind()));
+    f.U(m.bytes());
+    f.Fixed(GbPerS(m.bytes(), m.duration()), 3);
+    f.U((m.flags() & RECORD_FLAG_ASYNC) ? 1 : 0);
+    f.U(m.peer() ? 1 : 0);
+    if (m.peer()) {
+      f.U(m.src_device());
+      f.U(m.dst_device());
+    } else {
+      f.Empty();
+      f.Empty();
+    }
+    f.U(m.copy_count());
+    f.U(m.graph_id());
+    f.U(m.graph_node_id());
+    Launch(f, m.correlation());
+    f.EndRow();
+  }
+
+  void WriteMemset(const Memset& m) {
+    CsvFile& f = memset_;
+    GpuIds(f, m.device(), m.context(), m.stream(), m.correlation());
+    Times(f, m.start(), m.duration());
+    f.U(m.bytes());
+    f.Fixed(GbPerS(m.bytes(), m.duration()), 3);
+    f.U(m.value());
+    f.Str(MemoryKindName(m.memory_kind()));
+    f.U((m.flags() & RECORD_FLAG_ASYNC) ? 1 : 0);
+    f.U(m.graph_id());
+    f.U(m.graph_node_id());
+    Launch(f, m.correlation());
+    f.EndRow();
+  }
+
+  void WriteRange(TraceReader& reader, const NvtxRange& r) {
+    CsvFile& f = ranges_;
+    f.I(file_);
+    f.U(pid_);
+    f.U(r.thread_id());
+    if (r.end_thread_id() != 0) {
+      f.U(r.end_thread_id());
+    } else {
+      f.Empty();
+    }
+    Times(f, r.start(), r.duration());
+    f.Str(reader.Str(r.name()));
+    f.Str(reader.Str(r.domain()));
+    f.U(r.category());
+    if (r.has_color()) {
+      f.Str(ColorText(r.color()));
+    } else {
+      f.Empty();
+    }
+    f.Str(PayloadText(r.payload()));
+    f.U((r.flags() & RECORD_FLAG_OPEN) ? 1 : 0);
+    f.U(r.id());
+    f.EndRow();
+  }
+
+  void WriteMark(TraceReader& reader, const NvtxMark& m) {
+    CsvFile& f = marks_;
+    f.I(file_);
+    f.U(pid_);
+    f.U(m.thread_id());
+    f.I(m.time());
+    f.Fixed(Ms(static_cast<uint64_t>(m.time())), 6);
+    f.Str(reader.Str(m.name()));
+    f.Str(reader.Str(m.domain()));
+    f.U(m.category());
+    if (m.has_color()) {
+      f.Str(ColorText(m.color()));
+    } else {
+      f.Empty();
+    }
+    f.Str(PayloadText(m.payload()));
+    f.EndRow();
+  }
+
+  void WriteSync(const Synchronization& s) {
+    CsvFile& f = sync_;
+    f.I(file_);
+    f.U(pid_);
+    f.U(s.context());
+    f.U(s.stream());
+    f.I(s.correlation());
+    Times(f, s.start(), s.duration());
+    f.Str(SyncTypeName(s.type()));
+    f.U(s.event_id());
+    f.I(s.return_value());
+    f.EndRow();
+  }
+
+  void WriteOverhead(TraceReader& reader, const Overhead& o) {
+    CsvFile& f = overhead_;
+    f.I(file_);
+    f.U(pid_);
+    f.U(o.thread_id());
+    f.U(o.device());
+    f.I(o.correlation());
+    Times(f, o.start(), o.duration());
+    f.U(o.kind());
+    f.Str(reader.Str(o.name()));
+    f.EndRow();
+  }
+
+  // Spill format: the row's leading columns already as CSV text, then the config key and the
+  // raw values; End() appends the values in the final column order.
+  void SpillMetric(TraceReader& reader, const MetricRange& m) {
+    std::string row;
+    auto num = [&row](auto v) {
+      row += std::to_string(v);
+      row += ',';
+    };
+    num(file_);
+    num(pid_);
+    AppendCsvField(&row, reader.Str(m.name()));
+    row += ',';
+    AppendCsvField(&row, reader.Str(m.domain()));
+    row += ',';
+    num(m.occurrence());
+    num(m.occurrences_used());
+    num(m.start());
+    num(m.start() + m.duration());
+    num(m.duration());
+    char tmp[48];
+    auto r = std::to_chars(tmp, tmp + sizeof tmp, Ms(static_cast<uint64_t>(m.start())),
+                           std::chars_format::fixed, 6);
+    row.append(tmp, r.ptr);
+    row += ',';
+    num(m.device());
+    num(m.thread_id());
+    num(m.correlation());
+    num(m.nesting_level());
+    num(m.sm_clock_khz());
+    row += std::to_string(m.config());
+    uint32_t sizes[4] = {static_cast<uint32_t>(row.size()), static_cast<uint32_t>(file_),
+                         m.config(), static_cast<uint32_t>(m.values_size())};
+    bool ok = std::fwrite(sizes, sizeof sizes, 1, metric_spill_) == 1 &&
+              std::fwrite(row.data(), 1, row.size(), metric_spill_) == row.size();
+    if (m.values_size() > 0) {
+      ok = ok && std::fwrite(m.values().data(), sizeof(double), m.values_size(), metric_spill_) ==
+                     static_cast<size_t>(m.values_size());
+    }
+    if (!ok) spill_failed_ = true;
+  }
+
+  bool WriteMetrics(std::string* err) {
+    CsvFile f;
+    std::string header =
+        "file,pid,range,domain,occurrence,occurrences_used,start_ns,end_ns,duration_ns,t_ms,"
+        "device,thread_id,correlation,nesting_level,sm_clock_khz,config";
+    for (const std::string& n : metric_names_) {
+      header += ',';
+      AppendCsvField(&header, n);
+    }
+    if (!f.Open(dir_ + "/metrics.csv", header.c_str(), err)) return false;
+    std::rewind(metric_spill_);
+    uint32_t sizes[4];
+    std::string row;
+    std::vector<double> values, columns(metric_names_.size());
+    static const std::vector<std::string> kNoNames;
+    while (std::fread(sizes, sizeof sizes, 1, metric_spill_) == 1) {
+      row.resize(sizes[0]);
+      values.resize(sizes[3]);
+      if (std::fread(row.data(), 1, row.size(), metric_spill_) != row.size() ||
+          (sizes[3] > 0 &&
+           std::fread(values.data(), sizeof(double), sizes[3], metric_spill_) != sizes[3])) {
+        spill_failed_ = true;
+        break;
+      }
+      auto it = metric_configs_.find({static_cast<int>(sizes[1]), sizes[2]});
+      const std::vector<std::string>& names = it == metric_configs_.end() ? kNoNames : it->second;
+      std::fill(columns.begin(), columns.end(), std::numeric_limits<double>::quiet_NaN());
+      for (size_t i = 0; i < values.size() && i < names.size(); ++i) {
+        columns[metric_column_[names[i]]] = values[i];
+      }
+      f.Raw(row);  // the spilled prefix is already CSV
+      for (double v : columns) f.D(v);
+      f.EndRow();
+    }
+    std::fclose(metric_spill_);
+    metric_spill_ = nullptr;
+    if (spill_failed_) {
+      *err = "metrics.csv: the temporary spill file failed (disk full?)";
+      return false;
+    }
+    return f.Close(err);
+  }
+
+  bool WriteDevices(std::string* err) {
+    CsvFile f;
+    if (!f.Open(dir_ + "/devices.csv",
+                "file,pid,device,name,uuid,compute_capability,sm_count,memory_bytes,"
+                "memory_bandwidth_kbps,core_clock_khz,memory_clock_khz,l2_cache_bytes,"
+                "max_threads_per_block,pci_bus_id,is_mig",
+                err)) {
+      return false;
+    }
+    for (const auto& [key, d] : devices_) {
+      const ProcessRow& p = processes_[key.first];
+      f.I(key.first);
+      f.U(p.have_header ? p.header.pid() : 0);
+      f.U(d.id());
+      f.Str(d.name());
+      f.Str(FormatUuid(d.uuid()));
+      f.Str(std::to_string(d.compute_capability_major()) + "." +
+            std::to_string(d.compute_capability_minor()));
+      f.U(d.sm_count());
+      f.U(d.global_memory_bytes());
+      f.U(d.global_memory_bandwidth_kbps());
+      f.U(d.core_clock_khz());
+      f.U(d.memory_clock_khz());
+      f.U(d.l2_cache_bytes());
+      f.U(d.max_threads_per_block());
+      f.Str(d.pci_bus_id());
+      f.U(d.is_mig() ? 1 : 0);
+      f.EndRow();
+    }
+    return f.Close(err);
+  }
+
+  bool WriteProcesses(std::string* err) {
+    CsvFile f;
+    if (!f.Open(dir_ + "/processes.csv",
+                "file,path,pid,ppid,hostname,command,rank,local_rank,world_size,start_time_utc,"
+                "start_time_unix_ns,start_time_trace_ns,driver_version,cuda_driver_version,"
+                "cupti_api_version,injection_mode,clean_end,chunks,records",
+                err)) {
+      return false;
+    }
+    for (size_t i = 0; i < processes_.size(); ++i) {
+      const ProcessRow& p = processes_[i];
+      const Header& h = p.header;
+      std::string cmd;
+      for (const auto& a : h.command_line()) cmd += (cmd.empty() ? "" : " ") + a;
+      f.U(i);
+      f.Str(p.path);
+      f.U(h.pid());
+      f.U(h.ppid());
+      f.Str(h.hostname());
+      f.Str(cmd);
+      f.I(p.have_header ? h.rank() : -1);
+      f.I(p.have_header ? h.local_rank() : -1);
+      f.I(p.have_header ? h.world_size() : -1);
+      f.Str(p.have_header ? FormatUtcDate(h.start_time_unix_ns()) : "");
+      f.U(h.start_time_unix_ns());
+      f.U(h.start_time_trace_ns());
+      f.Str(h.driver_version());
+      f.Str(p.have_header ? FormatCudaVersion(h.cuda_driver_version()) : "");
+      f.U(h.cupti_api_version());
+      f.Str(h.injection_mode());
+      f.U(p.clean_end ? 1 : 0);
+      f.U(p.chunks);
+      f.U(p.records);
+      f.EndRow();
+    }
+    return f.Close(err);
+  }
+
+  ExportOptions options_;
+  std::string dir_;
+  CsvFile kernels_, memcpy_, memset_, api_, ranges_, marks_, sync_, overhead_;
+  int file_ = 0;
+  uint32_t pid_ = 0;
+  uint64_t base_ns_ = 0;
+  std::vector<LaunchEntry> launches_;
+  std::vector<std::string> api_names_;
+  std::unordered_map<uint32_t, uint32_t> api_index_;  // string id -> api_names_ index + 1
+  std::vector<ProcessRow> processes_;
+  std::map<std::pair<int, uint32_t>, Device> devices_;
+  std::map<std::pair<int, uint32_t>, std::vector<std::string>> metric_configs_;
+  std::vector<std::string> metric_names_;
+  std::unordered_map<std::string, size_t> metric_column_;
+  FILE* metric_spill_ = nullptr;
+  bool spill_failed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Exporter> MakeCsvExporter(const ExportOptions& options) {
+  return std::make_unique<CsvExporter>(options);
+}
+
+}  // namespace kp

@@ -1,0 +1,46 @@
+// metric_catalog.h: offline queries of the CUPTI Profiler Host API for `kptrace metrics`:
+// supported chips, base metrics with their descriptions and valid suffixes, and pass counts.
+// Needs only a chip name, no GPU (cupti-notes §4.3). Name validation itself lives in
+// inject/metrics/metric_plan.h, shared with the injector.
+#pragma once
+
+#include <cupti_profiler_host.h>
+
+#include <string>
+#include <vector>
+
+namespace kp {
+
+struct MetricDescription {
+  std::string name;  // base name, e.g. "dram__bytes_read"
+  CUpti_MetricType type = CUPTI_METRIC_TYPE_COUNTER;
+  std::string description, hw_unit, dim_unit;
+  std::vector<std::string> submetrics;  // valid suffixes ("sum", "avg.per_second", ...)
+};
+
+const char* MetricTypeName(CUpti_MetricType type);  // "counter" | "ratio" | "throughput"
+
+// Chip names the host API accepts ("GH100", ...). Empty with *error on failure.
+std::vector<std::string> SupportedChips(std::string* error);
+
+struct MetricQuery {
+  std::string chip;
+  CUpti_ProfilerType profiler = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+  std::string filter;     // substring of the base name; "" = all
+  int type = -1;          // a CUpti_MetricType, or -1 for all three
+  bool describe = false;  // fill description, units and submetrics
+};
+
+// Base metrics matching the query, sorted by name.
+bool ListMetrics(const MetricQuery& query, std::vector<MetricDescription>* out, std::string* error);
+
+struct PassCount {
+  size_t set_passes = 0;
+  std::vector<size_t> per_metric;  // passes of each metric alone, in input order
+};
+
+// Validates `names` (the shared validator) and counts passes for the set and per metric.
+bool CountPasses(const std::string& chip, CUpti_ProfilerType profiler,
+                 const std::vector<std::string>& names, PassCount* out, std::string* error);
+
+}  // namespace kp

@@ -1,0 +1,709 @@
+#include "tools/summary/trace_summary.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "tools/export/csv_exporter.h"
+#include "tools/info/trace_info.h"
+#include "tools/kptrace/commands.h"
+#include "tools/metrics/speed_of_light.h"
+#include "tools/reader/trace_reader.h"
+
+namespace kp {
+namespace {
+
+std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string Printf(const char* fmt, ...) {
+  char buf[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  va_end(ap);
+  return buf;
+}
+
+std::string Dur(double ns) {
+  if (ns >= 1e9) return Printf("%.3f s", ns / 1e9);
+  if (ns >= 1e6) return Printf("%.3f ms", ns / 1e6);
+  if (ns >= 1e3) return Printf("%.2f us", ns / 1e3);
+  return Printf("%.0f ns", ns);
+}
+
+// Demangled C++ names are long: drop the parameter list and return type for the text table.
+std::string ShortName(const std::string& name, size_t width) {
+  std::string s = name;
+  int depth = 0;
+  size_t cut = std::string::npos;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '<') ++depth;
+    if (c == '>') --depth;
+    if (c == '(' && depth == 0) {
+      cut = i;
+      break;
+    }
+  }
+  if (cut != std::string::npos && cut > 0) s = s.substr(0, cut);
+  if (s.rfind("void ", 0) == 0) s = s.substr(5);
+  if (s.size() > width) s = s.substr(0, width - 3) + "...";
+  return s;
+}
+
+const char* CopyKindName(int k) {
+  static const char* const kNames[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
+                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
+  return (k >= 0 && k <= 10) ? kNames[k] : "unknown";
+}
+
+struct Interval {
+  uint64_t start, end;
+};
+
+double MergedLength(std::vector<Interval>* v) {
+  std::sort(v->begin(), v->end(),
+            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  double total = 0;
+  uint64_t cs = 0, ce = 0;
+  bool open = false;
+  for (const Interval& i : *v) {
+    if (!open || i.start > ce) {
+      if (open) total += static_cast<double>(ce - cs);
+      cs = i.start;
+      ce = i.end;
+      open = true;
+    } else {
+      ce = std::max(ce, i.end);
+    }
+  }
+  if (open) total += static_cast<double>(ce - cs);
+  return total;
+}
+
+struct MetricAccum {
+  std::string name, domain, chip;
+  uint64_t occurrences = 0;
+  uint32_t passes = 0;
+  std::vector<std::string> names;
+  std::map<std::string, std::vector<double>> values;
+  std::vector<double> sm_clock_khz;
+};
+
+std::vector<NamedStats> Finish(
+    std::map<std::pair<std::string, std::string>, std::vector<int64_t>>* groups,
+    double denominator) {
+  std::vector<NamedStats> out;
+  for (auto& [key, durs] : *groups) {
+    NamedStats n;
+    n.name = key.first;
+    n.domain = key.second;
+    n.stats = ComputeDurationStats(&durs);
+    n.share = denominator > 0 ? n.stats.total / denominator : 0;
+    out.push_back(n);
+    std::vector<int64_t>().swap(durs);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const NamedStats& a, const NamedStats& b) { return a.stats.total > b.stats.total; });
+  return out;
+}
+
+}  // namespace
+
+double NearestRank(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()));
+  size_t idx = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
+  return static_cast<double>(sorted[std::min(idx, sorted.size() - 1)]);
+}
+
+DurationStats ComputeDurationStats(std::vector<int64_t>* v) {
+  DurationStats s;
+  if (v->empty()) return s;
+  std::sort(v->begin(), v->end());
+  s.count = v->size();
+  for (int64_t x : *v) s.total += static_cast<double>(x);
+  s.mean = s.total / static_cast<double>(s.count);
+  double sq = 0;
+  for (int64_t x : *v) sq += (static_cast<double>(x) - s.mean) * (static_cast<double>(x) - s.mean);
+  s.std = std::sqrt(sq / static_cast<double>(s.count));
+  s.rel_std = s.mean != 0 ? s.std / std::fabs(s.mean) : 0;
+  s.stable = s.rel_std < 0.02;
+  s.min = static_cast<double>(v->front());
+  s.max = static_cast<double>(v->back());
+  s.median = NearestRank(*v, 50);
+  s.p95 = NearestRank(*v, 95);
+  s.p99 = NearestRank(*v, 99);
+  return s;
+}
+
+TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
+  TraceSummary sum;
+  sum.paths = paths;
+  std::map<std::pair<std::string, std::string>, std::vector<int64_t>> kernels, ranges, api;
+  struct CopyAccum {
+    uint64_t count = 0, bytes = 0;
+    double ns = 0;
+    std::vector<int64_t> mbps;  // per-copy MB/s as integers keep the percentile helper simple
+  };
+  std::map<int, CopyAccum> copies;
+  std::map<uint32_t, std::vector<Interval>> device_work;
+  std::map<std::pair<uint32_t, uint32_t>, std::vector<Interval>> stream_kernels;
+  std::map<std::tuple<std::string, std::string, uint32_t>, MetricAccum> metrics;
+  uint64_t first = UINT64_MAX, last = 0;
+  auto span = [&](int64_t start, int64_t dur) {
+    if (start <= 0) return;
+    uint64_t s = static_cast<uint64_t>(start);
+    first = std::min(first, s);
+    last = std::max(last, s + static_cast<uint64_t>(std::max<int64_t>(dur, 0)));
+  };
+  Chunk c;
+  for (size_t fi = 0; fi < paths.size(); ++fi) {
+    const std::string prefix = paths.size() > 1 ? paths[fi] + ": " : "";
+    std::string err;
+    auto reader = TraceReader::Open(paths[fi], &err);
+    if (!reader) {
+      sum.errors.push_back(err);
+      continue;
+    }
+    std::map<uint32_t, MetricConfig> configs;
+    while (reader->Next(&c)) {
+      for (const MetricConfig& m : c.metric_configs()) configs[m.id()] = m;
+      for (const Kernel& k : c.kernels()) {
+        if (k.flags() & RECORD_FLAG_PROFILER_INTERNAL) {
+          ++sum.internal_kernels_excluded;
+          continue;
+        }
+        const KernelShape* shape = reader->Shape(k.shape());
+        std::string name = shape ? std::string(reader->Str(shape->demangled()))
+                                 : "<unknown kernel shape " + std::to_string(k.shape()) + ">";
+        kernels[{name, ""}].push_back(k.duration());
+        span(k.start(), k.duration());
+        if (k.start() > 0 && k.duration() >= 0) {
+          Interval iv{static_cast<uint64_t>(k.start()),
+                      static_cast<uint64_t>(k.start() + k.duration())};
+          device_work[k.device()].push_back(iv);
+          stream_kernels[{k.device(), k.stream()}].push_back(iv);
+        }
+      }
+      for (const Memcpy& m : c.memcpys()) {
+        CopyAccum& a = copies[m.copy_kind()];
+        ++a.count;
+        a.bytes += m.bytes();
+        if (m.duration() > 0) {
+          a.ns += static_cast<double>(m.duration());
+          a.mbps.push_back(static_cast<int64_t>(static_cast<double>(m.bytes()) * 1000.0 /
+                                                static_cast<double>(m.duration())));
+        }
+        span(m.start(), m.duration());
+        if (m.start() > 0 && m.duration() >= 0) {
+          device_work[m.device()].push_back(
+              {static_cast<uint64_t>(m.start()), static_cast<uint64_t>(m.start() + m.duration())});
+        }
+      }
+      for (const Memset& m : c.memsets()) {
+        span(m.start(), m.duration());
+        if (m.start() > 0 && m.duration() >= 0) {
+          device_work[m.device()].push_back(
+              {static_cast<uint64_t>(m.start()), static_cast<uint64_t>(m.start() + m.duration())});
+        }
+      }
+      for (const NvtxRange& r : c.nvtx_ranges()) {
+        ranges[{std::string(reader->Str(r.name())), std::string(reader->Str(r.domain()))}]
+            .push_back(r.duration());
+        span(r.start(), r.duration());
+      }
+      for (const ApiCall& a : c.api_calls()) {
+        api[{std::string(reader->Str(a.name())), ""}].push_back(a.duration());
+        span(a.start(), a.duration());
+      }
+      for (const MetricRange& m : c.metric_ranges()) {
+        std::string name(reader->Str(m.name())), domain(reader->Str(m.domain()));
+        MetricAccum& acc = metrics[{name, domain, m.config()}];
+        acc.name = name;
+        acc.domain = domain;
+        ++acc.occurrences;
+        auto it = configs.find(m.config());
+        if (it != configs.end()) {
+          acc.passes = it->second.num_passes();
+          acc.chip = it->second.chip();
+          if (acc.names.empty()) {
+            acc.names.assign(it->second.metric_names().begin(), it->second.metric_names().end());
+          }
+          for (int i = 0; i < m.values_size() && i < it->second.metric_names_size(); ++i) {
+            if (!std::isnan(m.values(i))) {
+              acc.values[it->second.metric_names(i)].push_back(m.values(i));
+            }
+          }
+        }
+        if (m.sm_clock_khz() > 0) acc.sm_clock_khz.push_back(m.sm_clock_khz());
+      }
+      for (const Notice& n : c.notices()) {
+        if (sum.notices.size() < 50)
+          sum.notices.push_back(prefix + n.component() + ": " + n.message());
+      }
+    }
+    if (!sum.have_header && reader->header() != nullptr) {
+      sum.have_header = true;
+      sum.header = *reader->header();
+    }
+    for (const Device& d : reader->devices()) {
+      bool known = false;
+      for (const Device& x : sum.devices) known |= x.uuid() == d.uuid() && x.id() == d.id();
+      if (!known) sum.devices.push_back(d);
+    }
+    const ReaderStats& rs = reader->stats();
+    sum.records += rs.records;
+    if (rs.chunks_ok > 0) sum.anything_read = true;
+    if (rs.chunks_ok == 0) sum.losses.push_back(prefix + "nothing could be read (no intact chunk)");
+    for (const std::string& l : rs.Describe()) sum.losses.push_back(prefix + l);
+    const Stats& ts = reader->trace_stats();
+    if (ts.cupti_dropped_records() > 0) {
+      sum.losses.push_back(prefix + std::to_string(ts.cupti_dropped_records()) +
+                           " records dropped by CUPTI (buffers full): totals are low");
+    }
+    for (const auto& [name, v] : NonZeroStats(ts)) {
+      if (name == "cupti_dropped_records" || name == "buffers_completed" ||
+          name == "bytes_written" || name == "chunks_written" || name == "records_written" ||
+          name == "encoder_buffers_pending_max" || name == "profiler_internal_kernels") {
+        continue;
+      }
+      sum.losses.push_back(prefix + name + ": " + std::to_string(v));
+    }
+    if (rs.chunks_ok > 0 && reader->footer() == nullptr) {
+      sum.losses.push_back(prefix +
+                           "no footer: the process ended without kp's exit flush (killed?) -- "
+                           "data up to the last chunk is intact");
+    }
+  }
+  sum.span_ns = last > first ? static_cast<double>(last - first) : 0;
+  double gpu_time = 0;
+  for (auto& [k, v] : kernels) {
+    for (int64_t d : v) gpu_time += static_cast<double>(std::max<int64_t>(d, 0));
+  }
+  sum.gpu_time_ns = gpu_time;
+  sum.kernels = Finish(&kernels, gpu_time);
+  sum.ranges = Finish(&ranges, sum.span_ns);
+  sum.api = Finish(&api, sum.span_ns);
+  for (auto& [kind, a] : copies) {
+    CopyStats cs;
+    cs.kind = CopyKindName(kind);
+    cs.count = a.count;
+    cs.bytes = a.bytes;
+    cs.total_ns = a.ns;
+    std::sort(a.mbps.begin(), a.mbps.end());
+    cs.median_gbps = NearestRank(a.mbps, 50) / 1000.0;
+    cs.aggregate_gbps = a.ns > 0 ? static_cast<double>(a.bytes) / a.ns : 0;
+    sum.copies.push_back(cs);
+  }
+  for (auto& [dev, v] : device_work) {
+    DeviceBusy b;
+    b.device = dev;
+    b.busy_ns = MergedLength(&v);
+    b.span_ns = sum.span_ns;
+    b.fraction = b.span_ns > 0 ? b.busy_ns / b.span_ns : 0;
+    sum.busy.push_back(b);
+  }
+  double idle_all = 0, span_all = 0;
+  for (auto& [key, v] : stream_kernels) {
+    std::sort(v.begin(), v.end(),
+              [](const Interval& a, const Interval& b) { return a.start < b.start; });
+    StreamGaps g;
+    g.device = key.first;
+    g.stream = key.second;
+    g.kernels = v.size();
+    std::vector<int64_t> gaps;
+    uint64_t end = v.front().end;
+    for (size_t i = 1; i < v.size(); ++i) {
+      if (v[i].start > end) gaps.push_back(static_cast<int64_t>(v[i].start - end));
+      end = std::max(end, v[i].end);
+    }
+    g.span_ns = static_cast<double>(end - v.front().start);
+    std::sort(gaps.begin(), gaps.end());
+    g.gaps = gaps.size();
+    for (int64_t x : gaps) g.idle_ns += static_cast<double>(x);
+    g.median_ns = NearestRank(gaps, 50);
+    g.p95_ns = NearestRank(gaps, 95);
+    idle_all += g.idle_ns;
+    span_all += g.span_ns;
+    sum.streams.push_back(g);
+  }
+  sum.idle_between_kernels_fraction = span_all > 0 ? idle_all / span_all : 0;
+  for (auto& [key, acc] : metrics) {
+    MetricRangeSummary m;
+    m.name = acc.name;
+    m.domain = acc.domain;
+    m.chip = acc.chip;
+    m.occurrences = acc.occurrences;
+    m.passes = acc.passes;
+    m.order = acc.names;
+    for (auto& [name, vals] : acc.values) {
+      std::sort(vals.begin(), vals.end());
+      size_t idx = (vals.size() + 1) / 2 - 1;  // nearest-rank median, as for durations
+      m.medians[name] = vals[idx];
+    }
+    auto clk = m.medians.find("gpc__cycles_elapsed.avg.per_second");
+    if (clk != m.medians.end()) {
+      m.sm_clock_mhz = clk->second / 1e6;
+    } else if (!acc.sm_clock_khz.empty()) {
+      std::sort(acc.sm_clock_khz.begin(), acc.sm_clock_khz.end());
+      m.sm_clock_mhz = acc.sm_clock_khz[(acc.sm_clock_khz.size() + 1) / 2 - 1] / 1000.0;
+    }
+    SolReading sol = DiagnoseSpeedOfLight(m.medians);
+    m.verdict = sol.verdict;
+    m.explanation = sol.explanation;
+    m.sm_pct = sol.sm_pct;
+    m.mem_pct = sol.mem_pct;
+    sum.metrics.push_back(m);
+  }
+  return sum;
+}
+
+std::string FormatSummaryText(const TraceSummary& s, size_t top) {
+  std::string o;
+  o += "== kp summary: " +
+       (s.paths.size() == 1 ? s.paths[0] : std::to_string(s.paths.size()) + " traces") + " ==\n";
+  for (const std::string& e : s.errors) o += "ERROR: " + e + "\n";
+  if (!s.losses.empty()) {
+    o += "\n!! DATA LOSS / DAMAGE -- read the numbers below with this in mind:\n";
+    for (const std::string& l : s.losses) o += "!!   " + l + "\n";
+  }
+  o += "\nSetup\n";
+  for (const Device& d : s.devices) {
+    o += Printf(
+        "  GPU %u     %s (CC %u.%u, %u SMs, %.0f GiB, SM clock max %u MHz, memory %u "
+        "MHz)\n",
+        d.id(), d.name().c_str(), d.compute_capability_major(), d.compute_capability_minor(),
+        d.sm_count(), d.global_memory_bytes() / (1024.0 * 1024 * 1024), d.core_clock_khz() / 1000,
+        d.memory_clock_khz() / 1000);
+  }
+  if (s.have_header) {
+    const Header& h = s.header;
+    std::string cmd;
+    for (const auto& a : h.command_line()) cmd += (cmd.empty() ? "" : " ") + a;
+    o += "  driver    " + h.driver_version() + ", CUDA driver API " +
+         FormatCudaVersion(h.cuda_driver_version()) + ", CUPTI API " +
+         std::to_string(h.cupti_api_version()) + "\n";
+    o += "  host      " + h.hostname() + ", pid " + std::to_string(h.pid()) + "\n";
+    o += "  command   " + cmd + "\n";
+    o += "  date      " + FormatUtcDate(h.start_time_unix_ns()) + "\n";
+  }
+  o += Printf("  span      %s, %" PRIu64 " records, GPU kernel time %s\n", Dur(s.span_ns).c_str(),
+              s.records, Dur(s.gpu_time_ns).c_str());
+
+  auto table = [&](const char* title, const std::vector<NamedStats>& rows, const char* share) {
+    if (rows.empty()) return;
+    o += Printf("\n%s (times per call; %s; p = nearest rank, std = population)\n", title, share);
+    o += Printf("  %-44s %7s %10s %6s %10s %10s %10s %10s %10s %7s %s\n", "name", "count", "total",
+                "share", "min", "median", "p95", "p99", "max", "rel.std", "stable");
+    for (size_t i = 0; i < rows.size() && i < top; ++i) {
+      const NamedStats& n = rows[i];
+      std::string name = n.domain.empty() ? n.name : n.domain + ": " + n.name;
+      o += Printf("  %-44s %7" PRIu64 " %10s %5.1f%% %10s %10s %10s %10s %10s %6.1f%% %s\n",
+                  ShortName(name, 44).c_str(), n.stats.count, Dur(n.stats.total).c_str(),
+                  n.share * 100, Dur(n.stats.min).c_str(), Dur(n.stats.median).c_str(),
+                  Dur(n.stats.p95).c_str(), Dur(n.stats.p99).c_str(), Dur(n.stats.max).c_str(),
+                  n.stats.rel_std * 100, n.stats.stable ? "yes" : "no");
+    }
+    if (rows.size() > top) o += Printf("  ... %zu more (--top N)\n", rows.size() - top);
+  };
+  table("Kernels", s.kernels, "share of GPU kernel time");
+  if (s.internal_kernels_excluded > 0) {
+    o +=
+        Printf("  (%" PRIu64 " profiler-internal kernels excluded)\n", s.internal_kernels_excluded);
+  }
+  table("NVTX ranges", s.ranges, "share of the wall span");
+  if (!s.copies.empty()) {
+    o += "\nCopies\n";
+    o += Printf("  %-8s %7s %14s %12s %14s %14s\n", "kind", "count", "bytes", "time", "median GB/s",
+                "total GB/s");
+    for (const CopyStats& c : s.copies) {
+      o += Printf("  %-8s %7" PRIu64 " %14" PRIu64 " %12s %14.2f %14.2f\n", c.kind.c_str(), c.count,
+                  c.bytes, Dur(c.total_ns).c_str(), c.median_gbps, c.aggregate_gbps);
+    }
+  }
+  if (!s.api.empty()) {
+    o += "\nCUDA API time\n";
+    for (size_t i = 0; i < s.api.size() && i < top; ++i) {
+      const NamedStats& n = s.api[i];
+      o += Printf("  %-36s %7" PRIu64 " calls %12s total %10s median %10s max\n", n.name.c_str(),
+                  n.stats.count, Dur(n.stats.total).c_str(), Dur(n.stats.median).c_str(),
+                  Dur(n.stats.max).c_str());
+    }
+  }
+  if (!s.busy.empty()) {
+    o += "\nGPU utilisation\n";
+    for (const DeviceBusy& b : s.busy) {
+      o += Printf(
+          "  GPU %u busy %.1f%% of the span (kernels, copies, memsets; overlap counted "
+          "once)\n",
+          b.device, b.fraction * 100);
+    }
+    for (const StreamGaps& g : s.streams) {
+      o += Printf("  GPU %u stream %-4u %6" PRIu64 " kernels, %6" PRIu64
+                  " gaps: median %s, p95 %s, idle %s of %s\n",
+                  g.device, g.stream, g.kernels, g.gaps, Dur(g.median_ns).c_str(),
+                  Dur(g.p95_ns).c_str(), Dur(g.idle_ns).c_str(), Dur(g.span_ns).c_str());
+    }
+    if (s.idle_between_kernels_fraction > 0.2) {
+      o += Printf(
+          "  => GPU idle %.0f%% of the span between kernels: launch-bound or CPU-bound; "
+          "consider CUDA graphs / fewer syncs\n",
+          s.idle_between_kernels_fraction * 100);
+    } else {
+      o += Printf(
+          "  => gaps between kernels are %.0f%% of the stream spans: the GPU is kept "
+          "fed\n",
+          s.idle_between_kernels_fraction * 100);
+    }
+  }
+  if (!s.metrics.empty()) {
+    o += "\nMetrics per range (median over occurrences; per-range percentages include idle gaps "
+         "inside the range)\n";
+    for (const MetricRangeSummary& m : s.metrics) {
+      o += "  " + (m.domain.empty() ? m.name : m.domain + ": " + m.name) +
+           Printf("  [%" PRIu64 " occurrences, %u passes%s]\n", m.occurrences, m.passes,
+                  m.sm_clock_mhz > 0 ? Printf(", SM clock %.0f MHz", m.sm_clock_mhz).c_str() : "");
+      for (const std::string& name : m.order) {
+        auto it = m.medians.find(name);
+        if (it == m.medians.end()) {
+          o += Printf("    %-66s (not collected)\n", name.c_str());
+        } else {
+          o += Printf("    %-66s %.4g\n", name.c_str(), it->second);
+        }
+      }
+      if (!m.verdict.empty()) {
+        o += "    speed of light: " + m.verdict +
+             Printf(" (SM %.1f%%, memory %.1f%%)", m.sm_pct, m.mem_pct) + "\n";
+      }
+      if (!m.explanation.empty()) o += "    " + m.explanation + "\n";
+    }
+  }
+  if (!s.notices.empty()) {
+    o += "\nNotices\n";
+    for (const std::string& n : s.notices) o += "  " + n + "\n";
+  }
+  return o;
+}
+
+std::string FormatSummaryCsv(const TraceSummary& s) {
+  std::string o =
+      "section,name,domain,count,total_ns,share,min_ns,median_ns,p95_ns,p99_ns,max_ns,mean_ns,"
+      "std_ns,rel_std,stable\r\n";
+  auto rows = [&](const char* section, const std::vector<NamedStats>& v) {
+    for (const NamedStats& n : v) {
+      o += section;
+      o += ',';
+      AppendCsvField(&o, n.name);
+      o += ',';
+      AppendCsvField(&o, n.domain);
+      const DurationStats& d = n.stats;
+      o += Printf(",%" PRIu64 ",%.0f,%.6f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%d\r\n", d.count,
+                  d.total, n.share, d.min, d.median, d.p95, d.p99, d.max, d.mean, d.std, d.rel_std,
+                  d.stable ? 1 : 0);
+    }
+  };
+  rows("kernel", s.kernels);
+  rows("nvtx_range", s.ranges);
+  rows("api", s.api);
+  return o;
+}
+
+std::string FormatSummaryJson(const TraceSummary& s) {
+  using nlohmann::json;
+  json j;
+  j["paths"] = s.paths;
+  json setup;
+  if (s.have_header) {
+    setup["host"] = s.header.hostname();
+    setup["driver_version"] = s.header.driver_version();
+    setup["cuda_driver_version"] = FormatCudaVersion(s.header.cuda_driver_version());
+    setup["cupti_api_version"] = s.header.cupti_api_version();
+    setup["date"] = FormatUtcDate(s.header.start_time_unix_ns());
+    setup["command_line"] =
+        std::vector<std::string>(s.header.command_line().begin(), s.header.command_line().end());
+  }
+  json devs = json::array();
+  for (const Device& d : s.devices) {
+    devs.push_back({{"id", d.id()},
+                    {"name", d.name()},
+                    {"sm_count", d.sm_count()},
+                    {"core_clock_khz", d.core_clock_khz()},
+                    {"memory_clock_khz", d.memory_clock_khz()}});
+  }
+  setup["devices"] = devs;
+  j["setup"] = setup;
+  auto stats = [](const std::vector<NamedStats>& v) {
+    json a = json::array();
+    for (const NamedStats& n : v) {
+      const DurationStats& d = n.stats;
+      a.push_back({{"name", n.name},
+                   {"domain", n.domain},
+                   {"count", d.count},
+                   {"total_ns", d.total},
+                   {"share", n.share},
+                   {"min_ns", d.min},
+                   {"median_ns", d.median},
+                   {"p95_ns", d.p95},
+                   {"p99_ns", d.p99},
+                   {"max_ns", d.max},
+                   {"mean_ns", d.mean},
+                   {"std_ns", d.std},
+                   {"rel_std", d.rel_std},
+                   {"stable", d.stable}});
+    }
+    return a;
+  };
+  j["kernels"] = stats(s.kernels);
+  j["nvtx_ranges"] = stats(s.ranges);
+  j["api"] = stats(s.api);
+  json copies = json::array();
+  for (const CopyStats& c : s.copies) {
+    copies.push_back({{"kind", c.kind},
+                      {"count", c.count},
+                      {"bytes", c.bytes},
+                      {"total_ns", c.total_ns},
+                      {"median_gbps", c.median_gbps},
+                      {"aggregate_gbps", c.aggregate_gbps}});
+  }
+  j["copies"] = copies;
+  json busy = json::array();
+  for (const DeviceBusy& b : s.busy) {
+    busy.push_back({{"device", b.device}, {"busy_ns", b.busy_ns}, {"fraction", b.fraction}});
+  }
+  j["gpu_busy"] = busy;
+  json streams = json::array();
+  for (const StreamGaps& g : s.streams) {
+    streams.push_back({{"device", g.device},
+                       {"stream", g.stream},
+                       {"kernels", g.kernels},
+                       {"gaps", g.gaps},
+                       {"median_gap_ns", g.median_ns},
+                       {"p95_gap_ns", g.p95_ns},
+                       {"idle_ns", g.idle_ns}});
+  }
+  j["streams"] = streams;
+  j["idle_between_kernels_fraction"] = s.idle_between_kernels_fraction;
+  json metrics = json::array();
+  for (const MetricRangeSummary& m : s.metrics) {
+    metrics.push_back({{"range", m.name},
+                       {"domain", m.domain},
+                       {"occurrences", m.occurrences},
+                       {"passes", m.passes},
+                       {"sm_clock_mhz", m.sm_clock_mhz},
+                       {"medians", m.medians},
+                       {"verdict", m.verdict},
+                       {"explanation", m.explanation}});
+  }
+  j["metrics"] = metrics;
+  j["span_ns"] = s.span_ns;
+  j["gpu_kernel_time_ns"] = s.gpu_time_ns;
+  j["profiler_internal_kernels_excluded"] = s.internal_kernels_excluded;
+  j["losses"] = s.losses;
+  j["notices"] = s.notices;
+  j["errors"] = s.errors;
+  return j.dump(2) + "\n";
+}
+
+bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::string* error) {
+  struct stat st;
+  bool fresh = stat(log_path.c_str(), &st) != 0 || st.st_size == 0;
+  FILE* f = std::fopen(log_path.c_str(), "ab");
+  if (f == nullptr) {
+    *error = log_path + ": cannot open for appending";
+    return false;
+  }
+  std::string o;
+  if (fresh) {
+    o += "date,host,gpu,driver,cuda,kernel,count,median_ns,p95_ns,p99_ns,mean_ns,trace\r\n";
+  }
+  std::string date = s.have_header ? FormatUtcDate(s.header.start_time_unix_ns()) : "";
+  std::string host = s.have_header ? s.header.hostname() : "";
+  std::string gpu = s.devices.empty() ? "" : s.devices[0].name();
+  std::string driver = s.have_header ? s.header.driver_version() : "";
+  std::string cuda = s.have_header ? FormatCudaVersion(s.header.cuda_driver_version()) : "";
+  std::string trace;
+  for (const std::string& p : s.paths) trace += (trace.empty() ? "" : ";") + p;
+  for (const NamedStats& n : s.kernels) {
+    for (const std::string* field :
+         std::initializer_list<const std::string*>{&date, &host, &gpu, &driver, &cuda, &n.name}) {
+      AppendCsvField(&o, *field);
+      o += ',';
+    }
+    o += Printf("%" PRIu64 ",%.0f,%.0f,%.0f,%.3f,", n.stats.count, n.stats.median, n.stats.p95,
+                n.stats.p99, n.stats.mean);
+    AppendCsvField(&o, trace);
+    o += "\r\n";
+  }
+  bool ok = std::fwrite(o.data(), 1, o.size(), f) == o.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) *error = log_path + ": write failed";
+  return ok;
+}
+
+namespace cli {
+
+int RunSummary(int argc, char** argv) {
+  static const char kUsage[] =
+      "usage: kptrace summary FILE... [--format text|csv|json] [--append-log LOG.csv] "
+      "[--top N]\n";
+  std::vector<std::string> files;
+  std::string format = "text", log;
+  size_t top = 20;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--format" && i + 1 < argc) {
+      format = argv[++i];
+    } else if (a == "--append-log" && i + 1 < argc) {
+      log = argv[++i];
+    } else if (a == "--top" && i + 1 < argc) {
+      char* end = nullptr;
+      long n = std::strtol(argv[++i], &end, 10);
+      if (end == nullptr || *end != '\0' || n <= 0) {
+        std::fprintf(stderr, "kptrace summary: --top needs a positive number\n%s", kUsage);
+        return 2;
+      }
+      top = static_cast<size_t>(n);
+    } else if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    } else if (a.size() > 1 && a[0] == '-') {
+      std::fprintf(stderr, "kptrace summary: unknown or incomplete flag '%s'\n%s", a.c_str(),
+                   kUsage);
+      return 2;
+    } else {
+      files.push_back(a);
+    }
+  }
+  if (files.empty() || (format != "text" && format != "csv" && format != "json")) {
+    std::fprintf(stderr, "kptrace summary: %s\n%s",
+                 files.empty() ? "no input file" : "--format must be text, csv or json", kUsage);
+    return 2;
+  }
+  TraceSummary s = SummarizeTraces(files);
+  for (const std::string& e : s.errors) std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
+  if (!s.anything_read) {
+    std::fprintf(stderr, "kptrace summary: nothing could be read from the input\n");
+    return 1;
+  }
+  std::string out = format == "json"  ? FormatSummaryJson(s)
+                    : format == "csv" ? FormatSummaryCsv(s)
+                                      : FormatSummaryText(s, top);
+  std::fputs(out.c_str(), stdout);
+  if (!log.empty()) {
+    std::string err;
+    if (!AppendSummaryLog(s, log, &err)) {
+      std::fprintf(stderr, "kptrace summary: %s\n", err.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace cli
+}  // namespace kp

@@ -1,0 +1,95 @@
+// trace_summary.h: `kptrace summary`: the one-page profile of one or more traces: the setup,
+// per-kernel and per-NVTX-range duration statistics, copies, API time, GPU busy fraction and
+// per-stream launch gaps, metrics per range with the speed-of-light reading, and every loss.
+//
+// Statistics methods (stated so results can be checked independently):
+// - percentiles are nearest-rank on the sorted durations: p-th = sorted[ceil(p/100 * n) - 1];
+//   the median is the p50 by the same rule (for n even, the lower middle value);
+// - std is the population standard deviation (divide by n); rel_std = std / mean;
+// - stable = rel_std < 2 %.
+// Unlike convert, summary keeps one duration (8 bytes) per kernel, range, API call and copy,
+// plus one interval per GPU record for the busy/gap analysis: about 32 bytes per record.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kptrace.pb.h"
+
+namespace kp {
+
+struct DurationStats {
+  uint64_t count = 0;
+  double total = 0, min = 0, median = 0, p95 = 0, p99 = 0, max = 0, mean = 0, std = 0, rel_std = 0;
+  bool stable = false;
+};
+// Sorts `values` in place.
+DurationStats ComputeDurationStats(std::vector<int64_t>* values);
+// Nearest-rank percentile of sorted values (p in (0, 100]).
+double NearestRank(const std::vector<int64_t>& sorted, double p);
+
+struct NamedStats {
+  std::string name, domain;
+  DurationStats stats;
+  double share = 0;  // of GPU time (kernels) or of wall span (ranges)
+};
+
+struct CopyStats {
+  std::string kind;
+  uint64_t count = 0, bytes = 0;
+  double total_ns = 0, median_gbps = 0, aggregate_gbps = 0;
+};
+
+struct DeviceBusy {
+  uint32_t device = 0;
+  double busy_ns = 0, span_ns = 0, fraction = 0;
+};
+
+struct StreamGaps {
+  uint32_t device = 0, stream = 0;
+  uint64_t kernels = 0, gaps = 0;
+  double median_ns = 0, p95_ns = 0, idle_ns = 0, span_ns = 0;
+};
+
+struct MetricRangeSummary {
+  std::string name, domain, chip;
+  uint64_t occurrences = 0;
+  uint32_t passes = 0;
+  double sm_clock_mhz = 0;                // 0 = unknown
+  std::map<std::string, double> medians;  // metric -> median over occurrences
+  std::vector<std::string> order;         // metric names in config order
+  std::string verdict, explanation;
+  double sm_pct = -1, mem_pct = -1;
+};
+
+struct TraceSummary {
+  std::vector<std::string> paths;
+  bool have_header = false;
+  Header header;
+  std::vector<Device> devices;
+  std::vector<NamedStats> kernels, ranges, api;  // sorted by total, descending
+  std::vector<CopyStats> copies;
+  std::vector<DeviceBusy> busy;
+  std::vector<StreamGaps> streams;
+  std::vector<MetricRangeSummary> metrics;
+  double gpu_time_ns = 0, span_ns = 0;
+  double idle_between_kernels_fraction = 0;  // idle gap time / stream spans, all streams
+  uint64_t internal_kernels_excluded = 0;
+  uint64_t records = 0;
+  // Losses and damage, one line each, file-prefixed when several files.
+  std::vector<std::string> losses;
+  std::vector<std::string> notices;
+  std::vector<std::string> errors;  // files that could not be opened
+  bool anything_read = false;
+};
+
+TraceSummary SummarizeTraces(const std::vector<std::string>& paths);
+std::string FormatSummaryText(const TraceSummary& s, size_t top);
+std::string FormatSummaryCsv(const TraceSummary& s);
+std::string FormatSummaryJson(const TraceSummary& s);
+// Appends one row per kernel to `log_path` (header only when the file is new or empty).
+bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::string* error);
+
+}  // namespace kp
