@@ -1,6 +1,8 @@
 # All external dependencies come from the system: Debian packages and the CUDA toolkit.
 # Nothing is downloaded. See README "Building" for the package list.
 find_package(Threads REQUIRED)
+# Static libprotobuf: kptrace then runs on a machine without libprotobuf.so.32 (the GPU machine).
+set(Protobuf_USE_STATIC_LIBS ON)
 find_package(Protobuf REQUIRED)           # libprotobuf-dev, protobuf-compiler (tools and tests only)
 find_package(PkgConfig REQUIRED)
 

@@ -13,6 +13,36 @@
 namespace kp {
 namespace {
 
+// Returns s[0..n) with every byte that is not part of a well-formed UTF-8 sequence replaced by
+// U+FFFD. The common case (already valid) is one pass and one copy.
+std::string ToValidUtf8(const char* s, size_t n) {
+  std::string out;
+  out.reserve(n);
+  const auto* p = reinterpret_cast<const unsigned char*>(s);
+  size_t i = 0;
+  while (i < n) {
+    unsigned char c = p[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool ok = len != 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xC0) == 0x80;
+    if (ok && len > 1) {
+      uint32_t cp = c & (0x7F >> len);
+      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[i + k] & 0x3F);
+      static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+      ok = cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    }
+    if (ok) {
+      out.append(s + i, len);
+      i += len;
+    } else {
+      out.append("\xEF\xBF\xBD");
+      ++i;
+    }
+  }
+  return out;
+}
+
+
 using wire::WireBuffer;
 using wire::WireWriter;
 
@@ -147,7 +177,9 @@ struct TraceEncoder::Impl {
       uint32_t id = content_slots[i];
       if (id == 0) {
         id = static_cast<uint32_t>(strings.size());
-        strings.emplace_back(s, n);
+        // proto3 `string` fields must hold UTF-8 or libprotobuf rejects the whole chunk: store
+        // a repaired copy (keyed, via the hash, by the original bytes).
+        strings.push_back(ToValidUtf8(s, n));
         string_hash.push_back(h);
         string_emitted_in.push_back(0);
         demangled_of.push_back(0);

@@ -836,5 +836,44 @@ TEST(EncoderTest, ManyChunksEachSelfContained) {
             2u * n);
 }
 
+// NVTX messages are arbitrary bytes; proto3 strings must be UTF-8 or libprotobuf rejects the whole
+// chunk. Invalid sequences become U+FFFD, valid multi-byte text is kept, and two names that
+// differ only in invalid bytes stay distinct ids.
+TEST(EncoderTest, InvalidUtf8StringsAreRepairedSoTheChunkStillParses) {
+  MemoryChunkSink sink;
+  TraceEncoder enc(&sink, TraceEncoder::Options());
+  NvtxMarkRecord bad;
+  bad.name = "step \xff\xfe end";
+  bad.time = 100;
+  enc.AddNvtxMark(bad);
+  NvtxMarkRecord other;
+  other.name = "step \xfe\xff end";
+  other.time = 200;
+  enc.AddNvtxMark(other);
+  NvtxMarkRecord good;
+  good.name = "f\xc3\xa9tch \xe2\x9c\x93";  // "fétch ✓"
+  good.time = 300;
+  enc.AddNvtxMark(good);
+  NvtxMarkRecord overlong;
+  overlong.name = "a\xc0\xaf" "b\xed\xa0\x80" "c\xf4\x90\x80\x80";  // overlong, surrogate, > U+10FFFF
+  overlong.time = 400;
+  enc.AddNvtxMark(overlong);
+  enc.Finish({500, "exit"});
+  ParsedFile f = ParseFile(sink.file());
+  ASSERT_EQ(f.chunks.size(), 1u);
+  const Chunk& c = f.chunks[0];
+  ASSERT_EQ(c.nvtx_marks_size(), 4);
+  std::map<uint32_t, std::string> strings = StringsOf(c);
+  EXPECT_EQ(strings[c.nvtx_marks(0).name()], "step \xef\xbf\xbd\xef\xbf\xbd end");
+  EXPECT_NE(c.nvtx_marks(0).name(), c.nvtx_marks(1).name());
+  EXPECT_EQ(strings[c.nvtx_marks(2).name()], "f\xc3\xa9tch \xe2\x9c\x93");
+  const std::string r = strings[c.nvtx_marks(3).name()];
+  EXPECT_EQ(r.find('\xc0'), std::string::npos);
+  EXPECT_EQ(r.find('\xed'), std::string::npos);
+  EXPECT_EQ(r.find('\xf4'), std::string::npos);
+  EXPECT_EQ(r.front(), 'a');
+  EXPECT_EQ(r.back(), '\xbd');
+}
+
 }  // namespace
 }  // namespace kp
