@@ -206,9 +206,19 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
   }
   o += Printf("  dropped records %" PRIu64 "%s\n", info.stats.cupti_dropped_records(),
               info.stats.cupti_dropped_records() > 0 ? "  <-- CUPTI lost records" : "");
+  // Losses and anomalies first; the writer's own bookkeeping counters are not losses.
+  static const std::set<std::string> kBookkeeping = {
+      "bytes_written", "chunks_written", "records_written", "buffers_completed",
+      "encoder_buffers_pending_max", "profiler_internal_kernels"};
+  std::string bookkeeping;
   for (const auto& [name, v] : NonZeroStats(info.stats)) {
-    o += Printf("    %-28s %" PRIu64 "\n", name.c_str(), v);
+    if (kBookkeeping.count(name) != 0) {
+      bookkeeping += Printf("%s%s %" PRIu64, bookkeeping.empty() ? "" : ", ", name.c_str(), v);
+    } else if (name != "cupti_dropped_records") {
+      o += Printf("    %-28s %" PRIu64 "  <-- loss or anomaly\n", name.c_str(), v);
+    }
   }
+  if (!bookkeeping.empty()) o += "  writer          " + bookkeeping + "\n";
   for (const MetricConfig& m : info.metric_configs) {
     o += Printf("  metrics config %u: %d metrics, %u passes, %s mode on device %u (%s)\n", m.id(),
                 m.metric_names_size(), m.num_passes(), m.mode().c_str(), m.device(),
