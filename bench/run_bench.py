@@ -238,6 +238,67 @@ def choose_cpus(setting, available):
     return [c for c in wanted if c in available] or None
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _descendants(pid):
+    """pid and every process below it (through /proc/PID/task/TID/children)."""
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        try:
+            tasks = os.listdir("/proc/%d/task" % current)
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open("/proc/%d/task/%s/children" % (current, tid)) as f:
+                    queue.extend(int(c) for c in f.read().split())
+            except (OSError, ValueError):
+                pass
+    return found
+
+
+def thread_cpu_snapshot(root_pid):
+    """{(pid, tid): {"comm", "cpu_s", "main"}} for every thread under root_pid.
+
+    The poor man's profile where perf is missing (the GPU VM has none): CPU seconds per thread
+    separate the application's launch thread from CUPTI's worker and kp's encoder thread.
+    """
+    snapshot = {}
+    for pid in _descendants(root_pid):
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            comm = stat[stat.find("(") + 1:stat.rfind(")")]
+            fields = stat[stat.rfind(")") + 2:].split()
+            # fields[11], fields[12]: utime, stime (stat fields 14 and 15)
+            cpu = (int(fields[11]) + int(fields[12])) / float(CLOCK_TICKS)
+            snapshot[(pid, int(tid))] = {"comm": comm, "cpu_s": cpu, "main": int(tid) == pid}
+    return snapshot
+
+
+def summarize_threads(snapshot, top=6):
+    """The busiest threads of the process that used the most CPU (the profiled program)."""
+    by_pid = {}
+    for (pid, tid), entry in snapshot.items():
+        by_pid.setdefault(pid, []).append(dict(entry, tid=tid))
+    if not by_pid:
+        return []
+    busiest = max(by_pid.values(), key=lambda threads: sum(t["cpu_s"] for t in threads))
+    busiest.sort(key=lambda t: -t["cpu_s"])
+    return [{"comm": t["comm"], "main": t["main"], "cpu_s": round(t["cpu_s"], 3)}
+            for t in busiest[:top]]
+
+
 def run_measured(argv, env, timeout_s, log_prefix, cpus=None):
     """Runs argv; returns rc, wall seconds, stdout, stderr and the child's peak RSS (KiB).
 
@@ -256,10 +317,14 @@ def run_measured(argv, env, timeout_s, log_prefix, cpus=None):
                     "maxrss_kb": None}
         deadline = start + timeout_s
         status, usage, timed_out = None, None, False
+        threads, polls = {}, 0
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid != 0:
                 break
+            polls += 1
+            if polls % 5 == 0:  # every 0.1 s
+                threads.update(thread_cpu_snapshot(proc.pid))
             if time.perf_counter() > deadline:
                 timed_out = True
                 os.killpg(proc.pid, signal.SIGKILL)
@@ -274,7 +339,7 @@ def run_measured(argv, env, timeout_s, log_prefix, cpus=None):
         stderr = f.read()
     return {"rc": 124 if timed_out else proc.returncode, "wall_s": round(wall, 3),
             "stdout": stdout, "stderr": stderr, "maxrss_kb": usage.ru_maxrss if usage else None,
-            "timed_out": timed_out}
+            "timed_out": timed_out, "threads": summarize_threads(threads)}
 
 
 def capture(argv, timeout_s=30):
@@ -461,6 +526,7 @@ class Bench:
         record = {"round": round_index, "tool": tool_name, "workload": workload,
                   "rc": result["rc"], "wall_s": result["wall_s"],
                   "maxrss_kb": result["maxrss_kb"], "outputs": outputs,
+                  "threads": result.get("threads"),
                   "timed_out": result.get("timed_out", False)}
         if result["rc"] != 0 or not outputs:
             record["stderr_tail"] = result["stderr"][-1500:]
@@ -839,6 +905,18 @@ def build_report(setup, runs, soak, convert, phases, notes, launch_mode, total_s
                 stats = traced[-1]["trace"]["stats"]
                 lines.append("- kp trace stats, %s/%s (last round): %s" % (
                     tool, workload, ", ".join("%s=%s" % kv for kv in sorted(stats.items()))))
+    thread_lines = []
+    for tool in ("none", "floor", "kp", "kp_api_all"):
+        chosen = [r for r in runs if r["tool"] == tool and r["workload"] == "launch_loop"
+                  and r.get("threads")]
+        if chosen:
+            thread_lines.append("| %s | %s |" % (tool, ", ".join(
+                "%s%s %.2f s" % (t["comm"], " (main)" if t["main"] else "", t["cpu_s"])
+                for t in chosen[-1]["threads"])))
+    if thread_lines:
+        lines += ["", "CPU time by thread of the launch loop (last round; sampled every 0.1 s "
+                  "from /proc, so the exit flush is not in it):", "",
+                  "| tool | threads |", "|---|---|"] + thread_lines
     unclean = [r for r in runs if (r.get("trace") or {}).get("clean_end") is False]
     if unclean:
         lines += ["", "Traces without a clean end: " + ", ".join(

@@ -213,6 +213,20 @@ class MeasuredRunTest(unittest.TestCase):
         self.assertLess(small["maxrss_kb"], 100 * 1024)
         self.assertIn("alloc", run_bench.parse_json_lines(big["stdout"]))
 
+    def test_thread_cpu_of_a_busy_child(self):
+        code = ("import threading, time\n"
+                "def spin():\n"
+                "    end = time.time() + 0.8\n"
+                "    while time.time() < end: pass\n"
+                "t = threading.Thread(target=spin); t.start(); t.join()\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run_bench.run_measured([sys.executable, "-c", code], dict(os.environ), 60,
+                                            os.path.join(tmp, "busy"))
+        self.assertEqual(result["rc"], 0)
+        workers = [t for t in result["threads"] if not t["main"]]
+        self.assertTrue(workers, result["threads"])
+        self.assertGreater(workers[0]["cpu_s"], 0.3)
+
     def test_timeout_kills_and_reports(self):
         with tempfile.TemporaryDirectory() as tmp:
             result = run_bench.run_measured([sys.executable, "-c", "import time; time.sleep(30)"],

@@ -309,8 +309,8 @@ void ActivityDecoder::DecodeMarker(const CUpti_ActivityMarker2& r) {
     range.extras = MarkerExtras();
     auto early = early_ends_.find(r.id);
     if (early != early_ends_.end()) {
-      // Its MarkerData (if any) is lost: it follows the START, which we close right away.
-      EmitRange(r.id, range, early->second.time, early->second.thread_id);
+      // Complete, but its MarkerData follows this START: emit at the end of the buffer.
+      pending_closed_.push_back(ClosedRange{r.id, std::move(range), early->second});
       early_ends_.erase(early);
       open_ranges_.erase(r.id);
     }
@@ -380,10 +380,23 @@ void ActivityDecoder::DecodeMarkerData(const CUpti_ActivityMarkerData2& r) {
     }
   }
   auto it = open_ranges_.find(r.id);
-  if (it != open_ranges_.end()) it->second.extras = extras;
+  if (it != open_ranges_.end()) {
+    it->second.extras = extras;
+    return;
+  }
+  for (ClosedRange& closed : pending_closed_) {
+    if (closed.id == r.id) {
+      closed.range.extras = extras;
+      return;
+    }
+  }
 }
 
 void ActivityDecoder::EmitPendingMarks() {
+  for (const ClosedRange& closed : pending_closed_) {
+    EmitRange(closed.id, closed.range, closed.end.time, closed.end.thread_id);
+  }
+  pending_closed_.clear();
   for (const PendingMark& mark : pending_marks_) {
     if (!Keep(mark.time)) continue;
     NvtxMarkRecord out;

@@ -115,6 +115,14 @@ class ActivityDecoder {
   // Instantaneous marks wait for their MarkerData record (written right after them) until the
   // end of the buffer.
   std::vector<PendingMark> pending_marks_;
+  // Ranges whose END arrived before their START: complete once the START comes, but, like marks,
+  // they wait for the START's MarkerData (color, category, payload) until the end of the buffer.
+  struct ClosedRange {
+    uint64_t id = 0;
+    OpenRange range;
+    EarlyEnd end;
+  };
+  std::vector<ClosedRange> pending_closed_;
   std::vector<const char*> api_names_[2];  // [runtime, driver] by cbid; nullptr = not looked up
 };
 

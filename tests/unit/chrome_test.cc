@@ -17,6 +17,7 @@
 #include "inject/trace/trace_encoder.h"
 #include "tools/export/chrome_exporter.h"
 #include "tools/export/perfetto_exporter.h"
+#include "tools/kptrace/commands.h"
 
 namespace kp_export_test {
 // Defined in perfetto_test.cc (same test executable).
@@ -29,6 +30,7 @@ struct FixedTraceCounts {
 struct PerfettoCounts {
   int kernels = 0, memcpys = 0, memsets = 0, api = 0, nvtx = 0, marks = 0, counters = 0;
   int metric_slices = 0;
+  int syncs = 0, overheads = 0;
 };
 FixedTraceCounts WriteFixedTrace(const std::string& path, uint32_t pid);
 bool ExportFiles(kp::Exporter& exporter, const std::vector<std::string>& paths, std::string* err);
@@ -288,6 +290,160 @@ TEST(ExportThroughput, DISABLED_PerfettoAndChrome) {
     std::printf("%s: %d records in %.3f s = %.2f M records/s\n", opt.output.c_str(), 2 * n, s,
                 2 * n / s / 1e6);
   }
+}
+
+}  // namespace
+
+namespace {
+
+using namespace kp_export_test;
+using nlohmann::json;
+
+constexpr uint64_t kSyncT0 = 1'700'000'000'000'000'000ull;
+
+struct SyncTraceCounts {
+  int syncs = 0, overheads = 0;
+  uint64_t first_kernel_ns = 0;
+};
+
+// A trace whose process started at t0: one launch + kernel, synchronizations (two of them
+// overlapping, as when two threads synchronize at once) and CUPTI overhead records.
+SyncTraceCounts WriteSyncTrace(const std::string& path, uint32_t pid, uint64_t t0) {
+  SyncTraceCounts c;
+  kp::MemoryChunkSink sink(0);
+  kp::TraceEncoder enc(&sink, kp::TraceEncoder::Options());
+  kp::HeaderInfo h;
+  h.kp_version = "0.1.0";
+  h.pid = pid;
+  h.command_line = {"/usr/bin/python3", "sync.py"};
+  h.start_time_unix_ns = t0;
+  h.start_time_trace_ns = t0;
+  enc.SetHeader(h);
+  kp::ApiRecord a;
+  a.name = "cudaLaunchKernel_v7000";
+  a.domain = 1;
+  a.start = t0 + 100;
+  a.end = t0 + 400;
+  a.thread_id = 5;
+  a.correlation = 1;
+  enc.AddApi(a);
+  kp::KernelRecord k;
+  k.name = "_Z4stepv";
+  k.start = t0 + 1000;
+  k.end = t0 + 9000;
+  k.stream = 7;
+  k.correlation = 1;
+  enc.AddKernel(k);
+  c.first_kernel_ns = k.start;
+  const uint64_t sync_times[3][2] = {{2000, 9000}, {5000, 12000}, {20000, 21000}};
+  for (int i = 0; i < 3; ++i) {
+    kp::SyncRecord y;
+    y.start = t0 + sync_times[i][0];
+    y.end = t0 + sync_times[i][1];
+    y.type = i == 2 ? 1 : 3;  // event / stream synchronize
+    y.stream = 7;
+    y.context = 1;
+    y.correlation = 10 + i;
+    y.event_id = i == 2 ? 3 : 0;
+    enc.AddSync(y);
+    ++c.syncs;
+  }
+  kp::OverheadRecord o;
+  o.name = "CUPTI_INSTRUMENTATION";
+  o.start = t0 + 50;
+  o.end = t0 + 90;
+  o.kind = 2;
+  o.thread_id = 5;
+  enc.AddOverhead(o);
+  o.name = nullptr;
+  o.start = t0 + 30000;
+  o.end = t0 + 31000;
+  o.kind = 8;
+  enc.AddOverhead(o);
+  c.overheads = 2;
+  kp::FooterInfo f;
+  f.end_time_ns = t0 + 1'000'000;
+  f.end_reason = "exit";
+  enc.Finish(f);
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(sink.file().data()),
+             static_cast<std::streamsize>(sink.file().size()));
+  return c;
+}
+
+TEST(CrossFormat, SyncAndOverheadRecordsOnTheirOwnTracksInBothFormats) {
+  SyncTraceCounts want = WriteSyncTrace("sync_input.kptrace", 31, kSyncT0);
+  kp::ExportOptions popt, copt;
+  popt.output = "sync.pftrace";
+  copt.output = "sync.json";
+  kp::PerfettoExporter perfetto(popt);
+  kp::ChromeExporter chrome(copt);
+  std::string err;
+  ASSERT_TRUE(ExportFiles(perfetto, {"sync_input.kptrace"}, &err)) << err;
+  ASSERT_TRUE(ExportFiles(chrome, {"sync_input.kptrace"}, &err)) << err;
+  // Both decoders also check nesting per track / tid: the overlapping pair must be clamped.
+  std::vector<std::string> names;
+  PerfettoCounts p = DecodeAndCheckPerfetto(ReadFile(popt.output), nullptr, &names, true);
+  json j = json::parse(ReadFile(copt.output));
+  ChromeCounts c = CheckChrome(j, kSyncT0);
+  EXPECT_EQ(p.syncs, want.syncs);
+  EXPECT_EQ(c.x_by_cat["cuda_sync"], want.syncs);
+  EXPECT_EQ(p.overheads, want.overheads);
+  EXPECT_EQ(c.x_by_cat["cupti_overhead"], want.overheads);
+  EXPECT_EQ(p.kernels, 1);
+  EXPECT_EQ(c.x_by_cat["kernel"], 1);
+  EXPECT_EQ(perfetto.anomalies().sync_overlaps_clamped, 1u);
+  EXPECT_EQ(chrome.anomalies().sync_overlaps_clamped, 1u);
+  auto has = [&](const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  EXPECT_TRUE(has("cudaStreamSynchronize"));
+  EXPECT_TRUE(has("cudaEventSynchronize"));
+  EXPECT_TRUE(has("CUPTI overhead: CUPTI_INSTRUMENTATION"));
+  EXPECT_TRUE(has("CUPTI overhead (kind 8)"));
+  std::set<std::string> thread_names;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") thread_names.insert(e["args"]["name"]);
+    if (e["ph"] == "X" && e["cat"] == "cuda_sync" && e["name"] == "cudaEventSynchronize") {
+      EXPECT_EQ(e["args"]["event id"], 3);
+      EXPECT_EQ(e["args"]["stream"], 7);
+      EXPECT_EQ(e["ts"].get<double>(), 20.0);
+    }
+  }
+  EXPECT_TRUE(thread_names.count("CUDA sync"));
+  EXPECT_TRUE(thread_names.count("CUPTI overhead"));
+}
+
+// The second file started 1 ms before the first: convert reads every file's first chunk before
+// writing, so times are relative to the earliest start and none is negative.
+TEST(ChromeTimeBase, EarliestStartAcrossAllInputs) {
+  SyncTraceCounts late = WriteSyncTrace("base_late.kptrace", 41, kSyncT0 + 1'000'000);
+  SyncTraceCounts early = WriteSyncTrace("base_early.kptrace", 42, kSyncT0);
+  std::vector<std::string> args = {
+      "base_late.kptrace", "base_early.kptrace", "--to", "chrome", "-o",
+      "base_two.json",     "--no-progress"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ASSERT_EQ(kp::cli::RunConvert(static_cast<int>(argv.size()), argv.data()), 0);
+  json j = json::parse(ReadFile("base_two.json"));
+  EXPECT_EQ(j["kp"]["time_base_ns"].get<uint64_t>(), kSyncT0);
+  double min_ts = 1e300;
+  std::map<int64_t, double> kernel_ts;  // by the CPU pid named in the GPU process
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "M") continue;
+    min_ts = std::min(min_ts, e["ts"].get<double>());
+    if (e["ph"] == "X" && e["cat"] == "kernel") {
+      kernel_ts[e["pid"].get<int64_t>()] = e["ts"].get<double>();
+    }
+  }
+  EXPECT_GE(min_ts, 0.0);
+  ASSERT_EQ(kernel_ts.size(), 2u);
+  std::set<double> got;
+  for (auto& [pid, ts] : kernel_ts) got.insert(ts);
+  EXPECT_TRUE(got.count((early.first_kernel_ns - kSyncT0) / 1000.0));
+  EXPECT_TRUE(got.count((late.first_kernel_ns - kSyncT0) / 1000.0));
+  ChromeCounts c = CheckChrome(j, kSyncT0);
+  EXPECT_EQ(c.x_by_cat["cuda_sync"], early.syncs + late.syncs);
 }
 
 }  // namespace

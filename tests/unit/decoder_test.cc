@@ -491,6 +491,13 @@ TEST(ActivityDecoderTest, EndBeforeStartPairsAcrossThreadBuffers) {
   start.objectKind = CUPTI_ACTIVITY_OBJECT_THREAD;
   start.objectId.pt.threadId = 51;
   start.name = "cross-thread";
+  // Seen on the H200: the START's MarkerData (color) comes after the START in its buffer, so a
+  // range completed by an early END must still pick it up.
+  auto& data = starting_thread.Add<CUpti_ActivityMarkerData2>(CUPTI_ACTIVITY_KIND_MARKER_DATA);
+  data.id = 8;
+  data.flags = CUPTI_ACTIVITY_FLAG_MARKER_COLOR_ARGB;
+  data.color = 0xFFFF0000u;
+  data.category = 3;
   EncoderStats stats;
   DecodedTrace d = DecodeAll({&ending_thread, &starting_thread}, {}, &stats);
   ASSERT_EQ(d.ranges.size(), 1u);
@@ -499,6 +506,9 @@ TEST(ActivityDecoderTest, EndBeforeStartPairsAcrossThreadBuffers) {
   EXPECT_EQ(d.range_times[0].end, 900u);
   EXPECT_EQ(d.ranges[0].thread_id(), 51u);
   EXPECT_EQ(d.ranges[0].end_thread_id(), 52u);
+  EXPECT_TRUE(d.ranges[0].has_color());
+  EXPECT_EQ(d.ranges[0].color(), 0xFFFF0000u);
+  EXPECT_EQ(d.ranges[0].category(), 3u);
   EXPECT_EQ(stats.nvtx_unmatched_ends, 0u);
   EXPECT_EQ(stats.nvtx_open_ranges, 0u);
 }
@@ -639,7 +649,12 @@ TEST(CapturedBuffersTest, DecodeSanely) {
   static const char kStandIn[] = "captured_kernel";
   static const char kStandInMarker[] = "captured_marker";
   size_t records = 0;
+  // Totals per program, summed over its buffers, against what the trace of the same run held
+  // (tests/data/cupti_buffers/README.md; kptrace info of that run).
+  std::map<std::string, std::map<std::string, size_t>> totals;
   for (size_t i = 0; i < files.size(); ++i) {
+    const std::string base_name = files[i].substr(files[i].rfind('/') + 1);
+    std::map<std::string, size_t>& program = totals[base_name.substr(0, base_name.rfind('-'))];
     std::ifstream in(files[i], std::ios::binary);
     std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     ASSERT_FALSE(bytes.empty()) << files[i];
@@ -689,8 +704,22 @@ TEST(CapturedBuffersTest, DecodeSanely) {
     for (const auto& t : d.kernel_times) EXPECT_LE(t.start, t.end) << files[i];
     for (const auto& t : d.api_times) EXPECT_LE(t.start, t.end) << files[i];
     for (const auto& a : d.api_calls) EXPECT_NE(d.Str(a.name()), "unknown") << files[i];
+    program["kernels"] += d.kernel_times.size();
+    program["api"] += d.api_calls.size();
+    program["ranges"] += d.ranges.size();
   }
   EXPECT_GT(records, 0u);
+  if (totals.count("multistream") != 0) {
+    EXPECT_EQ(totals["multistream"]["kernels"], 4008u);
+    EXPECT_EQ(totals["multistream"]["api"], 4018u);
+  }
+  if (totals.count("memcpy_kinds") != 0) {
+    EXPECT_EQ(totals["memcpy_kinds"]["api"], 27u);
+  }
+  if (totals.count("nvtx_threads") != 0) {
+    EXPECT_EQ(totals["nvtx_threads"]["kernels"], 9u);
+    EXPECT_EQ(totals["nvtx_threads"]["api"], 16u);
+  }
 }
 
 // ---- libkpinject.so as a whole ----

@@ -226,6 +226,7 @@ void ExpectGolden(const std::string& name, const std::string& actual) {
 struct PerfettoCounts {
   int kernels = 0, memcpys = 0, memsets = 0, api = 0, nvtx = 0, marks = 0, counters = 0;
   int metric_slices = 0;
+  int syncs = 0, overheads = 0;
 };
 
 // Decodes and validates a Perfetto trace; fills counts. Every check failure is a test failure.
@@ -309,6 +310,10 @@ PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
         }
       } else if (td.name() == "metrics") {
         ++counts.metric_slices;
+      } else if (td.name() == "CUDA sync") {
+        ++counts.syncs;
+      } else if (td.name() == "CUPTI overhead") {
+        ++counts.overheads;
       }
     } else if (te.type() == 3) {
       ++counts.marks;

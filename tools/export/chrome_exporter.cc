@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -11,83 +12,103 @@ namespace kp {
 // ---------------------------------------------------------------------------------------------
 // JsonWriter
 
+namespace {
+
+// True if none of the 8 bytes at p needs escaping: no control character, no '"', no '\\' and
+// no byte >= 0x80 (SWAR: one test per word instead of four per byte).
+inline bool PlainAscii8(const unsigned char* p) {
+  uint64_t x;
+  std::memcpy(&x, p, 8);
+  constexpr uint64_t kOnes = 0x0101010101010101ull;
+  constexpr uint64_t kHigh = 0x8080808080808080ull;
+  const uint64_t below_space = x - kOnes * 0x20;
+  const uint64_t quote = (x ^ (kOnes * '"')) - kOnes;
+  const uint64_t backslash = (x ^ (kOnes * '\\')) - kOnes;
+  // A byte >= 0x80 sets its high bit in x; otherwise a high bit in one of the differences
+  // marks a byte < 0x20, == '"' or == '\\' (all bytes < 0x80, so no false borrows).
+  return ((x | ((below_space | quote | backslash) & ~x)) & kHigh) == 0;
+}
+
+}  // namespace
+
 void JsonWriter::Separator() {
   if (after_key_) {
     after_key_ = false;
     return;
   }
   if (!first_.empty()) {
-    if (!first_.back()) buf_.push_back(',');
+    if (!first_.back()) buf_.Put(',');
     first_.back() = false;
   }
 }
 
 void JsonWriter::BeginObject() {
   Separator();
-  buf_.push_back('{');
+  buf_.Put('{');
   first_.push_back(true);
 }
 void JsonWriter::EndObject() {
-  buf_.push_back('}');
+  buf_.Put('}');
   first_.pop_back();
 }
 void JsonWriter::BeginArray() {
   Separator();
-  buf_.push_back('[');
+  buf_.Put('[');
   first_.push_back(true);
 }
 void JsonWriter::EndArray() {
-  buf_.push_back(']');
+  buf_.Put(']');
   first_.pop_back();
 }
 
 void JsonWriter::Key(std::string_view key) {
   String(key);
-  buf_.push_back(':');
+  buf_.Put(':');
   after_key_ = true;
 }
 
 void JsonWriter::String(std::string_view s) {
   Separator();
   static const char kHex[] = "0123456789abcdef";
-  buf_.push_back('"');
+  buf_.Put('"');
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   const unsigned char* end = p + s.size();
   while (p < end) {
     unsigned char c = *p;
     if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
-      // Copy the run of plain ASCII in one go.
+      // Copy the run of plain ASCII in one go, finding its end 8 bytes at a time.
       const unsigned char* run = p;
+      while (end - p >= 8 && PlainAscii8(p)) p += 8;
       while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') ++p;
-      buf_.append(reinterpret_cast<const char*>(run), p - run);
+      buf_.Append(reinterpret_cast<const char*>(run), p - run);
       continue;
     }
     if (c < 0x80) {
       switch (c) {
         case '"':
-          buf_ += "\\\"";
+          buf_.Append("\\\"");
           break;
         case '\\':
-          buf_ += "\\\\";
+          buf_.Append("\\\\");
           break;
         case '\n':
-          buf_ += "\\n";
+          buf_.Append("\\n");
           break;
         case '\r':
-          buf_ += "\\r";
+          buf_.Append("\\r");
           break;
         case '\t':
-          buf_ += "\\t";
+          buf_.Append("\\t");
           break;
         case '\b':
-          buf_ += "\\b";
+          buf_.Append("\\b");
           break;
         case '\f':
-          buf_ += "\\f";
+          buf_.Append("\\f");
           break;
         default: {
           char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-          buf_.append(esc, 6);
+          buf_.Append(esc, 6);
         }
       }
       ++p;
@@ -118,24 +139,20 @@ void JsonWriter::String(std::string_view s) {
       }
     }
     if (valid) {
-      buf_.append(reinterpret_cast<const char*>(p), len);
+      buf_.Append(reinterpret_cast<const char*>(p), len);
       p += len;
     } else {
-      buf_ += "\xEF\xBF\xBD";
+      buf_.Append("\xEF\xBF\xBD");
       ++p;  // resynchronise on the next byte
     }
   }
-  buf_.push_back('"');
+  buf_.Put('"');
 }
 
 void JsonWriter::Digits(uint64_t v) {
-  char tmp[20];
-  int n = 0;
-  do {
-    tmp[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0);
-  while (n > 0) buf_.push_back(tmp[--n]);
+  buf_.Reserve(20);
+  char* p = buf_.Tail();
+  buf_.Advance(static_cast<size_t>(WriteDecimal(p, v) - p));
 }
 
 void JsonWriter::UInt(uint64_t v) {
@@ -146,7 +163,7 @@ void JsonWriter::UInt(uint64_t v) {
 void JsonWriter::Int(int64_t v) {
   Separator();
   if (v < 0) {
-    buf_.push_back('-');
+    buf_.Put('-');
     Digits(0 - static_cast<uint64_t>(v));
   } else {
     Digits(static_cast<uint64_t>(v));
@@ -156,45 +173,39 @@ void JsonWriter::Int(int64_t v) {
 void JsonWriter::Double(double v) {
   Separator();
   if (!std::isfinite(v)) {
-    buf_ += "null";  // JSON has no NaN/Inf
+    buf_.Append("null");  // JSON has no NaN/Inf
     return;
   }
-  char tmp[32];
-  int n = std::snprintf(tmp, sizeof(tmp), "%.17g", v);
-  // Prefer the shortest form that reads back exactly.
-  for (int prec = 6; prec < 17; ++prec) {
-    char t2[32];
-    int n2 = std::snprintf(t2, sizeof(t2), "%.*g", prec, v);
-    if (std::strtod(t2, nullptr) == v) {
-      buf_.append(t2, n2);
-      return;
-    }
-  }
-  buf_.append(tmp, n);
+  // printf's "%.*g" with the least precision (at least 6) that reads back exactly. The shortest
+  // round-trip digit count comes from to_chars; to_chars with a precision is printf's %g.
+  char tmp[48];
+  auto shortest = std::to_chars(tmp, tmp + sizeof(tmp), v, std::chars_format::scientific);
+  int digits = 0;
+  for (const char* c = tmp; c < shortest.ptr && *c != 'e'; ++c) digits += (*c >= '0' && *c <= '9');
+  auto r =
+      std::to_chars(tmp, tmp + sizeof(tmp), v, std::chars_format::general, std::max(digits, 6));
+  buf_.Append(tmp, static_cast<size_t>(r.ptr - tmp));
 }
 
 void JsonWriter::Bool(bool v) {
   Separator();
-  buf_ += v ? "true" : "false";
+  buf_.Append(v ? "true" : "false");
 }
 
 void JsonWriter::MicrosFromNs(int64_t ns) {
   Separator();
   uint64_t a = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
-  if (ns < 0) buf_.push_back('-');
+  if (ns < 0) buf_.Put('-');
   Digits(a / 1000);
   uint32_t frac = static_cast<uint32_t>(a % 1000);
   char f[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
                static_cast<char>('0' + frac % 10)};
-  buf_.append(f, 4);
+  buf_.Append(f, 4);
 }
 
 bool JsonWriter::Flush(bool force) {
   if (!force && buf_.size() < (4u << 20)) return !failed_;
-  if (!failed_ && !buf_.empty() && out_ != nullptr &&
-      std::fwrite(buf_.data(), 1, buf_.size(), out_) != buf_.size()) {
-    failed_ = true;
-  }
+  if (!failed_ && out_ != nullptr && !buf_.WriteTo(out_)) failed_ = true;
   buf_.clear();
   return !failed_;
 }
@@ -208,6 +219,10 @@ namespace {
 constexpr int32_t kGpuPidBase = 1 << 30;
 // The per-process "metrics" thread.
 constexpr int64_t kMetricsTid = 0x7fffffff;
+// The per-process "CUDA sync" and "CUPTI overhead" threads (TimelineLayout::LayOutProcessTracks
+// says why these records get tracks of their own).
+constexpr int64_t kSyncTid = 0x7ffffffe;
+constexpr int64_t kOverheadTid = 0x7ffffffd;
 
 std::string ProcessLabel(const Header* header) {
   if (header == nullptr || header->command_line_size() == 0) return "unknown process";
@@ -256,7 +271,12 @@ void PayloadArg(JsonWriter& j, const NvtxPayload& p) {
 
 }  // namespace
 
-ChromeExporter::ChromeExporter(const ExportOptions& options) : options_(options) {}
+ChromeExporter::ChromeExporter(const ExportOptions& options) : options_(options) {
+  if (options_.time_base_ns != 0) {
+    base_ns_ = options_.time_base_ns;
+    have_base_ = true;
+  }
+}
 
 ChromeExporter::~ChromeExporter() {
   if (out_ != nullptr) std::fclose(out_);
@@ -453,6 +473,7 @@ void ChromeExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& 
 
   layout_.LayOut(file_index, chunk, &gpu_, &cpu_, &metrics_);
 
+  std::string internal_name;
   for (const LaidOutSlice& s : gpu_) {
     uint32_t device = static_cast<uint32_t>(s.track >> 32);
     uint32_t stream = static_cast<uint32_t>(s.track);
@@ -461,11 +482,14 @@ void ChromeExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& 
     if (s.kind == SliceKind::kKernel) {
       const Kernel& k = chunk.kernels(s.index);
       const KernelShape* shape = reader.Shape(k.shape());
-      std::string name = shape != nullptr
-                             ? std::string(reader.Str(shape->demangled() != 0 ? shape->demangled()
-                                                                              : shape->name()))
-                             : std::string("<unknown kernel>");
-      if ((k.flags() & RECORD_FLAG_PROFILER_INTERNAL) != 0) name = "[kp profiler] " + name;
+      std::string_view name =
+          shape != nullptr
+              ? reader.Str(shape->demangled() != 0 ? shape->demangled() : shape->name())
+              : std::string_view("<unknown kernel>");
+      if ((k.flags() & RECORD_FLAG_PROFILER_INTERNAL) != 0) {
+        internal_name.assign("[kp profiler] ").append(name);  // rare: no allocation per kernel
+        name = internal_name;
+      }
       begin_x("kernel", name, gpid, stream, s.start, s.end);
       j.Key("args");
       j.BeginObject();
@@ -643,6 +667,55 @@ void ChromeExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& 
     j.EndObject();
   }
 
+  layout_.LayOutProcessTracks(file_index, chunk, &sync_, &overhead_);
+  for (const LaidOutSlice& s : sync_) {
+    const Synchronization& y = chunk.syncs(s.index);
+    if (!p.sync_thread_named) {
+      p.sync_thread_named = true;
+      Meta("thread_name", p.pid, kSyncTid, "name", "CUDA sync");
+    }
+    begin_x("cuda_sync", SyncTypeLabel(y.type()), p.pid, kSyncTid, s.start, s.end);
+    j.Key("args");
+    j.BeginObject();
+    j.Key("stream");
+    j.UInt(y.stream());
+    j.Key("context");
+    j.UInt(y.context());
+    j.Key("correlation");
+    j.UInt(y.correlation());
+    if (y.event_id() != 0) {
+      j.Key("event id");
+      j.UInt(y.event_id());
+    }
+    j.Key("return value");
+    j.Int(y.return_value());
+    j.EndObject();
+    j.EndObject();
+  }
+  for (const LaidOutSlice& s : overhead_) {
+    const Overhead& o = chunk.overheads(s.index);
+    if (!p.overhead_thread_named) {
+      p.overhead_thread_named = true;
+      Meta("thread_name", p.pid, kOverheadTid, "name", "CUPTI overhead");
+    }
+    begin_x("cupti_overhead", OverheadLabel(reader.Str(o.name()), o.kind()), p.pid, kOverheadTid,
+            s.start, s.end);
+    j.Key("args");
+    j.BeginObject();
+    j.Key("kind");
+    j.UInt(o.kind());
+    if (o.thread_id() != 0) {
+      j.Key("thread");
+      j.UInt(o.thread_id());
+    }
+    j.Key("device");
+    j.UInt(o.device());
+    j.Key("correlation");
+    j.UInt(o.correlation());
+    j.EndObject();
+    j.EndObject();
+  }
+
   for (const LaidOutSlice& s : metrics_) {
     const MetricRange& m = chunk.metric_ranges(s.index);
     if (!p.metrics_thread_named) {
@@ -760,7 +833,7 @@ bool ChromeExporter::End(std::string* err) {
   j.EndArray();
   j.EndObject();
   j.EndObject();
-  j.buffer().push_back('\n');
+  j.Newline();
   bool ok = j.Flush(true);
   if (std::fclose(out_) != 0) ok = false;
   out_ = nullptr;

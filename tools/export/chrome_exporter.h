@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "tools/export/exporter.h"
+#include "tools/export/output_buffer.h"
 #include "tools/export/perfetto_exporter.h"
 
 namespace kp {
@@ -26,7 +27,7 @@ namespace kp {
 // backslashes; invalid UTF-8 becomes U+FFFD) are its job, never the caller's.
 class JsonWriter {
  public:
-  explicit JsonWriter(FILE* out) : out_(out) { buf_.reserve(1u << 20); }
+  explicit JsonWriter(FILE* out) : out_(out) { buf_.Reserve(1u << 20); }
   void BeginObject();
   void EndObject();
   void BeginArray();
@@ -41,14 +42,17 @@ class JsonWriter {
   void MicrosFromNs(int64_t ns);
   // Writes out the buffer if it is large (or always, with force). False after a write error.
   bool Flush(bool force = false);
-  std::string& buffer() { return buf_; }  // tests
+  // A line break outside any value (the end of the document).
+  void Newline() { buf_.Put('\n'); }
+  std::string buffer() const { return std::string(buf_.view()); }  // tests
 
  private:
   void Separator();
   void Digits(uint64_t v);
   FILE* out_;
-  std::string buf_;
-  std::vector<bool> first_;  // per open container: nothing written in it yet
+  OutputBuffer buf_;
+  std::vector<char>
+      first_;  // per open container: nothing written in it yet (not vector<bool>: hot)
   bool after_key_ = false;
   bool failed_ = false;
 };
@@ -77,6 +81,8 @@ class ChromeExporter final : public Exporter {
     std::unordered_set<uint64_t> streams_named;
     std::unordered_map<uint32_t, std::vector<std::string>> metric_names;
     bool metrics_thread_named = false;
+    bool sync_thread_named = false;
+    bool overhead_thread_named = false;
   };
   Process& ProcessFor(int file_index, TraceReader& reader);
   int32_t GpuPid(int file_index, uint32_t device) const;
@@ -93,7 +99,7 @@ class ChromeExporter final : public Exporter {
   std::vector<std::unique_ptr<Process>> processes_;
   std::unordered_map<uint32_t, int> pids_used_;
   TimelineLayout layout_;
-  std::vector<LaidOutSlice> gpu_, cpu_, metrics_;
+  std::vector<LaidOutSlice> gpu_, cpu_, metrics_, sync_, overhead_;
 };
 
 }  // namespace kp

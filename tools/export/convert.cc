@@ -87,8 +87,40 @@ int RunConvert(int argc, char** argv) {
                  files.empty() ? "no input file" : "--to is required", kUsage);
     return 2;
   }
+  if (to != "csv" && to != "chrome" && to != "json" && to != "perfetto") {
+    std::fprintf(stderr,
+                 "kptrace convert: unknown format '%s' (expected csv, chrome or "
+                 "perfetto)\n",
+                 to.c_str());
+    return 2;
+  }
+  // Open every file and read its first chunk before writing anything: the progress bar needs
+  // the total size, a missing file is reported before minutes of work, and the Chrome time base
+  // is the earliest start across all inputs. Each first chunk is kept (the reader's string
+  // tables point into it) and exported in the file's turn below.
+  std::vector<std::unique_ptr<TraceReader>> readers(files.size());
+  std::vector<std::unique_ptr<Chunk>> first_chunks(files.size());
+  uint64_t total_bytes = 0, earliest_ns = 0;
+  std::string err;
+  for (size_t i = 0; i < files.size(); ++i) {
+    readers[i] = TraceReader::Open(files[i], &err);
+    if (!readers[i]) {
+      std::fprintf(stderr, "kptrace convert: %s (skipped)\n", err.c_str());
+      continue;
+    }
+    total_bytes += readers[i]->stats().file_bytes;
+    auto first = std::make_unique<Chunk>();
+    if (!readers[i]->Next(first.get())) continue;
+    const Header* h = readers[i]->header();
+    uint64_t start = h != nullptr && h->start_time_trace_ns() != 0 ? h->start_time_trace_ns()
+                                                                   : first->time_base_ns();
+    if (start != 0 && (earliest_ns == 0 || start < earliest_ns)) earliest_ns = start;
+    first_chunks[i] = std::move(first);
+  }
+
   ExportOptions options;
   options.progress = progress;
+  options.time_base_ns = earliest_ns;
   std::string base = StripTraceSuffix(files[0]);
   std::unique_ptr<Exporter> exporter;
   if (to == "csv") {
@@ -112,24 +144,11 @@ int RunConvert(int argc, char** argv) {
                  to.c_str());
     return 1;
   }
-  std::string err;
   if (!exporter->Begin(&err)) {
     std::fprintf(stderr, "kptrace convert: %s\n", err.c_str());
     return 1;
   }
 
-  // Open every file first: the progress bar needs the total size, and a missing file is
-  // reported before minutes of work.
-  std::vector<std::unique_ptr<TraceReader>> readers(files.size());
-  uint64_t total_bytes = 0;
-  for (size_t i = 0; i < files.size(); ++i) {
-    readers[i] = TraceReader::Open(files[i], &err);
-    if (!readers[i]) {
-      std::fprintf(stderr, "kptrace convert: %s (skipped)\n", err.c_str());
-      continue;
-    }
-    total_bytes += readers[i]->stats().file_bytes;
-  }
   ProgressBar bar(options.progress, total_bytes);
   uint64_t done_bytes = 0, records = 0;
   int readable_files = 0;
@@ -138,13 +157,16 @@ int RunConvert(int argc, char** argv) {
     TraceReader* reader = readers[i].get();
     if (reader == nullptr) continue;
     const int index = static_cast<int>(i);
-    if (reader->Next(&chunk)) {
+    if (first_chunks[i] != nullptr) {
       ++readable_files;
       exporter->BeginFile(index, *reader);
-      do {
+      exporter->AddChunk(index, *reader, *first_chunks[i]);
+      bar.Update(done_bytes + reader->position());
+      while (reader->Next(&chunk)) {
         exporter->AddChunk(index, *reader, chunk);
         bar.Update(done_bytes + reader->position());
-      } while (reader->Next(&chunk));
+      }
+      first_chunks[i].reset();
     }
     done_bytes += reader->stats().file_bytes;
     records += reader->stats().records;

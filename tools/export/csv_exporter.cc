@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tools/export/output_buffer.h"
 #include "tools/info/trace_info.h"
 
 namespace kp {
@@ -44,9 +45,10 @@ class CsvFile {
       *err = path + ": cannot create: " + std::strerror(errno);
       return false;
     }
-    buf_.reserve(kFlushBytes + 4096);
-    buf_ = header;
-    buf_ += "\r\n";
+    buf_.Reserve(kFlushBytes + 4096);
+    buf_.clear();
+    buf_.Append(header, std::strlen(header));
+    buf_.Append("\r\n", 2);
     return true;
   }
   ~CsvFile() {
@@ -54,19 +56,19 @@ class CsvFile {
   }
   void Str(std::string_view s) {
     Sep();
-    AppendCsvField(&buf_, s);
+    AppendField(s);
   }
   void U(uint64_t v) {
     Sep();
     char tmp[24];
     auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-    buf_.append(tmp, r.ptr);
+    buf_.Append(tmp, static_cast<size_t>(r.ptr - tmp));
   }
   void I(int64_t v) {
     Sep();
     char tmp[24];
     auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-    buf_.append(tmp, r.ptr);
+    buf_.Append(tmp, static_cast<size_t>(r.ptr - tmp));
   }
   // Shortest round-trip form; NaN (not collected) as an empty field.
   void D(double v) {
@@ -74,29 +76,27 @@ class CsvFile {
     if (v != v) return;
     char tmp[32];
     auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-    buf_.append(tmp, r.ptr);
+    buf_.Append(tmp, static_cast<size_t>(r.ptr - tmp));
   }
   void Fixed(double v, int precision) {
     Sep();
     char tmp[48];
     auto r = std::to_chars(tmp, tmp + sizeof tmp, v, std::chars_format::fixed, precision);
-    buf_.append(tmp, r.ptr);
+    buf_.Append(tmp, static_cast<size_t>(r.ptr - tmp));
   }
   void Empty() { Sep(); }
   // Already-formatted CSV fields.
   void Raw(std::string_view fields) {
     Sep();
-    buf_.append(fields);
+    buf_.Append(fields);
   }
   void EndRow() {
-    buf_ += "\r\n";
+    buf_.Append("\r\n", 2);
     first_ = true;
     if (buf_.size() >= kFlushBytes) Flush();
   }
   void Flush() {
-    if (f_ != nullptr && !buf_.empty()) {
-      if (std::fwrite(buf_.data(), 1, buf_.size(), f_) != buf_.size()) failed_ = true;
-    }
+    if (f_ != nullptr && !buf_.WriteTo(f_)) failed_ = true;
     buf_.clear();
   }
   bool Close(std::string* err) {
@@ -109,12 +109,33 @@ class CsvFile {
 
  private:
   void Sep() {
-    if (!first_) buf_.push_back(',');
+    if (!first_) buf_.Put(',');
     first_ = false;
+  }
+  // AppendCsvField into the buffer: one pass to find whether quoting is needed.
+  void AppendField(std::string_view field) {
+    bool quote = false;
+    for (char c : field) {
+      if (c == ',' || c == '"' || c == '\r' || c == '\n') {
+        quote = true;
+        break;
+      }
+    }
+    if (!quote) {
+      buf_.Append(field);
+      return;
+    }
+    buf_.Reserve(field.size() * 2 + 2);
+    buf_.Put('"');
+    for (char c : field) {
+      if (c == '"') buf_.Put('"');
+      buf_.Put(c);
+    }
+    buf_.Put('"');
   }
   FILE* f_ = nullptr;
   std::string path_;
-  std::string buf_;
+  OutputBuffer buf_;
   bool first_ = true;
   bool failed_ = false;
 };

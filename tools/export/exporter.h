@@ -20,6 +20,11 @@ namespace kp {
 struct ExportOptions {
   std::string output;     // a file or a directory, as the format needs; never empty
   bool progress = false;  // stderr is a tty and the user wants a progress bar
+  // Earliest start (trace-clock ns) across ALL input files, found by convert from every file's
+  // first chunk before anything is written; 0 = unknown (an exporter then uses the first file's
+  // start). Chrome JSON times are relative to it, so no event gets a negative time when a later
+  // file started earlier.
+  uint64_t time_base_ns = 0;
 };
 
 class Exporter {

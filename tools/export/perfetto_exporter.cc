@@ -23,6 +23,8 @@ std::vector<std::string> TimelineAnomalies::Describe() const {
   add(negative_durations, "records ended before they started: drawn with zero duration");
   add(untimed_records_skipped, "GPU records without timestamps: skipped");
   add(metric_overlaps_clamped, "metric ranges overlapped another metric range: clamped");
+  add(sync_overlaps_clamped, "synchronization records overlapped another one: clamped");
+  add(overhead_overlaps_clamped, "CUPTI overhead records overlapped another one: clamped");
   return out;
 }
 
@@ -47,10 +49,17 @@ bool SliceNester::Place(uint64_t* start, uint64_t* end) {
 
 namespace {
 
-bool SliceOrder(const LaidOutSlice& a, const LaidOutSlice& b) {
-  if (a.track != b.track) return a.track < b.track;
-  if (a.start != b.start) return a.start < b.start;
-  return a.end > b.end;
+// A function object (not a function pointer) so std::sort inlines the comparison.
+struct SliceOrder {
+  bool operator()(const LaidOutSlice& a, const LaidOutSlice& b) const {
+    if (a.track != b.track) return a.track < b.track;
+    if (a.start != b.start) return a.start < b.start;
+    return a.end > b.end;
+  }
+};
+
+void SortSlices(std::vector<LaidOutSlice>* slices) {
+  std::sort(slices->begin(), slices->end(), SliceOrder());
 }
 
 template <typename R>
@@ -95,7 +104,7 @@ void TimelineLayout::LayOut(int file_index, const Chunk& chunk, std::vector<Laid
   CollectTimed(
       chunk.memsets(), SliceKind::kMemset, true,
       +[](const Memset& m) { return GpuTrack(m.device(), m.stream()); }, gpu, &anomalies_);
-  std::sort(gpu->begin(), gpu->end(), SliceOrder);
+  SortSlices(gpu);
   if (static_cast<size_t>(file_index) >= gpu_track_ends_.size()) {
     gpu_track_ends_.resize(file_index + 1);
   }
@@ -116,7 +125,7 @@ void TimelineLayout::LayOut(int file_index, const Chunk& chunk, std::vector<Laid
   CollectTimed(
       chunk.nvtx_ranges(), SliceKind::kNvtx, false,
       +[](const NvtxRange& r) { return static_cast<uint64_t>(r.thread_id()); }, cpu, &anomalies_);
-  std::sort(cpu->begin(), cpu->end(), SliceOrder);
+  SortSlices(cpu);
   {
     SliceNester nester;
     uint64_t track = ~0ull;
@@ -132,13 +141,52 @@ void TimelineLayout::LayOut(int file_index, const Chunk& chunk, std::vector<Laid
   CollectTimed(
       chunk.metric_ranges(), SliceKind::kMetric, false,
       +[](const MetricRange&) { return uint64_t{0}; }, metrics, &anomalies_);
-  std::sort(metrics->begin(), metrics->end(), SliceOrder);
+  SortSlices(metrics);
   {
     SliceNester nester;
     for (LaidOutSlice& s : *metrics) {
       if (nester.Place(&s.start, &s.end)) ++anomalies_.metric_overlaps_clamped;
     }
   }
+}
+
+void TimelineLayout::LayOutProcessTracks(int file_index, const Chunk& chunk,
+                                         std::vector<LaidOutSlice>* sync,
+                                         std::vector<LaidOutSlice>* overhead) {
+  sync->clear();
+  overhead->clear();
+  if (static_cast<size_t>(file_index) >= sync_nesters_.size()) {
+    sync_nesters_.resize(file_index + 1);
+    overhead_nesters_.resize(file_index + 1);
+  }
+  CollectTimed(
+      chunk.syncs(), SliceKind::kSync, false, +[](const Synchronization&) { return uint64_t{0}; },
+      sync, &anomalies_);
+  SortSlices(sync);
+  for (LaidOutSlice& s : *sync) {
+    if (sync_nesters_[file_index].Place(&s.start, &s.end)) ++anomalies_.sync_overlaps_clamped;
+  }
+  CollectTimed(
+      chunk.overheads(), SliceKind::kOverhead, false, +[](const Overhead&) { return uint64_t{0}; },
+      overhead, &anomalies_);
+  SortSlices(overhead);
+  for (LaidOutSlice& s : *overhead) {
+    if (overhead_nesters_[file_index].Place(&s.start, &s.end)) {
+      ++anomalies_.overhead_overlaps_clamped;
+    }
+  }
+}
+
+const char* SyncTypeLabel(int type) {
+  static const char* const kNames[] = {"Synchronize (unknown kind)", "cudaEventSynchronize",
+                                       "cudaStreamWaitEvent", "cudaStreamSynchronize",
+                                       "cudaDeviceSynchronize"};
+  return type >= 0 && type <= 4 ? kNames[type] : kNames[0];
+}
+
+std::string OverheadLabel(std::string_view name, uint32_t kind) {
+  if (!name.empty()) return "CUPTI overhead: " + std::string(name);
+  return "CUPTI overhead (kind " + std::to_string(kind) + ")";
 }
 
 const char* CopyKindName(int kind) {
@@ -184,20 +232,28 @@ std::string Dim3(uint32_t x, uint32_t y, uint32_t z) {
 
 namespace {
 
-// Appends protobuf wire data to a string. Nested messages get a 4-byte (redundant) varint length
-// patched in afterwards, so a packet is written in one pass (protozero does the same).
+// Appends protobuf wire data to the output buffer. Nested messages get a 4-byte (redundant)
+// varint length patched in afterwards, so a packet is written in one pass (protozero does the
+// same).
 class Wire {
  public:
-  explicit Wire(std::string* b) : b_(b) {}
-  void Varint(uint64_t v) {
-    char tmp[10];
-    int n = 0;
+  explicit Wire(OutputBuffer* b) : b_(b) {}
+  // Inlined into every field write: most values fit in one byte.
+  __attribute__((always_inline)) void Varint(uint64_t v) {
+    b_->Reserve(10);
+    if (v < 0x80) {
+      *b_->Tail() = static_cast<char>(v);
+      b_->Advance(1);
+      return;
+    }
+    char* p = b_->Tail();
+    char* start = p;
     while (v >= 0x80) {
-      tmp[n++] = static_cast<char>(v | 0x80);
+      *p++ = static_cast<char>(v | 0x80);
       v >>= 7;
     }
-    tmp[n++] = static_cast<char>(v);
-    b_->append(tmp, n);
+    *p++ = static_cast<char>(v);
+    b_->Advance(static_cast<size_t>(p - start));
   }
   void Tag(uint32_t field, uint32_t wire_type) { Varint((uint64_t{field} << 3) | wire_type); }
   void UInt(uint32_t field, uint64_t v) {
@@ -209,7 +265,7 @@ class Wire {
     Tag(field, 1);
     char tmp[8];
     for (int i = 0; i < 8; ++i) tmp[i] = static_cast<char>(v >> (8 * i));
-    b_->append(tmp, 8);
+    b_->Append(tmp, 8);
   }
   void Double(uint32_t field, double v) {
     uint64_t u;
@@ -219,17 +275,34 @@ class Wire {
   void Bytes(uint32_t field, std::string_view s) {
     Tag(field, 2);
     Varint(s.size());
-    b_->append(s.data(), s.size());
+    b_->Append(s);
+  }
+  // "(x,y,z)" as a length-delimited field, written in place (three per kernel: hot).
+  void Dim3Bytes(uint32_t field, uint32_t x, uint32_t y, uint32_t z) {
+    Tag(field, 2);
+    b_->Reserve(1 + 3 * 10 + 4);
+    char* len = b_->Tail();
+    char* p = len + 1;
+    *p++ = '(';
+    p = WriteDecimal(p, x);
+    *p++ = ',';
+    p = WriteDecimal(p, y);
+    *p++ = ',';
+    p = WriteDecimal(p, z);
+    *p++ = ')';
+    *len = static_cast<char>(p - len - 1);  // at most 35 bytes: a one-byte varint
+    b_->Advance(static_cast<size_t>(p - len));
   }
   size_t Begin(uint32_t field) {
     Tag(field, 2);
     size_t pos = b_->size();
-    b_->append(4, '\0');
+    b_->Reserve(4);
+    b_->Advance(4);
     return pos;
   }
   void End(size_t pos) {
     size_t len = b_->size() - pos - 4;
-    char* p = &(*b_)[pos];
+    char* p = b_->At(pos);
     p[0] = static_cast<char>((len & 0x7f) | 0x80);
     p[1] = static_cast<char>(((len >> 7) & 0x7f) | 0x80);
     p[2] = static_cast<char>(((len >> 14) & 0x7f) | 0x80);
@@ -237,7 +310,7 @@ class Wire {
   }
 
  private:
-  std::string* b_;
+  OutputBuffer* b_;
 };
 
 // Field numbers (formats.md).
@@ -373,7 +446,9 @@ enum TrackKind : uint64_t {
   kGpuTrack,
   kStreamTrack,
   kMetricsTrack,
-  kCounterTrack
+  kCounterTrack,
+  kSyncTrack,
+  kOverheadTrack
 };
 
 uint64_t TrackUuid(int file_index, TrackKind kind, uint64_t a, uint64_t b = 0) {
@@ -434,6 +509,16 @@ struct PerfettoExporter::Process {
   std::unordered_map<uint32_t, std::vector<std::string>> metric_names;  // config id -> names
   std::unordered_map<std::string, uint64_t> counter_tracks;
   bool metrics_track_described = false;
+  // Hot-path caches: event-name iids of the fixed GPU names (0 = not interned yet), and the
+  // last track looked up (consecutive slices mostly share one).
+  uint32_t memcpy_iid[11] = {};
+  uint32_t memset_iid = 0;
+  uint32_t sync_iid[5] = {};
+  bool sync_track_described = false, overhead_track_described = false;
+  uint64_t last_stream_key = ~0ull, last_stream_uuid = 0;
+  uint32_t last_tid = 0;
+  uint64_t last_thread_uuid = 0;
+  bool have_last_tid = false;
 };
 
 PerfettoExporter::PerfettoExporter(const ExportOptions& options) : options_(options) {}
@@ -448,13 +533,13 @@ bool PerfettoExporter::Begin(std::string* err) {
     *err = "cannot write '" + options_.output + "': " + std::strerror(errno);
     return false;
   }
-  buf_.reserve(8u << 20);
+  buf_.Reserve(8u << 20);
   return true;
 }
 
 bool PerfettoExporter::FlushBuffer() {
-  if (!buf_.empty() && !write_failed_) {
-    if (std::fwrite(buf_.data(), 1, buf_.size(), out_) != buf_.size()) write_failed_ = true;
+  if (!write_failed_) {
+    if (!buf_.WriteTo(out_)) write_failed_ = true;
   }
   buf_.clear();
   return !write_failed_;
@@ -496,6 +581,13 @@ void ArgStr(Wire& w, uint32_t iid, std::string_view v) {
   size_t d = w.Begin(kTeDebugAnnotations);
   w.UInt(kDaNameIid, iid);
   w.Bytes(kDaString, v);
+  w.End(d);
+}
+
+void ArgDim3(Wire& w, uint32_t iid, uint32_t x, uint32_t y, uint32_t z) {
+  size_t d = w.Begin(kTeDebugAnnotations);
+  w.UInt(kDaNameIid, iid);
+  w.Dim3Bytes(kDaString, x, y, z);
   w.End(d);
 }
 
@@ -590,7 +682,11 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
   }
 
   auto thread_track = [&](uint32_t tid) {
+    if (p.have_last_tid && p.last_tid == tid) return p.last_thread_uuid;
     uint64_t uuid = TrackUuid(file_index, kThreadTrack, tid);
+    p.have_last_tid = true;
+    p.last_tid = tid;
+    p.last_thread_uuid = uuid;
     if (p.threads_described.count(tid) == 0) {
       auto it = p.thread_names.find(tid);
       std::string name = it != p.thread_names.end() ? it->second : std::string();
@@ -610,6 +706,7 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
   };
   auto stream_track = [&](uint32_t device, uint32_t stream) {
     uint64_t key = GpuTrack(device, stream);
+    if (key == p.last_stream_key) return p.last_stream_uuid;
     uint64_t root = TrackUuid(file_index, kGpuTrack, device);
     uint64_t uuid = TrackUuid(file_index, kStreamTrack, key);
     if (p.gpus_described.insert(device).second) {
@@ -639,6 +736,8 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
       w.End(td);
       w.End(pk);
     }
+    p.last_stream_key = key;
+    p.last_stream_uuid = uuid;
     return uuid;
   };
   // Returns the iid of a reader string id, writing the interned entry into the current packet's
@@ -701,10 +800,15 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
       correlation = k.correlation();
     } else if (s.kind == SliceKind::kMemcpy) {
       const Memcpy& m = chunk.memcpys(s.index);
-      iid = intern_text(std::string("Memcpy ") + CopyKindName(m.copy_kind()));
+      const int kind = m.copy_kind() >= 0 && m.copy_kind() <= 10 ? m.copy_kind() : 0;
+      if (p.memcpy_iid[kind] == 0) {
+        p.memcpy_iid[kind] = intern_text(std::string("Memcpy ") + CopyKindName(kind));
+      }
+      iid = p.memcpy_iid[kind];
       correlation = m.correlation();
     } else {
-      iid = intern_text("Memset");
+      if (p.memset_iid == 0) p.memset_iid = intern_text("Memset");
+      iid = p.memset_iid;
       correlation = chunk.memsets(s.index).correlation();
     }
     size_t te = w.Begin(kPktTrackEvent);
@@ -715,9 +819,9 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
     if (s.kind == SliceKind::kKernel) {
       const Kernel& k = chunk.kernels(s.index);
       if (shape != nullptr) {
-        ArgStr(w, kArgGrid, Dim3(shape->grid_x(), shape->grid_y(), shape->grid_z()));
-        ArgStr(w, kArgBlock, Dim3(shape->block_x(), shape->block_y(), shape->block_z()));
-        ArgStr(w, kArgCluster, Dim3(shape->cluster_x(), shape->cluster_y(), shape->cluster_z()));
+        ArgDim3(w, kArgGrid, shape->grid_x(), shape->grid_y(), shape->grid_z());
+        ArgDim3(w, kArgBlock, shape->block_x(), shape->block_y(), shape->block_z());
+        ArgDim3(w, kArgCluster, shape->cluster_x(), shape->cluster_y(), shape->cluster_z());
         ArgUInt(w, kArgRegisters, shape->registers_per_thread());
         ArgUInt(w, kArgStaticShared, shape->static_shared_bytes());
         ArgUInt(w, kArgDynamicShared, shape->dynamic_shared_bytes());
@@ -831,6 +935,84 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
     }
     w.End(te);
     w.End(pk);
+  }
+
+  // Synchronization and CUPTI overhead records: one track each per process (see
+  // TimelineLayout::LayOutProcessTracks for why not on a thread or stream track).
+  layout_.LayOutProcessTracks(file_index, chunk, &sync_, &overhead_);
+  auto process_child_track = [&](TrackKind kind, const char* name, bool* described) {
+    uint64_t uuid = TrackUuid(file_index, kind, 0);
+    if (!*described) {
+      *described = true;
+      size_t pk = BeginPacket(w, p.seq, 0);
+      size_t td = w.Begin(kPktTrackDescriptor);
+      w.UInt(kTdUuid, uuid);
+      w.UInt(kTdParentUuid, p.uuid);
+      w.Bytes(kTdName, name);
+      w.End(td);
+      w.End(pk);
+    }
+    return uuid;
+  };
+  // Annotation names beyond the fixed set are interned on first use (like metric names), so
+  // traces without these records keep their exact bytes.
+  auto extra_arg = [&](const std::string& name, size_t* interned) {
+    auto [it, added] = p.arg_iids.emplace(name, p.next_arg_iid);
+    if (added) {
+      ++p.next_arg_iid;
+      if (*interned == 0) *interned = w.Begin(kPktInternedData);
+      InternedEntry(w, kIdDebugAnnotationNames, it->second, name);
+    }
+    return it->second;
+  };
+  if (!sync_.empty()) {
+    uint64_t track = process_child_track(kSyncTrack, "CUDA sync", &p.sync_track_described);
+    for (const LaidOutSlice& s : sync_) {
+      const Synchronization& y = chunk.syncs(s.index);
+      const int type = y.type() >= 0 && y.type() <= 4 ? y.type() : 0;
+      size_t pk = BeginPacket(w, p.seq, kSeqNeedsIncrementalState);
+      w.UInt(kPktTimestamp, s.start);
+      if (p.sync_iid[type] == 0) p.sync_iid[type] = intern_text(SyncTypeLabel(type));
+      size_t interned = 0;
+      uint32_t event_iid = y.event_id() != 0 ? extra_arg("event id", &interned) : 0;
+      if (interned != 0) w.End(interned);
+      size_t te = w.Begin(kPktTrackEvent);
+      w.UInt(kTeType, kSliceBegin);
+      w.UInt(kTeTrackUuid, track);
+      w.UInt(kTeNameIid, p.sync_iid[type]);
+      ArgUInt(w, kArgStream, y.stream());
+      ArgUInt(w, kArgContext, y.context());
+      ArgUInt(w, kArgCorrelation, y.correlation());
+      if (event_iid != 0) ArgUInt(w, event_iid, y.event_id());
+      ArgInt(w, kArgReturnValue, y.return_value());
+      w.End(te);
+      w.End(pk);
+      end_slice(s.end, track);
+    }
+  }
+  if (!overhead_.empty()) {
+    uint64_t track =
+        process_child_track(kOverheadTrack, "CUPTI overhead", &p.overhead_track_described);
+    for (const LaidOutSlice& s : overhead_) {
+      const Overhead& o = chunk.overheads(s.index);
+      size_t pk = BeginPacket(w, p.seq, kSeqNeedsIncrementalState);
+      w.UInt(kPktTimestamp, s.start);
+      uint32_t iid = intern_text(OverheadLabel(reader.Str(o.name()), o.kind()));
+      size_t interned = 0;
+      uint32_t thread_iid = o.thread_id() != 0 ? extra_arg("thread", &interned) : 0;
+      if (interned != 0) w.End(interned);
+      size_t te = w.Begin(kPktTrackEvent);
+      w.UInt(kTeType, kSliceBegin);
+      w.UInt(kTeTrackUuid, track);
+      w.UInt(kTeNameIid, iid);
+      ArgUInt(w, kArgKind, o.kind());
+      if (thread_iid != 0) ArgUInt(w, thread_iid, o.thread_id());
+      ArgUInt(w, kArgDevice, o.device());
+      ArgUInt(w, kArgCorrelation, o.correlation());
+      w.End(te);
+      w.End(pk);
+      end_slice(s.end, track);
+    }
   }
 
   // Metric ranges: a slice per measured range on the process's "metrics" track, carrying the

@@ -15,11 +15,13 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "kptrace.pb.h"
 #include "tools/export/exporter.h"
+#include "tools/export/output_buffer.h"
 
 namespace kp {
 
@@ -30,11 +32,22 @@ struct TimelineAnomalies {
   uint64_t negative_durations = 0;       // end before start: drawn with zero duration
   uint64_t untimed_records_skipped = 0;  // GPU records CUPTI gave no timestamps (start = 0)
   uint64_t metric_overlaps_clamped = 0;
+  uint64_t sync_overlaps_clamped = 0;      // synchronization records on the "CUDA sync" track
+  uint64_t overhead_overlaps_clamped = 0;  // CUPTI overhead records on their track
   // One line per non-zero counter.
   std::vector<std::string> Describe() const;
 };
 
-enum class SliceKind : uint8_t { kKernel, kMemcpy, kMemset, kApi, kNvtx, kMetric };
+enum class SliceKind : uint8_t {
+  kKernel,
+  kMemcpy,
+  kMemset,
+  kApi,
+  kNvtx,
+  kMetric,
+  kSync,
+  kOverhead
+};
 
 // One slice after layout: which record (kind + index into the chunk's list) and the times to
 // draw. `track` is (device << 32 | stream) for GPU slices, the thread id for CPU slices, 0 for
@@ -71,12 +84,22 @@ class TimelineLayout {
   // ended is moved to start at that end (counted), so stream tracks hold disjoint slices.
   void LayOut(int file_index, const Chunk& chunk, std::vector<LaidOutSlice>* gpu,
               std::vector<LaidOutSlice>* cpu, std::vector<LaidOutSlice>* metrics);
+  // Fills *sync and *overhead: one per-process track each ("CUDA sync", "CUPTI overhead").
+  // Synchronization records carry no thread id, and a sync spans the GPU work it waits for, so
+  // it can go neither on a CPU thread nor on a stream track (whose slices are disjoint): it gets
+  // its own track per process. Slices there are kept nested across chunks (a slice that
+  // overlaps an earlier one is clamped and counted), so the track stays well-formed even when
+  // two threads synchronize at once.
+  void LayOutProcessTracks(int file_index, const Chunk& chunk, std::vector<LaidOutSlice>* sync,
+                           std::vector<LaidOutSlice>* overhead);
   TimelineAnomalies& anomalies() { return anomalies_; }
   const TimelineAnomalies& anomalies() const { return anomalies_; }
 
  private:
   // Per input file, per (device << 32 | stream): where the last slice ended.
   std::vector<std::unordered_map<uint64_t, uint64_t>> gpu_track_ends_;
+  // Per input file: the sync and overhead tracks' nesting state.
+  std::vector<SliceNester> sync_nesters_, overhead_nesters_;
   TimelineAnomalies anomalies_;
 };
 
@@ -112,11 +135,15 @@ class PerfettoExporter final : public Exporter {
   ExportOptions options_;
   FILE* out_ = nullptr;
   bool write_failed_ = false;
-  std::string buf_;  // whole packets only
+  OutputBuffer buf_;  // whole packets only
   std::vector<std::unique_ptr<Process>> processes_;
   std::unordered_map<uint32_t, int> pids_used_;  // pid -> number of files that had it
   TimelineLayout layout_;
-  std::vector<LaidOutSlice> gpu_, cpu_, metrics_;
+  std::vector<LaidOutSlice> gpu_, cpu_, metrics_, sync_, overhead_;
 };
+
+// Names shared by both timeline formats.
+const char* SyncTypeLabel(int type);  // "cudaStreamSynchronize"-style label of a SyncType
+std::string OverheadLabel(std::string_view name, uint32_t kind);
 
 }  // namespace kp

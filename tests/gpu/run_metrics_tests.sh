@@ -1,0 +1,262 @@
+#!/usr/bin/env bash
+# run_metrics_tests.sh DIST: the GPU acceptance tests of issue 4: kp's hardware metrics against
+# Nsight Compute on the same kernels, the speed-of-light reading, and a PyTorch loop whose ranges
+# get the full set after the documented number of passes with bytes that add up.
+#
+# tests/gpu/programs/metrics_sol.cu puts a memory-bound add in NVTX range "mem" and a
+# compute-bound matmul in "mma". It runs under kp in range mode (with KP_LOG=debug, to list the
+# kernels the profiler itself launches) and in kernel mode, and under ncu (--clock-control none,
+# once with its default cache control and once with --cache-control none: kp does not flush
+# caches, cupti-notes §9). compare_metrics.py holds every numeric check: kernel mode within 5 %
+# of ncu on all four metrics, range mode within 5 % on bytes; range-mode time and SM % cover the
+# whole range (gaps included) and are reported, not failed.
+#
+# Logs to $OUT/metrics_tests.log ($OUT: a fresh temporary directory if unset) with PASS/FAIL
+# lines and a final "N passed, M failed"; traces, CSVs and summaries go to
+# $OUT/metrics_traces.tar.gz. With no usable GPU it prints "SKIP: no GPU (<reason>)", exits 0.
+#
+# Environment: OUT, KP_NVIDIA_SMI, NVCC, NCU, PYTHON, KP_TRACE_EXPECT, REPS (default 12).
+set -u -o pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OUT=${OUT:-$(mktemp -d /tmp/kp-metrics-tests.XXXXXX)}
+mkdir -p "$OUT"
+LOG="$OUT/metrics_tests.log"
+NVIDIA_SMI=${KP_NVIDIA_SMI:-nvidia-smi}
+PYTHON=${PYTHON:-python3}  # compare_metrics.py needs only the standard library
+REPS=${REPS:-12}
+M=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
+SOL_NAMES=sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,gpc__cycles_elapsed.avg.per_second,sm__cycles_active.avg
+TRAIN_STEPS=30
+
+passed=0
+failed=0
+failed_names=()
+
+pass() { echo "PASS [$1] ${2:-}"; passed=$((passed + 1)); }
+fail() { echo "FAIL [$1] ${2:-}"; failed=$((failed + 1)); failed_names+=("$1"); }
+
+# Runs compare_metrics.py and counts its PASS/FAIL lines (INFO lines are only shown).
+py_checks() {
+  local line
+  while IFS= read -r line; do
+    case "$line" in
+      "PASS ["*) passed=$((passed + 1)); echo "$line" ;;
+      "FAIL ["*)
+        failed=$((failed + 1))
+        failed_names+=("$(sed 's/^FAIL \[\([^]]*\)\].*/\1/' <<<"$line")")
+        echo "$line"
+        ;;
+      *) echo "$line" ;;
+    esac
+  done < <("$PYTHON" "$REPO/tests/gpu/compare_metrics.py" "$@" 2>&1)
+}
+
+# kp_case NAME [kp flags...] -- CMD...: runs CMD under `kptrace run` (120 s limit), checks the
+# exit status, converts the trace to CSV ($T/NAME_csv) and summarizes it ($T/NAME.summary.*).
+kp_case() {
+  local name=$1
+  shift
+  local flags=()
+  while [[ $# -gt 0 && $1 != -- ]]; do flags+=("$1"); shift; done
+  shift
+  echo
+  echo "=== $name: kptrace run ${flags[*]} -- $*"
+  local start=$SECONDS
+  timeout 120 "$KPTRACE" run "${flags[@]}" -o "$T/$name.kptrace" -- "$@" \
+    >"$T/$name.out" 2>"$T/$name.err"
+  local rc=$?
+  grep -v '^expect ' "$T/$name.out" | sed 's/^/    out: /'
+  grep -v "kernel '.*' seen" "$T/$name.err" | tail -n 20 | sed 's/^/    err: /'
+  echo "    exit status $rc after $((SECONDS - start)) s"
+  if [[ $rc -ne 0 || ! -s "$T/$name.kptrace" ]]; then
+    fail "$name/run" "exit status $rc, trace $(ls -la "$T/$name.kptrace" 2>&1)"
+    return 1
+  fi
+  pass "$name/run" "exit status 0"
+  "$KPTRACE" convert "$T/$name.kptrace" --to csv -o "$T/${name}_csv" --no-progress \
+    >"$T/$name.convert.log" 2>&1 || fail "$name/convert" "$(tail -n 3 "$T/$name.convert.log")"
+  "$KPTRACE" summary "$T/$name.kptrace" --format json >"$T/$name.summary.json" 2>&1 ||
+    fail "$name/summary" "$(tail -n 3 "$T/$name.summary.json")"
+  "$KPTRACE" summary "$T/$name.kptrace" >"$T/$name.summary.txt" 2>&1
+  echo "--- summary: metrics and notices"
+  sed -n '/^Metrics per range/,$p' "$T/$name.summary.txt" | head -n 60 | sed 's/^/    /'
+  return 0
+}
+
+# The checker on a trace against the expect lines its program printed.
+check_trace() {
+  local name=$1 result rc
+  echo "--- kp_trace_expect $name"
+  result=$("$CHECKER" "$T/$name.kptrace" "$T/$name.out" 2>&1)
+  rc=$?
+  grep -v '^PASS' <<<"$result" | sed 's/^/    /'
+  if [[ $rc -eq 0 ]]; then
+    pass "$name/trace" "trace matches the program's expect lines"
+  else
+    fail "$name/trace" "trace does not match (lines above)"
+  fi
+}
+
+# ncu_case NAME [ncu flags...]: ncu on metrics_sol (4 reps: 2 warm-ups skipped, 6 profiled).
+ncu_case() {
+  local name=$1
+  shift
+  echo
+  echo "=== $name: ncu --clock-control none $* --metrics \$M"
+  local start=$SECONDS
+  timeout 200 "$NCU" --clock-control none "$@" --metrics "$M" --csv --page raw \
+    --print-units base -k regex:'add|matmul' --launch-skip 2 --launch-count 6 \
+    "$BIN/metrics_sol" --reps 4 >"$T/$name.csv" 2>"$T/$name.err"
+  local rc=$?
+  grep -v '^"' "$T/$name.csv" | grep -v '^expect ' | tail -n 15 | sed 's/^/    out: /'
+  tail -n 10 "$T/$name.err" | sed 's/^/    err: /'
+  echo "    exit status $rc after $((SECONDS - start)) s, $(grep -c '^"' "$T/$name.csv") CSV lines"
+  if [[ $rc -ne 0 ]]; then
+    fail "$name/run" "ncu exit status $rc"
+    return 1
+  fi
+  pass "$name/run" "exit status 0"
+}
+
+main() {
+  echo "kp metrics GPU tests: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
+  local smi_out
+  if ! command -v "$NVIDIA_SMI" >/dev/null 2>&1; then
+    echo "SKIP: no GPU ($NVIDIA_SMI not found)"
+    return 0
+  fi
+  if ! smi_out=$("$NVIDIA_SMI" -L 2>&1); then
+    echo "SKIP: no GPU ($NVIDIA_SMI -L failed: $(echo "$smi_out" | head -n 1))"
+    return 0
+  fi
+  if ! grep -q '^GPU ' <<<"$smi_out"; then
+    echo "SKIP: no GPU ($NVIDIA_SMI -L lists none)"
+    return 0
+  fi
+  if [[ $# -lt 1 ]]; then
+    echo "usage: run_metrics_tests.sh DIST" >&2
+    return 2
+  fi
+  DIST=$(cd "$1" 2>/dev/null && pwd) || { echo "FAIL: DIST '$1' is not a directory"; return 1; }
+  KPTRACE="$DIST/bin/kptrace"
+  CHECKER=${KP_TRACE_EXPECT:-$DIST/libexec/kp/kp_trace_expect}
+  NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+  NCU=${NCU:-$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu \
+    /usr/local/cuda/nsight-compute*/ncu 2>/dev/null | head -n 1)}
+  for f in "$KPTRACE" "$DIST/lib/libkpinject.so" "$CHECKER" "$NVCC"; do
+    if [[ ! -f "$f" ]]; then
+      echo "FAIL: $f is missing (install kp into DIST with cmake --install)"
+      return 1
+    fi
+  done
+
+  echo "=== setup"
+  echo "$smi_out"
+  "$NVIDIA_SMI" --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
+  echo "ncu: ${NCU:-none} $([[ -n $NCU ]] && "$NCU" --version 2>&1 | tail -n 1)"
+  "$PYTHON" -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -n 1
+  echo "kp prefix: $DIST, repo $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  "$KPTRACE" metrics check --chip GH100 "$M" 2>&1 | sed 's/^/    /'
+
+  WORK=$(mktemp -d /tmp/kp-metrics-work.XXXXXX)
+  BIN="$WORK/bin"
+  T="$WORK/metrics"
+  mkdir -p "$BIN" "$T"
+
+  echo
+  echo "=== building metrics_sol with $NVCC"
+  if "$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$BIN/metrics_sol" \
+    "$REPO/tests/gpu/programs/metrics_sol.cu" -ldl >"$WORK/build.log" 2>&1; then
+    pass build/metrics_sol
+  else
+    fail build/metrics_sol "$(tail -n 5 "$WORK/build.log")"
+    finish
+    return 1
+  fi
+
+  # (a) range mode, with KP_LOG=debug: the collector names every distinct kernel it sees.
+  if kp_case range --log debug --metrics "$M" --metrics-ranges 'mem,mma' -- \
+    "$BIN/metrics_sol" --reps "$REPS"; then
+    check_trace range
+    echo "--- kernels seen by the collector (KP_LOG=debug): candidates for kProfilerInternalKernels"
+    grep -o "kernel '.*' seen" "$T/range.err" | sort | uniq -c | sed 's/^/    /'
+    local launches
+    launches=$(sed -n 's/^info metrics_sol: launches=\([0-9]*\).*/\1/p' "$T/range.out")
+    py_checks kernels --kernels "$T/range_csv/kernels.csv" --launches "${launches:-0}" \
+      --label range
+    py_checks passes --summary "$T/range.summary.json" --csv "$T/range_csv/metrics.csv" \
+      --label range/full_set --ranges mem,mma --metrics "$M" --occurrences "$REPS"
+  fi
+
+  # (b) kernel mode.
+  if kp_case kernel --metrics "$M" --metrics-mode kernel -- "$BIN/metrics_sol" --reps "$REPS"; then
+    check_trace kernel
+    local launches
+    launches=$(sed -n 's/^info metrics_sol: launches=\([0-9]*\).*/\1/p' "$T/kernel.out")
+    py_checks kernels --kernels "$T/kernel_csv/kernels.csv" --launches "${launches:-0}" \
+      --label kernel
+  fi
+
+  # (c) ncu, default cache control (flushes caches before each pass) and none (as kp).
+  # (d) the comparison.
+  if [[ -z $NCU ]]; then
+    fail ncu "ncu not found (set NCU=/path/to/ncu)"
+  elif ncu_case ncu_cache_all && ncu_case ncu_cache_none --cache-control none; then
+    echo
+    echo "=== kp against ncu"
+    py_checks ncu --kp-range "$T/range_csv/metrics.csv" --kp-kernel "$T/kernel_csv/metrics.csv" \
+      --ncu "$T/ncu_cache_all.csv" --ncu-none "$T/ncu_cache_none.csv"
+  fi
+
+  # (e) the speed-of-light reading, per range and per kernel.
+  if kp_case range_sol --metrics sol --metrics-ranges 'mem,mma' -- "$BIN/metrics_sol" \
+    --reps "$REPS"; then
+    py_checks verdict --summary "$T/range_sol.summary.json" --label range_sol/verdict \
+      --expect mem=memory-bound --expect mma=compute-bound
+    py_checks passes --summary "$T/range_sol.summary.json" --csv "$T/range_sol_csv/metrics.csv" \
+      --label range_sol/full_set --ranges mem,mma --metrics "$SOL_NAMES" --occurrences "$REPS"
+  fi
+  if kp_case kernel_sol --metrics sol --metrics-mode kernel -- "$BIN/metrics_sol" --reps 4; then
+    py_checks verdict --summary "$T/kernel_sol.summary.json" --label kernel_sol/verdict \
+      --expect vec_add=memory-bound --expect matmul=compute-bound
+  fi
+
+  # (f) PyTorch: forward/backward/optimizer get the full sol set after `passes` steps; their
+  # bytes against the step measured as one range.
+  if "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
+    local train=("$PYTHON" "$REPO/tests/gpu/metrics_train.py" --steps "$TRAIN_STEPS")
+    if kp_case torch_phases --metrics sol --metrics-ranges 'forward,backward,optimizer' -- \
+      "${train[@]}"; then
+      check_trace torch_phases
+      py_checks passes --summary "$T/torch_phases.summary.json" \
+        --csv "$T/torch_phases_csv/metrics.csv" --label torch_phases/full_set \
+        --ranges forward,backward,optimizer --metrics "$SOL_NAMES" --occurrences "$TRAIN_STEPS"
+    fi
+    if kp_case torch_step --metrics sol --metrics-ranges step -- "${train[@]}"; then
+      py_checks passes --summary "$T/torch_step.summary.json" \
+        --csv "$T/torch_step_csv/metrics.csv" --label torch_step/full_set --ranges step \
+        --metrics "$SOL_NAMES" --occurrences "$TRAIN_STEPS"
+      if [[ -s "$T/torch_phases_csv/metrics.csv" ]]; then
+        py_checks addup --parts "$T/torch_phases_csv/metrics.csv" \
+          --whole "$T/torch_step_csv/metrics.csv" --part-ranges forward,backward,optimizer \
+          --whole-range step
+      fi
+    fi
+  else
+    fail pytorch "$PYTHON cannot import torch"
+  fi
+  finish
+  [[ $failed -eq 0 ]]
+}
+
+finish() {
+  echo
+  tar -czf "$OUT/metrics_traces.tar.gz" -C "$WORK" metrics 2>/dev/null &&
+    echo "kept: $OUT/metrics_traces.tar.gz (traces, CSVs, summaries, ncu CSVs, program output)"
+  if [[ $failed -gt 0 ]]; then echo "failed: ${failed_names[*]}"; fi
+  echo "$passed passed, $failed failed"
+}
+
+main "$@" 2>&1 | tee "$LOG"
+exit "${PIPESTATUS[0]}"
