@@ -22,7 +22,11 @@ std::string ToValidUtf8(const char* s, size_t n) {
   size_t i = 0;
   while (i < n) {
     unsigned char c = p[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
     bool ok = len != 0 && i + len <= n;
     for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xC0) == 0x80;
     if (ok && len > 1) {
@@ -41,7 +45,6 @@ std::string ToValidUtf8(const char* s, size_t n) {
   }
   return out;
 }
-
 
 using wire::WireBuffer;
 using wire::WireWriter;

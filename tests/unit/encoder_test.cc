@@ -855,7 +855,10 @@ TEST(EncoderTest, InvalidUtf8StringsAreRepairedSoTheChunkStillParses) {
   good.time = 300;
   enc.AddNvtxMark(good);
   NvtxMarkRecord overlong;
-  overlong.name = "a\xc0\xaf" "b\xed\xa0\x80" "c\xf4\x90\x80\x80";  // overlong, surrogate, > U+10FFFF
+  overlong.name =
+      "a\xc0\xaf"
+      "b\xed\xa0\x80"
+      "c\xf4\x90\x80\x80";  // overlong, surrogate, > U+10FFFF
   overlong.time = 400;
   enc.AddNvtxMark(overlong);
   enc.Finish({500, "exit"});

@@ -104,6 +104,67 @@ TEST(Summary, KernelTableBusyAndIdleReading) {
   EXPECT_NE(text.find("no footer"), std::string::npos) << text;  // losses shown
 }
 
+// Range mode: a memory-bound kernel busy for a third of its measured range. Over the whole
+// range the percentages look latency-bound; read while the GPU was busy (value / busy share of
+// gpu__time_duration) it is memory-bound: 90 % / (0.4 ms / 1.2 ms) capped at 100, 6 % -> 18 %.
+TEST(Summary, RangeMetricsAreAlsoReadWhileTheGpuWasBusy) {
+  ProtoTraceWriter w;
+  Chunk c;
+  c.set_time_base_ns(1000000000);
+  auto add_string = [&](uint32_t id, const char* v) {
+    InternedString* s = c.add_strings();
+    s->set_id(id);
+    s->set_value(v);
+  };
+  add_string(1, "vec_add");
+  add_string(2, "mem");
+  KernelShape* sh = c.add_kernel_shapes();
+  sh->set_id(1);
+  sh->set_name(1);
+  sh->set_demangled(1);
+  MetricConfig* cfg = c.add_metric_configs();
+  cfg->set_id(1);
+  cfg->set_mode("range");
+  cfg->set_num_passes(1);
+  cfg->add_metric_names("sm__throughput.avg.pct_of_peak_sustained_elapsed");
+  cfg->add_metric_names("gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed");
+  cfg->add_metric_names("gpu__time_duration.sum");
+  const int64_t t0 = 2000000000;
+  for (int i = 0; i < 3; ++i) {
+    const int64_t start = t0 + i * 10000000;  // ranges 10 ms apart, 1.5 ms long on the CPU
+    Kernel* k = c.add_kernels();
+    k->set_start(start + 500000);
+    k->set_duration(400000);
+    k->set_shape(1);
+    k->set_stream(7);
+    MetricRange* m = c.add_metric_ranges();
+    m->set_config(1);
+    m->set_name(2);
+    m->set_occurrence(i);
+    m->set_occurrences_used(1);
+    m->set_start(start);
+    m->set_duration(1500000);
+    m->add_values(6.0);
+    m->add_values(30.0);
+    m->add_values(1200000.0);  // the GPU saw 1.2 ms of the range
+  }
+  w.Add(c);
+  TraceSummary s = SummarizeTraces({WriteTemp("busy", w.bytes())});
+  ASSERT_EQ(s.metrics.size(), 1u);
+  const MetricRangeSummary& m = s.metrics[0];
+  EXPECT_NEAR(m.busy_fraction, 0.4 / 1.2, 1e-9);
+  EXPECT_NEAR(m.sm_pct, 6.0, 1e-9);
+  EXPECT_NEAR(m.mem_pct, 30.0, 1e-9);
+  EXPECT_NEAR(m.sm_pct_busy, 18.0, 1e-9);
+  EXPECT_NEAR(m.mem_pct_busy, 90.0, 1e-9);
+  EXPECT_EQ(m.verdict, "memory-bound");
+  std::string text = FormatSummaryText(s, 20);
+  EXPECT_NE(text.find("while busy: SM 18.0%, memory 90.0%"), std::string::npos) << text;
+  nlohmann::json j = nlohmann::json::parse(FormatSummaryJson(s));
+  EXPECT_NEAR(j["metrics"][0]["mem_pct_busy"].get<double>(), 90.0, 1e-9);
+  EXPECT_EQ(j["metrics"][0]["verdict"], "memory-bound");
+}
+
 TEST(Summary, FixedTraceCopiesRangesMetricsAndFormats) {
   TraceSummary s = SummarizeTraces({WriteTemp("fixed", BuildFixedTrace())});
   EXPECT_EQ(s.internal_kernels_excluded, 1u);

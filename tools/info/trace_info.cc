@@ -207,9 +207,12 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
   o += Printf("  dropped records %" PRIu64 "%s\n", info.stats.cupti_dropped_records(),
               info.stats.cupti_dropped_records() > 0 ? "  <-- CUPTI lost records" : "");
   // Losses and anomalies first; the writer's own bookkeeping counters are not losses.
-  static const std::set<std::string> kBookkeeping = {
-      "bytes_written", "chunks_written", "records_written", "buffers_completed",
-      "encoder_buffers_pending_max", "profiler_internal_kernels"};
+  static const std::set<std::string> kBookkeeping = {"bytes_written",
+                                                     "chunks_written",
+                                                     "records_written",
+                                                     "buffers_completed",
+                                                     "encoder_buffers_pending_max",
+                                                     "profiler_internal_kernels"};
   std::string bookkeeping;
   for (const auto& [name, v] : NonZeroStats(info.stats)) {
     if (kBookkeeping.count(name) != 0) {

@@ -93,7 +93,40 @@ struct MetricAccum {
   std::vector<std::string> names;
   std::map<std::string, std::vector<double>> values;
   std::vector<double> sm_clock_khz;
+  bool range_mode = false;
+  struct Occurrence {
+    uint64_t start, end;
+    uint32_t device;
+    double gpu_time_ns;  // gpu__time_duration.sum of this record, or 0
+  };
+  std::vector<Occurrence> occurrences_seen;
 };
+
+// Length of [start, end) covered by `merged` (sorted, disjoint intervals).
+double CoveredLength(const std::vector<Interval>& merged, uint64_t start, uint64_t end) {
+  if (merged.empty() || end <= start) return 0;
+  auto first = std::upper_bound(merged.begin(), merged.end(), start,
+                                [](uint64_t t, const Interval& iv) { return t < iv.end; });
+  double total = 0;
+  for (auto it = first; it != merged.end() && it->start < end; ++it) {
+    total += static_cast<double>(std::min(end, it->end) - std::max(start, it->start));
+  }
+  return total;
+}
+
+std::vector<Interval> Merge(std::vector<Interval> v) {
+  std::sort(v.begin(), v.end(),
+            [](const Interval& a, const Interval& b) { return a.start < b.start; });
+  std::vector<Interval> out;
+  for (const Interval& i : v) {
+    if (!out.empty() && i.start <= out.back().end) {
+      out.back().end = std::max(out.back().end, i.end);
+    } else {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
 
 std::vector<NamedStats> Finish(
     std::map<std::pair<std::string, std::string>, std::vector<int64_t>>* groups,
@@ -235,10 +268,18 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
           if (acc.names.empty()) {
             acc.names.assign(it->second.metric_names().begin(), it->second.metric_names().end());
           }
+          double gpu_time = 0;
           for (int i = 0; i < m.values_size() && i < it->second.metric_names_size(); ++i) {
             if (!std::isnan(m.values(i))) {
               acc.values[it->second.metric_names(i)].push_back(m.values(i));
+              if (it->second.metric_names(i) == "gpu__time_duration.sum") gpu_time = m.values(i);
             }
+          }
+          acc.range_mode = it->second.mode() == "range";
+          if (acc.range_mode && m.start() > 0 && m.duration() > 0) {
+            acc.occurrences_seen.push_back({static_cast<uint64_t>(m.start()),
+                                            static_cast<uint64_t>(m.start() + m.duration()),
+                                            m.device(), gpu_time});
           }
         }
         if (m.sm_clock_khz() > 0) acc.sm_clock_khz.push_back(m.sm_clock_khz());
@@ -301,6 +342,8 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
     cs.aggregate_gbps = a.ns > 0 ? static_cast<double>(a.bytes) / a.ns : 0;
     sum.copies.push_back(cs);
   }
+  std::map<uint32_t, std::vector<Interval>> merged_work;
+  for (const auto& [dev, v] : device_work) merged_work[dev] = Merge(v);
   for (auto& [dev, v] : device_work) {
     DeviceBusy b;
     b.device = dev;
@@ -355,10 +398,40 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
       m.sm_clock_mhz = acc.sm_clock_khz[(acc.sm_clock_khz.size() + 1) / 2 - 1] / 1000.0;
     }
     SolReading sol = DiagnoseSpeedOfLight(m.medians);
-    m.verdict = sol.verdict;
-    m.explanation = sol.explanation;
     m.sm_pct = sol.sm_pct;
     m.mem_pct = sol.mem_pct;
+    std::vector<double> fractions;
+    for (const MetricAccum::Occurrence& o : acc.occurrences_seen) {
+      auto work = merged_work.find(o.device);
+      if (work == merged_work.end()) continue;
+      const double busy = CoveredLength(work->second, o.start, o.end);
+      const double denominator =
+          o.gpu_time_ns > 0 ? o.gpu_time_ns : static_cast<double>(o.end - o.start);
+      if (denominator > 0) fractions.push_back(std::min(1.0, busy / denominator));
+    }
+    if (!fractions.empty()) {
+      std::sort(fractions.begin(), fractions.end());
+      m.busy_fraction = fractions[(fractions.size() + 1) / 2 - 1];
+    }
+    if (m.busy_fraction > 0.01 && m.busy_fraction < 0.999 && !sol.verdict.empty()) {
+      std::map<std::string, double> busy_values = m.medians;
+      static const std::string kElapsed = ".pct_of_peak_sustained_elapsed";
+      for (auto& [name, value] : busy_values) {
+        if (name.size() > kElapsed.size() &&
+            name.compare(name.size() - kElapsed.size(), kElapsed.size(), kElapsed) == 0) {
+          value = std::min(100.0, value / m.busy_fraction);
+        }
+      }
+      SolReading busy_sol = DiagnoseSpeedOfLight(busy_values);
+      m.sm_pct_busy = busy_sol.sm_pct;
+      m.mem_pct_busy = busy_sol.mem_pct;
+      sol = busy_sol;
+      sol.explanation =
+          Printf("GPU busy %.0f%% of the range; percentages while busy: ", m.busy_fraction * 100) +
+          busy_sol.explanation;
+    }
+    m.verdict = sol.verdict;
+    m.explanation = sol.explanation;
     sum.metrics.push_back(m);
   }
   return sum;
@@ -463,8 +536,8 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
     }
   }
   if (!s.metrics.empty()) {
-    o += "\nMetrics per range (median over occurrences; per-range percentages include idle gaps "
-         "inside the range)\n";
+    o += "\nMetrics per range (median over occurrences; a range's percentages include its idle "
+         "gaps, so range mode also reads them while the GPU was busy)\n";
     for (const MetricRangeSummary& m : s.metrics) {
       o += "  " + (m.domain.empty() ? m.name : m.domain + ": " + m.name) +
            Printf("  [%" PRIu64 " occurrences, %u passes%s]\n", m.occurrences, m.passes,
@@ -478,8 +551,17 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
         }
       }
       if (!m.verdict.empty()) {
-        o += "    speed of light: " + m.verdict +
-             Printf(" (SM %.1f%%, memory %.1f%%)", m.sm_pct, m.mem_pct) + "\n";
+        if (m.sm_pct_busy >= 0) {
+          o += "    speed of light: " + m.verdict +
+               Printf(
+                   " (while busy: SM %.1f%%, memory %.1f%%; over the whole range, GPU busy "
+                   "%.0f%% of it: SM %.1f%%, memory %.1f%%)",
+                   m.sm_pct_busy, m.mem_pct_busy, m.busy_fraction * 100, m.sm_pct, m.mem_pct) +
+               "\n";
+        } else {
+          o += "    speed of light: " + m.verdict +
+               Printf(" (SM %.1f%%, memory %.1f%%)", m.sm_pct, m.mem_pct) + "\n";
+        }
       }
       if (!m.explanation.empty()) o += "    " + m.explanation + "\n";
     }
@@ -598,6 +680,11 @@ std::string FormatSummaryJson(const TraceSummary& s) {
                        {"sm_clock_mhz", m.sm_clock_mhz},
                        {"medians", m.medians},
                        {"verdict", m.verdict},
+                       {"sm_pct", m.sm_pct},
+                       {"mem_pct", m.mem_pct},
+                       {"busy_fraction", m.busy_fraction},
+                       {"sm_pct_busy", m.sm_pct_busy},
+                       {"mem_pct_busy", m.mem_pct_busy},
                        {"explanation", m.explanation}});
   }
   j["metrics"] = metrics;

@@ -61,7 +61,14 @@ struct MetricRangeSummary {
   std::map<std::string, double> medians;  // metric -> median over occurrences
   std::vector<std::string> order;         // metric names in config order
   std::string verdict, explanation;
-  double sm_pct = -1, mem_pct = -1;
+  double sm_pct = -1, mem_pct = -1;  // as measured over the whole range (gaps included)
+  // Range mode: the share of the range's GPU time (gpu__time_duration.sum, else the range's own
+  // duration) during which the application's kernels, copies or memsets ran (median over
+  // occurrences; -1 = unknown). When known, every *.pct_of_peak_sustained_elapsed metric is
+  // also read "while busy" (value / busy_fraction, at most 100) and the verdict uses those,
+  // so launch gaps and syncs inside a range do not make a saturated kernel look latency-bound.
+  double busy_fraction = -1;
+  double sm_pct_busy = -1, mem_pct_busy = -1;
 };
 
 struct TraceSummary {
