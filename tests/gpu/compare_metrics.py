@@ -7,15 +7,17 @@ detail` (reported, never failing), with the numbers behind it; the shell script 
 Inputs are kp's own outputs (`kptrace convert --to csv` metrics.csv and kernels.csv, `kptrace
 summary --format json`) and ncu's `--csv --page raw --print-units base` output.
 
-Only the standard library is used (pandas is not needed). Medians are the usual ones (mean of the two middle values for an even count); kp's summary uses
-the lower middle value, which is why this script reads metrics.csv rather than the summary when
-it compares numbers.
+Only the standard library is used (pandas is not needed). Medians are the usual ones (mean of
+the two middle values for an even count); kp's summary uses the lower middle value, which is
+why this script reads metrics.csv rather than the summary when it compares numbers. Kernels are
+matched to ranges by regex (KERNELS): cuBLAS chooses its GEMM kernel, and how many it launches.
 """
 
 import argparse
 import csv
 import json
 import math
+import re
 import statistics
 import sys
 
@@ -26,11 +28,17 @@ METRICS = [
     "gpu__time_duration.sum",
     "sm__throughput.avg.pct_of_peak_sustained_elapsed",
 ]
+# Per call, these add up over the kernels of one call (cuBLAS may launch more than one); the
+# percentages are taken from the call's longest kernel instead.
+ADDITIVE = {"dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"}
 # Range mode times cover the whole range (launch, sync, idle gaps: cupti-notes §9), so the time
 # and the percent-of-peak over it are reported against ncu, not held to 5 %.
 RANGE_REPORT_ONLY = {"gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed"}
-# Which kp range / kernel is which: range name in range mode, kernel-name substring otherwise.
-KERNELS = {"mem": "vec_add", "mma": "matmul"}
+# Which kp range / kernel is which: the range name in range mode; in kernel mode and for ncu a
+# regex on the kernel name, tried in this order. cuBLAS picks its SGEMM kernel by heuristics and
+# names differ between releases (sm90_xmma_gemm_..., cutlass..._sgemm_..., ampere_sgemm_...), so
+# "mma" matches any kernel whose name holds "gemm", never one exact name.
+KERNELS = {"mma_tiled": r"matmul_tiled", "mma": r"gemm", "mem": r"vec_add"}
 
 
 def out(kind, name, detail):
@@ -69,66 +77,98 @@ def num(text):
         return float("nan")
 
 
-def read_ncu(path):
-    """{range key: {metric: [values]}} from ncu's raw-page CSV (other stdout lines ignored)."""
+def classify(kernel_name):
+    for key, pattern in KERNELS.items():
+        if re.search(pattern, kernel_name):
+            return key
+    return None
+
+
+def empty_result():
+    """{range key: {kernel name: {metric: [values]}}}"""
+    return {key: {} for key in KERNELS}
+
+
+def add_row(result, key, name, values):
+    per = result[key].setdefault(name, {m: [] for m in METRICS})
+    for m, v in values.items():
+        per[m].append(v)
+
+
+def read_ncu(path, skip_first):
+    """Results (see empty_result) from ncu's raw-page CSV (other stdout lines ignored).
+
+    The first `skip_first` launches of each kernel name are dropped: metrics_sol's warm-ups run
+    outside the ranges, where kp does not measure them either."""
     with open(path, errors="replace") as f:
         lines = [line for line in f if line.startswith('"')]
     rows = list(csv.reader(lines))
     header = next((r for r in rows if r and r[0] == "ID"), None)
-    result = {key: {m: [] for m in METRICS} for key in KERNELS}
+    result = empty_result()
     if header is None:
         return result, 0
     col = {name: i for i, name in enumerate(header)}
     name_col = col.get("Kernel Name")
     n = 0
+    seen = {}
     for r in rows:
         if r is header or not r or not r[0].strip().isdigit() or name_col is None:
             continue  # the units row, or anything else
-        key = classify(r[name_col])
+        name = r[name_col]
+        key = classify(name)
         if key is None:
             continue
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] <= skip_first:
+            continue
         n += 1
-        for m in METRICS:
-            if m in col and col[m] < len(r):
-                try:
-                    result[key][m].append(float(r[col[m]].replace(",", "")))
-                except ValueError:
-                    pass
+        add_row(result, key, name,
+                {m: num(r[col[m]]) for m in METRICS if m in col and col[m] < len(r)})
     return result, n
 
 
-def classify(kernel_name):
-    # "matmul" first: nothing else in metrics_sol.cu holds it.
-    if KERNELS["mma"] in kernel_name:
-        return "mma"
-    if KERNELS["mem"] in kernel_name:
-        return "mem"
-    return None
-
-
 def read_kp(path, by_kernel):
-    """{range key: {metric: [values]}} from kp's metrics.csv, complete rows only."""
+    """Results (see empty_result) from kp's metrics.csv, complete rows only."""
     rows = read_table(path)
-    result = {key: {m: [] for m in METRICS} for key in KERNELS}
+    result = empty_result()
     for row in rows:
         name = row.get("range", "")
         key = classify(name) if by_kernel else (name if name in KERNELS else None)
         if key is None:
             continue
-        for m in METRICS:
-            if m in row:
-                result[key][m].append(num(row[m]))
+        add_row(result, key, name, {m: num(row[m]) for m in METRICS if m in row})
     return result, len(rows)
+
+
+def per_call(by_name, metric):
+    """(value per call, description): medians per kernel name, summed for ADDITIVE metrics,
+    else the value of the kernel with the longest median time."""
+    if not by_name:
+        return float("nan"), "no rows"
+    meds = {n: median(v[metric]) for n, v in by_name.items()}
+    counts = ", ".join(f"{n[:60]} x{len(finite(by_name[n][metric]))}" for n in by_name)
+    if metric in ADDITIVE:
+        vals = finite(meds.values())
+        total = sum(vals) if vals else float("nan")
+        return total, f"sum of {len(meds)} kernel median(s): {counts}"
+    longest = max(by_name, key=lambda n: longest_key(median(by_name[n]["gpu__time_duration.sum"])))
+    return meds[longest], (f"longest kernel {longest[:60]}" if len(by_name) > 1 else counts)
+
+
+def longest_key(duration):
+    return -1.0 if math.isnan(duration) else duration
 
 
 def cmd_ncu(a):
     fails = 0
-    ncu_all, n_all = read_ncu(a.ncu)
-    ncu_none, n_none = read_ncu(a.ncu_none)
+    ncu_all, n_all = read_ncu(a.ncu, a.ncu_skip_first)
+    ncu_none, n_none = read_ncu(a.ncu_none, a.ncu_skip_first)
     out("INFO", "ncu/kernels", f"{n_all} kernels profiled (cache-control all), {n_none} "
-        f"(cache-control none)")
+        f"(cache-control none), after dropping the first {a.ncu_skip_first} launch(es) of each "
+        f"kernel name (warm-ups); by range: " + "; ".join(
+            f"{k}: {sorted(ncu_all[k])}" for k in KERNELS))
     if n_all == 0 or n_none == 0:
-        out("FAIL", "ncu/parse", f"no vec_add/matmul rows in {a.ncu} or {a.ncu_none}")
+        out("FAIL", "ncu/parse", f"no kernel rows matching {KERNELS} in {a.ncu} or {a.ncu_none}")
         return 1
     for mode, path in (("kernel", a.kp_kernel), ("range", a.kp_range)):
         try:
@@ -139,13 +179,13 @@ def cmd_ncu(a):
             continue
         for key in KERNELS:
             for m in METRICS:
-                k = median(kp[key][m])
-                n1, n2 = median(ncu_all[key][m]), median(ncu_none[key][m])
+                k, how = per_call(kp[key], m)
+                n1, how1 = per_call(ncu_all[key], m)
+                n2, _ = per_call(ncu_none[key], m)
                 d1, d2 = deviation(k, n1), deviation(k, n2)
                 name = f"{mode}/{key}/{m}"
-                detail = (f"kp {k:.6g} (median of {len(finite(kp[key][m]))}) vs ncu {n1:.6g} "
-                          f"(cache all, {100 * d1:.2f} %), ncu {n2:.6g} (cache none, "
-                          f"{100 * d2:.2f} %)")
+                detail = (f"kp {k:.6g} ({how}) vs ncu {n1:.6g} (cache all, {100 * d1:.2f} %; "
+                          f"{how1}), ncu {n2:.6g} (cache none, {100 * d2:.2f} %)")
                 if mode == "range" and m in RANGE_REPORT_ONLY:
                     out("INFO", name, detail + " [range includes launch/sync gaps: reported only]")
                     continue
@@ -158,7 +198,25 @@ def cmd_ncu(a):
     return 0
 
 
+def sol_numbers(r):
+    """The numbers behind a summary range's verdict, both readings."""
+    def pct(key):
+        v = r.get(key)
+        return "n/a" if v is None or v < 0 else f"{v:.1f}%"
+    frac = r.get("busy_fraction")
+    busy = "n/a" if frac is None or frac < 0 else f"{100 * frac:.1f}%"
+    t = (r.get("medians") or {}).get("gpu__time_duration.sum")
+    return (f"over the range: SM {pct('sm_pct')}, memory {pct('mem_pct')}; GPU busy {busy} of it; "
+            f"while busy: SM {pct('sm_pct_busy')}, memory {pct('mem_pct_busy')}; gpu time "
+            f"{'n/a' if t is None else f'{t:.4g} ns'}; {r.get('occurrences')} occurrence(s), "
+            f"{r.get('passes')} passes, SM clock {r.get('sm_clock_mhz') or 0:.0f} MHz")
+
+
 def cmd_verdict(a):
+    """Checks the verdict exactly as `kptrace summary` gives it. A pattern is a range name, else
+    a regex searched in range names (kernel mode names ranges by mangled kernel name); several
+    hits (cuBLAS helpers) are all printed and the one with the longest median gpu time is
+    checked."""
     try:
         with open(a.summary) as f:
             summary = json.load(f)
@@ -166,20 +224,33 @@ def cmd_verdict(a):
         out("FAIL", f"{a.label}/summary", f"cannot read {a.summary}: {e}")
         return 0
     ranges = summary.get("metrics", [])
-    for spec in a.expect:
+
+    def find(pattern):
+        exact = [r for r in ranges if r.get("range") == pattern]
+        return exact or [r for r in ranges if re.search(pattern, r.get("range", ""))]
+
+    def gpu_time(r):
+        return longest_key(float((r.get("medians") or {}).get("gpu__time_duration.sum", "nan")))
+
+    for spec in a.expect + [f"{p}=" for p in a.report]:
         pattern, want = spec.split("=", 1)
-        hits = [r for r in ranges if r.get("range") == pattern] or [
-            r for r in ranges if pattern in r.get("range", "")]
         name = f"{a.label}/{pattern}"
+        hits = sorted(find(pattern), key=gpu_time, reverse=True)
         if not hits:
-            out("FAIL", name, f"no metrics for '{pattern}' in the summary (ranges: "
-                f"{[r.get('range') for r in ranges]})")
+            out("FAIL" if want else "INFO", name, f"no metrics for '{pattern}' in the summary "
+                f"(ranges: {[r.get('range') for r in ranges]})")
             continue
+        for other in hits[1:]:
+            out("INFO", name, f"also matched '{other.get('range')}': verdict "
+                f"'{other.get('verdict')}' ({sol_numbers(other)})")
         r = hits[0]
-        detail = (f"verdict '{r.get('verdict')}', want '{want}': {r.get('explanation')} "
-                  f"[{r.get('occurrences')} occurrence(s), {r.get('passes')} passes, SM clock "
-                  f"{r.get('sm_clock_mhz', 0):.0f} MHz]")
-        out("PASS" if r.get("verdict") == want else "FAIL", name, detail)
+        detail = (f"'{r.get('range')}' verdict '{r.get('verdict')}'"
+                  f"{f', want {want!r}' if want else ''} ({sol_numbers(r)}): "
+                  f"{r.get('explanation')}")
+        if not want:
+            out("INFO", name, detail + " [reported, no verdict required]")
+        else:
+            out("PASS" if r.get("verdict") == want else "FAIL", name, detail)
     return 0
 
 
@@ -249,19 +320,39 @@ def cmd_addup(a):
 
 
 def cmd_kernels(a):
+    """Kernel records against the program's launches. Flagged records (profiler_internal: the
+    range profiler's own WaitNs, one per measured range) never count. The program's own kernels
+    (--own-regex) must match its count exactly; a library's (--library-regex, e.g. cuBLAS's
+    "gemm") at least one per call, since the library decides how many kernels a call launches;
+    anything else is listed."""
     try:
         table = read_table(a.kernels)
     except (OSError, ValueError) as e:
         out("FAIL", f"{a.label}/kernels", f"cannot read {a.kernels}: {e}")
         return 0
     internal = [r for r in table if r.get("profiler_internal") in ("1", "true", "True")]
-    app = len(table) - len(internal)
-    names = {}
-    for r in table:
-        names[r.get("name", "?")] = names.get(r.get("name", "?"), 0) + 1
-    detail = (f"{len(table)} kernel records ({len(internal)} marked profiler-internal, {app} "
-              f"application) for {a.launches} launches by the program; by name: {names}")
-    out("PASS" if app == a.launches else "FAIL", f"{a.label}/kernel_records", detail)
+    app = [r for r in table if r not in internal]
+
+    def by_name(rows):
+        names = {}
+        for r in rows:
+            names[r.get("name", "?")] = names.get(r.get("name", "?"), 0) + 1
+        return names
+
+    own = [r for r in app if re.search(a.own_regex, r.get("name", ""))]
+    lib = [r for r in app if r not in own and a.library_regex and
+           re.search(a.library_regex, r.get("name", ""))]
+    other = [r for r in app if r not in own and r not in lib]
+    detail = (f"{len(table)} kernel records: {len(internal)} marked profiler-internal "
+              f"{by_name(internal)}; {len(own)} of the program's own for {a.launches} launches "
+              f"{by_name(own)}")
+    ok = len(own) == a.launches
+    if a.library_regex:
+        detail += (f"; {len(lib)} library kernels matching '{a.library_regex}' for "
+                   f"{a.library_calls} calls (need >= 1 per call) {by_name(lib)}")
+        ok = ok and len(lib) >= a.library_calls
+    detail += f"; {len(other)} other application kernels {by_name(other)}"
+    out("PASS" if ok else "FAIL", f"{a.label}/kernel_records", detail)
     return 0
 
 
@@ -274,10 +365,14 @@ def main():
     s.add_argument("--ncu", required=True, help="ncu CSV, default cache control (all)")
     s.add_argument("--ncu-none", required=True, help="ncu CSV, --cache-control none")
     s.add_argument("--tolerance", type=float, default=0.05)
+    s.add_argument("--ncu-skip-first", type=int, default=1,
+                   help="launches of each kernel name dropped from ncu's rows (warm-ups)")
     s = sub.add_parser("verdict", help="speed-of-light verdicts in a summary JSON")
     s.add_argument("--summary", required=True)
     s.add_argument("--label", required=True)
     s.add_argument("--expect", action="append", default=[], help="RANGE=VERDICT")
+    s.add_argument("--report", action="append", default=[],
+                   help="RANGE: print its verdict and numbers, require nothing")
     s = sub.add_parser("passes", help="full sets after the documented number of occurrences")
     s.add_argument("--summary", required=True)
     s.add_argument("--csv", required=True)
@@ -293,7 +388,13 @@ def main():
     s.add_argument("--tolerance", type=float, default=0.10)
     s = sub.add_parser("kernels", help="kernel records against the program's launches")
     s.add_argument("--kernels", required=True)
-    s.add_argument("--launches", type=int, required=True)
+    s.add_argument("--launches", type=int, required=True,
+                   help="the program's own launches (kernels matching --own-regex)")
+    s.add_argument("--own-regex", default=".",
+                   help="names of the program's own kernels (default: every kernel)")
+    s.add_argument("--library-regex", default="", help="names of a library's kernels")
+    s.add_argument("--library-calls", type=int, default=0,
+                   help="library calls, each launching at least one kernel")
     s.add_argument("--label", required=True)
     a = p.parse_args()
     return {"ncu": cmd_ncu, "verdict": cmd_verdict, "passes": cmd_passes, "addup": cmd_addup,
