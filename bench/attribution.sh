@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# bench/attribution.sh DIST [ROUNDS]: where does kp's cost on launch-bound PyTorch come from?
+# bench/attribution.sh DIST [ROUNDS] [kinds]: where does kp's cost on launch-bound PyTorch come from?
+# With "kinds", each kp run enables kernel records plus ONE other activity kind, to find the
+# kind that costs.
 # Runs the tiny-op loop (bench/workloads/torch_tiny_ops.py) under: no tool; the bare CUPTI floor
 # (kernel records only); kp defaults; kp with KP_API=none (no API records); kp with
 # KP_ACTIVITIES=kernel (kernel records only, like the floor). Interleaved rounds, medians of the
@@ -7,6 +9,7 @@
 set -u -o pipefail
 DIST=$(cd "${1:?usage: bench/attribution.sh DIST [ROUNDS]}" && pwd)
 ROUNDS=${2:-5}
+MODE=${3:-}
 OUT=${OUT:-$(mktemp -d)}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 if ! nvidia-smi -L >/dev/null 2>&1; then echo "SKIP: no GPU (nvidia-smi found none)"; exit 0; fi
@@ -21,6 +24,11 @@ run() {  # run NAME ENV... : one run, appends "NAME us" to $work/results
     >>"$work/results"
 }
 configs=(none floor kp kp_api_none kp_kernel_only)
+kinds=(memcpy memset sync overhead nvtx api)
+if [ "$MODE" = kinds ]; then
+  configs=(none kp_kernel_only)
+  for k in "${kinds[@]}"; do configs+=("kp_kernel+$k"); done
+fi
 for r in $(seq "$ROUNDS"); do
   for c in $(printf '%s\n' "${configs[@]}" | shuf); do
     case $c in
@@ -28,6 +36,7 @@ for r in $(seq "$ROUNDS"); do
       floor) run floor CUDA_INJECTION64_PATH="$FLOOR" ;;
       kp) run kp CUDA_INJECTION64_PATH="$DIST/lib/libkpinject.so" KP_LOG=quiet KP_OUTPUT="$work/kp.kptrace" ;;
       kp_api_none) run kp_api_none CUDA_INJECTION64_PATH="$DIST/lib/libkpinject.so" KP_LOG=quiet KP_API=none KP_OUTPUT="$work/kp2.kptrace" ;;
+      kp_kernel+*) run "$c" CUDA_INJECTION64_PATH="$DIST/lib/libkpinject.so" KP_LOG=quiet KP_ACTIVITIES="kernel,${c#kp_kernel+}" KP_OUTPUT="$work/kp4.kptrace" ;;
       kp_kernel_only) run kp_kernel_only CUDA_INJECTION64_PATH="$DIST/lib/libkpinject.so" KP_LOG=quiet KP_ACTIVITIES=kernel KP_OUTPUT="$work/kp3.kptrace" ;;
     esac
   done
@@ -43,7 +52,8 @@ print("# Cost attribution on launch-bound PyTorch (tiny ops, 5 kernels per itera
 print(f"{sys.argv[2]} interleaved rounds, medians; pinned to CPUs 2-5.\n")
 print("| configuration | runs | median us/iter | added us/iter | added us/kernel |")
 print("|---|---|---|---|---|")
-for name in ["none", "floor", "kp_kernel_only", "kp_api_none", "kp"]:
+order = ["none", "floor", "kp_kernel_only"] + sorted(n for n in runs if n.startswith("kp_kernel+")) + ["kp_api_none", "kp"]
+for name in order:
     v = runs.get(name, [])
     if not v:
         continue

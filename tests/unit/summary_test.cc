@@ -165,6 +165,40 @@ TEST(Summary, RangeMetricsAreAlsoReadWhileTheGpuWasBusy) {
   EXPECT_EQ(j["metrics"][0]["verdict"], "memory-bound");
 }
 
+// PyTorch kernel names: "(anonymous namespace)" must not be taken for the parameter list, and
+// two instances of one template must stay distinguishable in the text table.
+TEST(Summary, TextTableKeepsKernelNamesReadable) {
+  ProtoTraceWriter w;
+  Chunk c;
+  c.set_time_base_ns(1000000000);
+  const char* names[] = {
+      "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+      "namespace)::TensorListMetadata<1>, at::native::(anonymous "
+      "namespace)::BinaryOpScalarFunctor<float, 1, 1, 0>>(int)",
+      "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::(anonymous "
+      "namespace)::TensorListMetadata<2>, at::native::(anonymous "
+      "namespace)::PointwiseOpScalarFunctor<float, 2, 2, 0>>(int)"};
+  for (uint32_t i = 0; i < 2; ++i) {
+    InternedString* s = c.add_strings();
+    s->set_id(i + 1);
+    s->set_value(names[i]);
+    KernelShape* sh = c.add_kernel_shapes();
+    sh->set_id(i + 1);
+    sh->set_name(i + 1);
+    sh->set_demangled(i + 1);
+    Kernel* k = c.add_kernels();
+    k->set_start(1000000000 + i * 1000000);
+    k->set_duration(1000 * (i + 1));
+    k->set_shape(i + 1);
+  }
+  w.Add(c);
+  std::string text = FormatSummaryText(SummarizeTraces({WriteTemp("names", w.bytes())}), 20);
+  EXPECT_EQ(text.find("(anonymous namespace)"), std::string::npos) << text;
+  EXPECT_NE(text.find("at::native::multi_tensor_apply_kernel<"), std::string::npos) << text;
+  EXPECT_NE(text.find("<float, 1, 1, 0>>"), std::string::npos) << text;  // the tails differ
+  EXPECT_NE(text.find("<float, 2, 2, 0>>"), std::string::npos) << text;
+}
+
 TEST(Summary, FixedTraceCopiesRangesMetricsAndFormats) {
   TraceSummary s = SummarizeTraces({WriteTemp("fixed", BuildFixedTrace())});
   EXPECT_EQ(s.internal_kernels_excluded, 1u);

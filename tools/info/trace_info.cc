@@ -180,12 +180,15 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
     o += "  header          missing (chunk 0 lost or damaged)\n";
   }
   for (const Device& d : info.devices) {
-    o += Printf(
-        "  device %u        %s, CC %u.%u, %u SMs, %.1f GiB, SM clock %u MHz, memory "
-        "clock %u MHz%s\n",
-        d.id(), d.name().c_str(), d.compute_capability_major(), d.compute_capability_minor(),
-        d.sm_count(), d.global_memory_bytes() / (1024.0 * 1024 * 1024), d.core_clock_khz() / 1000,
-        d.memory_clock_khz() / 1000, d.is_mig() ? ", MIG" : "");
+    // CUPTI reports 0 for the memory clock on some GPUs (the H200 here): say unknown.
+    const std::string memory_clock =
+        d.memory_clock_khz() > 0 ? Printf("memory clock %u MHz", d.memory_clock_khz() / 1000)
+                                 : std::string("memory clock unknown");
+    o +=
+        Printf("  device %u        %s, CC %u.%u, %u SMs, %.1f GiB, SM clock %u MHz, %s%s\n", d.id(),
+               d.name().c_str(), d.compute_capability_major(), d.compute_capability_minor(),
+               d.sm_count(), d.global_memory_bytes() / (1024.0 * 1024 * 1024),
+               d.core_clock_khz() / 1000, memory_clock.c_str(), d.is_mig() ? ", MIG" : "");
     o += "                  " + FormatUuid(d.uuid()) +
          (d.pci_bus_id().empty() ? "" : ", PCI " + d.pci_bus_id()) + "\n";
   }

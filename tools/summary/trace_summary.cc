@@ -36,23 +36,35 @@ std::string Dur(double ns) {
   return Printf("%.0f ns", ns);
 }
 
-// Demangled C++ names are long: drop the parameter list and return type for the text table.
+// Demangled C++ names are long: for the text table drop "(anonymous namespace)::", the
+// return type and the parameter list, then elide the middle so the kernel's own name (head) and
+// the template arguments that tell instances apart (tail) both stay visible.
 std::string ShortName(const std::string& name, size_t width) {
-  std::string s = name;
+  static const std::string kAnonymous = "(anonymous namespace)::";
+  std::string s;
+  s.reserve(name.size());
+  for (size_t i = 0; i < name.size();) {
+    if (name.compare(i, kAnonymous.size(), kAnonymous) == 0) {
+      i += kAnonymous.size();
+    } else {
+      s += name[i++];
+    }
+  }
   int depth = 0;
-  size_t cut = std::string::npos;
   for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
+    const char c = s[i];
     if (c == '<') ++depth;
     if (c == '>') --depth;
-    if (c == '(' && depth == 0) {
-      cut = i;
+    if (c == '(' && depth == 0 && i > 0) {
+      s.resize(i);
       break;
     }
   }
-  if (cut != std::string::npos && cut > 0) s = s.substr(0, cut);
-  if (s.rfind("void ", 0) == 0) s = s.substr(5);
-  if (s.size() > width) s = s.substr(0, width - 3) + "...";
+  if (s.rfind("void ", 0) == 0) s.erase(0, 5);
+  if (s.size() > width && width > 10) {
+    const size_t tail = width / 3;
+    s = s.substr(0, width - 3 - tail) + "..." + s.substr(s.size() - tail);
+  }
   return s;
 }
 
@@ -448,12 +460,14 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
   }
   o += "\nSetup\n";
   for (const Device& d : s.devices) {
-    o += Printf(
-        "  GPU %u     %s (CC %u.%u, %u SMs, %.0f GiB, SM clock max %u MHz, memory %u "
-        "MHz)\n",
-        d.id(), d.name().c_str(), d.compute_capability_major(), d.compute_capability_minor(),
-        d.sm_count(), d.global_memory_bytes() / (1024.0 * 1024 * 1024), d.core_clock_khz() / 1000,
-        d.memory_clock_khz() / 1000);
+    // CUPTI reports 0 for the memory clock on some GPUs (the H200 here): say unknown.
+    const std::string memory_clock = d.memory_clock_khz() > 0
+                                         ? Printf("memory %u MHz", d.memory_clock_khz() / 1000)
+                                         : std::string("memory clock unknown");
+    o += Printf("  GPU %u     %s (CC %u.%u, %u SMs, %.0f GiB, SM clock max %u MHz, %s)\n", d.id(),
+                d.name().c_str(), d.compute_capability_major(), d.compute_capability_minor(),
+                d.sm_count(), d.global_memory_bytes() / (1024.0 * 1024 * 1024),
+                d.core_clock_khz() / 1000, memory_clock.c_str());
   }
   if (s.have_header) {
     const Header& h = s.header;
@@ -472,16 +486,17 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
   auto table = [&](const char* title, const std::vector<NamedStats>& rows, const char* share) {
     if (rows.empty()) return;
     o += Printf("\n%s (times per call; %s; p = nearest rank, std = population)\n", title, share);
-    o += Printf("  %-44s %7s %10s %6s %10s %10s %10s %10s %10s %7s %s\n", "name", "count", "total",
-                "share", "min", "median", "p95", "p99", "max", "rel.std", "stable");
+    // Name last, as nsys prints it: the numbers stay aligned and long C++ names keep room.
+    o += Printf("  %7s %10s %6s %10s %10s %10s %10s %10s %7s %6s  %s\n", "count", "total", "share",
+                "min", "median", "p95", "p99", "max", "rel.std", "stable", "name");
     for (size_t i = 0; i < rows.size() && i < top; ++i) {
       const NamedStats& n = rows[i];
       std::string name = n.domain.empty() ? n.name : n.domain + ": " + n.name;
-      o += Printf("  %-44s %7" PRIu64 " %10s %5.1f%% %10s %10s %10s %10s %10s %6.1f%% %s\n",
-                  ShortName(name, 44).c_str(), n.stats.count, Dur(n.stats.total).c_str(),
-                  n.share * 100, Dur(n.stats.min).c_str(), Dur(n.stats.median).c_str(),
-                  Dur(n.stats.p95).c_str(), Dur(n.stats.p99).c_str(), Dur(n.stats.max).c_str(),
-                  n.stats.rel_std * 100, n.stats.stable ? "yes" : "no");
+      o += Printf("  %7" PRIu64 " %10s %5.1f%% %10s %10s %10s %10s %10s %6.1f%% %6s  %s\n",
+                  n.stats.count, Dur(n.stats.total).c_str(), n.share * 100,
+                  Dur(n.stats.min).c_str(), Dur(n.stats.median).c_str(), Dur(n.stats.p95).c_str(),
+                  Dur(n.stats.p99).c_str(), Dur(n.stats.max).c_str(), n.stats.rel_std * 100,
+                  n.stats.stable ? "yes" : "no", ShortName(name, 110).c_str());
     }
     if (rows.size() > top) o += Printf("  ... %zu more (--top N)\n", rows.size() - top);
   };
