@@ -199,6 +199,39 @@ TEST(Summary, TextTableKeepsKernelNamesReadable) {
   EXPECT_NE(text.find("<float, 2, 2, 0>>"), std::string::npos) << text;
 }
 
+// Kernel-mode metrics: CUPTI replays the kernels and gives them no timestamps. They must not
+// show up as 0 ns kernels in the duration statistics.
+TEST(Summary, UntimedKernelsAreCountedNotAveraged) {
+  ProtoTraceWriter w;
+  Chunk c;
+  c.set_time_base_ns(1000000000);
+  InternedString* s = c.add_strings();
+  s->set_id(1);
+  s->set_value("gemm");
+  KernelShape* sh = c.add_kernel_shapes();
+  sh->set_id(1);
+  sh->set_name(1);
+  sh->set_demangled(1);
+  for (int i = 0; i < 4; ++i) {
+    Kernel* k = c.add_kernels();
+    k->set_shape(1);
+    if (i < 3) {
+      k->set_flags(RECORD_FLAG_NO_TIMING);
+    } else {
+      k->set_start(1000000000);
+      k->set_duration(5000);
+    }
+  }
+  w.Add(c);
+  TraceSummary sum = SummarizeTraces({WriteTemp("untimed", w.bytes())});
+  EXPECT_EQ(sum.untimed_kernels, 3u);
+  ASSERT_EQ(sum.kernels.size(), 1u);
+  EXPECT_EQ(sum.kernels[0].stats.count, 1u);
+  EXPECT_EQ(sum.kernels[0].stats.min, 5000);
+  EXPECT_NE(FormatSummaryText(sum, 20).find("3 kernels without timestamps left out"),
+            std::string::npos);
+}
+
 TEST(Summary, FixedTraceCopiesRangesMetricsAndFormats) {
   TraceSummary s = SummarizeTraces({WriteTemp("fixed", BuildFixedTrace())});
   EXPECT_EQ(s.internal_kernels_excluded, 1u);

@@ -224,6 +224,10 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
           ++sum.internal_kernels_excluded;
           continue;
         }
+        if (k.flags() & RECORD_FLAG_NO_TIMING) {
+          ++sum.untimed_kernels;
+          continue;
+        }
         const KernelShape* shape = reader->Shape(k.shape());
         std::string name = shape ? std::string(reader->Str(shape->demangled()))
                                  : "<unknown kernel shape " + std::to_string(k.shape()) + ">";
@@ -501,6 +505,12 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
     if (rows.size() > top) o += Printf("  ... %zu more (--top N)\n", rows.size() - top);
   };
   table("Kernels", s.kernels, "share of GPU kernel time");
+  if (s.untimed_kernels > 0) {
+    o += Printf("  (%" PRIu64
+                " kernels without timestamps left out: CUPTI does not time kernels it replays "
+                "for KP_METRICS_MODE=kernel; their gpu__time_duration is in the metrics table)\n",
+                s.untimed_kernels);
+  }
   if (s.internal_kernels_excluded > 0) {
     o +=
         Printf("  (%" PRIu64 " profiler-internal kernels excluded)\n", s.internal_kernels_excluded);
@@ -706,6 +716,7 @@ std::string FormatSummaryJson(const TraceSummary& s) {
   j["span_ns"] = s.span_ns;
   j["gpu_kernel_time_ns"] = s.gpu_time_ns;
   j["profiler_internal_kernels_excluded"] = s.internal_kernels_excluded;
+  j["untimed_kernels"] = s.untimed_kernels;
   j["losses"] = s.losses;
   j["notices"] = s.notices;
   j["errors"] = s.errors;

@@ -84,6 +84,9 @@ struct TraceSummary {
   double gpu_time_ns = 0, span_ns = 0;
   double idle_between_kernels_fraction = 0;  // idle gap time / stream spans, all streams
   uint64_t internal_kernels_excluded = 0;
+  // Kernels CUPTI gave no timestamps (RECORD_FLAG_NO_TIMING; e.g. every kernel in
+  // KP_METRICS_MODE=kernel, where CUPTI replays them): counted, kept out of the duration stats.
+  uint64_t untimed_kernels = 0;
   uint64_t records = 0;
   // Losses and damage, one line each, file-prefixed when several files.
   std::vector<std::string> losses;
