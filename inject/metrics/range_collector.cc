@@ -872,11 +872,12 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
   PostResults(p, std::move(results));
   if (!ok) Fail(error);
   if (incomplete) {
-    Notice(kNoticeWarning, std::to_string(incomplete) +
-                               " range name(s) had no complete value set: the metric set needs " +
-                               std::to_string(passes) +
-                               " occurrences of each, the run ended after " +
-                               std::to_string(submitted));
+    // The cycle still open at exit: its occurrences gave passes but no full value set.
+    Notice(kNoticeWarning,
+           std::to_string(incomplete) + " range name(s) ended inside an unfinished pass cycle: " +
+               std::to_string(submitted) + " of the " + std::to_string(passes) +
+               " occurrences a value set needs were measured, so their last occurrences carry "
+               "no values (complete cycles before it are in the trace)");
   }
   if (dropped || graphs || mismatches) {
     post_([dropped](TraceEncoder& enc) { enc.stats().metric_ranges_dropped += dropped; });

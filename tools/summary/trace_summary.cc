@@ -507,8 +507,9 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
   table("Kernels", s.kernels, "share of GPU kernel time");
   if (s.untimed_kernels > 0) {
     o += Printf("  (%" PRIu64
-                " kernels without timestamps left out: CUPTI does not time kernels it replays "
-                "for KP_METRICS_MODE=kernel; their gpu__time_duration is in the metrics table)\n",
+                " kernels without timestamps left out: CUPTI gives none to kernels it replays "
+                "for KP_METRICS_MODE=kernel (their gpu__time_duration.sum is in the metrics "
+                "table) or when its device buffer overflows)\n",
                 s.untimed_kernels);
   }
   if (s.internal_kernels_excluded > 0) {
