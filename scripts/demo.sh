@@ -30,3 +30,7 @@ fi
 "$KPTRACE" convert "$trace" --to chrome -o out/demo.json
 "$KPTRACE" convert "$trace" --to csv -o out/demo_csv
 echo "== wrote out/demo.pftrace (open in https://ui.perfetto.dev), out/demo.json, out/demo_csv/"
+if [ "$trace" = examples/pytorch_h200.kptrace ]; then
+  echo "== hardware metrics per NVTX range (KP_METRICS=sol), from examples/pytorch_h200_metrics.kptrace"
+  "$KPTRACE" summary examples/pytorch_h200_metrics.kptrace | sed -n '/^Metrics per range/,$p'
+fi
