@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tools/export/nvtx_payload_text.h"
 #include "tools/export/output_buffer.h"
 #include "tools/info/trace_info.h"
 
@@ -157,31 +158,6 @@ const char* SyncTypeName(int k) {
 }
 const char* ApiDomainName(int k) {
   return k == API_RUNTIME ? "runtime" : k == API_DRIVER ? "driver" : "unknown";
-}
-
-std::string PayloadText(const NvtxPayload& p) {
-  switch (p.value_case()) {
-    case NvtxPayload::kU64:
-      return std::to_string(p.u64());
-    case NvtxPayload::kI64:
-      return std::to_string(p.i64());
-    case NvtxPayload::kU32:
-      return std::to_string(p.u32());
-    case NvtxPayload::kI32:
-      return std::to_string(p.i32());
-    case NvtxPayload::kF64: {
-      char tmp[32];
-      auto r = std::to_chars(tmp, tmp + sizeof tmp, p.f64());
-      return std::string(tmp, r.ptr);
-    }
-    case NvtxPayload::kF32: {
-      char tmp[32];
-      auto r = std::to_chars(tmp, tmp + sizeof tmp, p.f32());
-      return std::string(tmp, r.ptr);
-    }
-    default:
-      return "";
-  }
 }
 
 std::string ColorText(uint32_t argb) {
@@ -485,7 +461,7 @@ class CsvExporter final : public Exporter {
     } else {
       f.Empty();
     }
-    f.Str(PayloadText(r.payload()));
+    f.Str(NvtxPayloadText(r.payload()));
     f.U((r.flags() & RECORD_FLAG_OPEN) ? 1 : 0);
     f.U(r.id());
     f.EndRow();
@@ -506,7 +482,7 @@ class CsvExporter final : public Exporter {
     } else {
       f.Empty();
     }
-    f.Str(PayloadText(m.payload()));
+    f.Str(NvtxPayloadText(m.payload()));
     f.EndRow();
   }
 

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "tools/export/nvtx_payload_text.h"
+
 namespace kp {
 
 // ---------------------------------------------------------------------------------------------
@@ -468,25 +470,6 @@ std::string ProcessName(const Header* header) {
   return name;
 }
 
-std::string PayloadText(const NvtxPayload& p) {
-  switch (p.value_case()) {
-    case NvtxPayload::kU64:
-      return std::to_string(p.u64());
-    case NvtxPayload::kI64:
-      return std::to_string(p.i64());
-    case NvtxPayload::kF64:
-      return std::to_string(p.f64());
-    case NvtxPayload::kU32:
-      return std::to_string(p.u32());
-    case NvtxPayload::kI32:
-      return std::to_string(p.i32());
-    case NvtxPayload::kF32:
-      return std::to_string(p.f32());
-    default:
-      return "";
-  }
-}
-
 }  // namespace
 
 struct PerfettoExporter::Process {
@@ -908,7 +891,7 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
       if (r.domain() != 0) ArgStr(w, kArgDomain, reader.Str(r.domain()));
       if (r.category() != 0) ArgUInt(w, kArgCategory, r.category());
       if (r.has_payload() && r.payload().value_case() != NvtxPayload::VALUE_NOT_SET) {
-        ArgStr(w, kArgPayload, PayloadText(r.payload()));
+        ArgStr(w, kArgPayload, NvtxPayloadText(r.payload()));
       }
       if (r.end_thread_id() != 0 && r.end_thread_id() != r.thread_id()) {
         ArgUInt(w, kArgEndThread, r.end_thread_id());
@@ -931,7 +914,7 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
     w.UInt(kTeNameIid, iid);
     if (m.domain() != 0) ArgStr(w, kArgDomain, reader.Str(m.domain()));
     if (m.has_payload() && m.payload().value_case() != NvtxPayload::VALUE_NOT_SET) {
-      ArgStr(w, kArgPayload, PayloadText(m.payload()));
+      ArgStr(w, kArgPayload, NvtxPayloadText(m.payload()));
     }
     w.End(te);
     w.End(pk);
