@@ -38,7 +38,8 @@ std::string ReadFile(const std::string& path);
 void ExpectGolden(const std::string& name, const std::string& actual);
 PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
                                       std::vector<uint64_t>* kernel_begin_ts,
-                                      std::vector<std::string>* names, bool launch_calls_present);
+                                      std::vector<std::string>* names, bool launch_calls_present,
+                                      const std::multiset<uint64_t>* ends_without_start = nullptr);
 }  // namespace kp_export_test
 
 namespace {

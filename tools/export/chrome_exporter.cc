@@ -234,10 +234,6 @@ std::string ProcessLabel(const Header* header) {
   return name;
 }
 
-uint64_t FlowId(int file_index, uint64_t correlation) {
-  return (static_cast<uint64_t>(file_index + 1) << 32) | (correlation & 0xffffffffull);
-}
-
 void PayloadArg(JsonWriter& j, const NvtxPayload& p) {
   switch (p.value_case()) {
     case NvtxPayload::kU64:
@@ -592,7 +588,7 @@ void ChromeExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& 
       j.EndObject();
       correlation = m.correlation();
     }
-    if (correlation != 0) flow("f", FlowId(file_index, correlation), gpid, stream, s.start);
+    if (correlation != 0) flow("f", LaunchFlowId(file_index, correlation), gpid, stream, s.start);
     j.Flush();
   }
 
@@ -613,7 +609,7 @@ void ChromeExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& 
       j.EndObject();
       j.EndObject();
       if (a.correlation() != 0 && ApiStartsGpuWork(name)) {
-        flow("s", FlowId(file_index, a.correlation()), p.pid, tid, s.start);
+        flow("s", LaunchFlowId(file_index, a.correlation()), p.pid, tid, s.start);
       }
     } else {
       const NvtxRange& r = chunk.nvtx_ranges(s.index);

@@ -581,11 +581,6 @@ void InternedEntry(Wire& w, uint32_t field, uint32_t iid, std::string_view name)
   w.End(e);
 }
 
-constexpr uint64_t kFlowFileShift = 32;
-uint64_t FlowId(int file_index, uint64_t correlation) {
-  return (static_cast<uint64_t>(file_index + 1) << kFlowFileShift) | (correlation & 0xffffffffull);
-}
-
 }  // namespace
 
 PerfettoExporter::Process& PerfettoExporter::ProcessFor(int file_index, TraceReader& reader) {
@@ -798,7 +793,7 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
     w.UInt(kTeType, kSliceBegin);
     w.UInt(kTeTrackUuid, track);
     w.UInt(kTeNameIid, iid);
-    if (correlation != 0) w.Fixed64(kTeTerminatingFlowIds, FlowId(file_index, correlation));
+    if (correlation != 0) w.Fixed64(kTeTerminatingFlowIds, LaunchFlowId(file_index, correlation));
     if (s.kind == SliceKind::kKernel) {
       const Kernel& k = chunk.kernels(s.index);
       if (shape != nullptr) {
@@ -877,7 +872,8 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
       w.UInt(kTeType, kSliceBegin);
       w.UInt(kTeTrackUuid, track);
       w.UInt(kTeNameIid, iid);
-      if (flow && a.correlation() != 0) w.Fixed64(kTeFlowIds, FlowId(file_index, a.correlation()));
+      if (flow && a.correlation() != 0)
+        w.Fixed64(kTeFlowIds, LaunchFlowId(file_index, a.correlation()));
       ArgUInt(w, kArgCorrelation, a.correlation());
       ArgInt(w, kArgReturnValue, a.return_value());
       w.End(te);
