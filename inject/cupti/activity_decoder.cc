@@ -1,5 +1,6 @@
 #include "inject/cupti/activity_decoder.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -57,7 +58,19 @@ ActivityDecoder::ActivityDecoder(TraceEncoder* encoder, const MetricsCollector* 
     : encoder_(encoder),
       collector_(collector),
       options_(std::move(options)),
-      window_open_(options_.start_range.empty()) {}
+      window_open_(options_.start_range.empty()) {
+  const size_t sep = options_.start_range.find("::");
+  start_domain_named_ = sep != std::string::npos;
+  start_message_ =
+      start_domain_named_ ? options_.start_range.substr(sep + 2) : options_.start_range;
+  if (start_domain_named_) start_domain_ = options_.start_range.substr(0, sep);
+}
+
+bool ActivityDecoder::IsCaptureStart(const char* name, const char* domain) const {
+  if (name == nullptr || start_message_ != name) return false;
+  if (!start_domain_named_) return true;
+  return start_domain_.empty() ? domain == nullptr : domain != nullptr && start_domain_ == domain;
+}
 
 ActivityDecoder::~ActivityDecoder() = default;
 
@@ -70,6 +83,7 @@ size_t ActivityDecoder::DecodeBuffer(uint8_t* buffer, size_t valid_size) {
     ++count;
   }
   EmitPendingMarks();
+  CapPendingNvtx();
   return count;
 }
 
@@ -295,7 +309,7 @@ void ActivityDecoder::DecodeMarker(const CUpti_ActivityMarker2& r) {
     return;
   }
   if (r.flags & CUPTI_ACTIVITY_FLAG_MARKER_START) {
-    if (!window_open_ && r.name != nullptr && options_.start_range == r.name) {
+    if (!window_open_ && IsCaptureStart(r.name, r.domain)) {
       window_open_ = true;
       options_.window_start = r.timestamp;
       if (options_.duration_ns != 0) options_.window_end = r.timestamp + options_.duration_ns;
@@ -373,9 +387,10 @@ void ActivityDecoder::DecodeMarkerData(const CUpti_ActivityMarkerData2& r) {
     default:
       break;  // no payload, or an extended payload kp does not decode
   }
-  for (PendingMark& mark : pending_marks_) {
-    if (mark.id == r.id) {
-      mark.extras = extras;
+  // A MarkerData record follows its marker: search from the back (linear in the buffer).
+  for (auto it = pending_marks_.rbegin(); it != pending_marks_.rend(); ++it) {
+    if (it->id == r.id) {
+      it->extras = extras;
       return;
     }
   }
@@ -384,7 +399,8 @@ void ActivityDecoder::DecodeMarkerData(const CUpti_ActivityMarkerData2& r) {
     it->second.extras = extras;
     return;
   }
-  for (ClosedRange& closed : pending_closed_) {
+  for (auto it = pending_closed_.rbegin(); it != pending_closed_.rend(); ++it) {
+    ClosedRange& closed = *it;
     if (closed.id == r.id) {
       closed.range.extras = extras;
       return;
@@ -503,16 +519,33 @@ void ActivityDecoder::DecodeContext(const CUpti_ActivityContext3& r) {
   encoder_->AddContext(c);
 }
 
+void ActivityDecoder::CapPendingNvtx() {
+  if (early_ends_.size() > kMaxPendingNvtx) {
+    abandoned_ends_ += early_ends_.size();
+    early_ends_.clear();
+  }
+  if (open_ranges_.size() > kMaxPendingNvtx) {
+    // Give up the older half: long-lived outer ranges are few, the flood is of lost ENDs.
+    std::vector<std::pair<uint64_t, uint64_t>> by_start;  // (start, id)
+    by_start.reserve(open_ranges_.size());
+    for (const auto& [id, range] : open_ranges_) by_start.emplace_back(range.start, id);
+    const size_t drop = by_start.size() / 2;
+    std::nth_element(by_start.begin(), by_start.begin() + drop, by_start.end());
+    for (size_t i = 0; i < drop; ++i) open_ranges_.erase(by_start[i].second);
+    abandoned_open_ += drop;
+  }
+}
+
 void ActivityDecoder::UpdateOpenRangeStat() {
-  encoder_->stats().nvtx_open_ranges = open_ranges_.size();
+  encoder_->stats().nvtx_open_ranges = open_ranges_.size() + abandoned_open_;
   // Provisional: an early END may still meet its START in a later buffer.
-  encoder_->stats().nvtx_unmatched_ends = early_ends_.size();
+  encoder_->stats().nvtx_unmatched_ends = early_ends_.size() + abandoned_ends_;
 }
 
 void ActivityDecoder::Finish() {
   EmitPendingMarks();
-  encoder_->stats().nvtx_open_ranges = open_ranges_.size();
-  encoder_->stats().nvtx_unmatched_ends = early_ends_.size();
+  encoder_->stats().nvtx_open_ranges = open_ranges_.size() + abandoned_open_;
+  encoder_->stats().nvtx_unmatched_ends = early_ends_.size() + abandoned_ends_;
   early_ends_.clear();
   for (const auto& [id, range] : open_ranges_) {
     if (!Keep(range.start)) continue;

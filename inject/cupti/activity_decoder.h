@@ -34,6 +34,8 @@ class ActivityDecoder {
     uint64_t window_end = std::numeric_limits<uint64_t>::max();
     // KP_CAPTURE_RANGE: the window opens at the first START of an NVTX range with this name
     // (and lasts duration_ns, 0 = to the end). Until then everything is filtered.
+    // KP_CAPTURE_RANGE: the window opens at the first START of an NVTX range with this
+    // message; "domain::message" also requires that domain ("::message": the default domain).
     std::string start_range;
     uint64_t duration_ns = 0;
   };
@@ -103,6 +105,10 @@ class ActivityDecoder {
   const MetricsCollector* collector_;
   Options options_;
   bool window_open_;  // false until KP_CAPTURE_RANGE's range starts
+  // options_.start_range split at "::": the message, and the domain when one was named.
+  std::string start_message_, start_domain_;
+  bool start_domain_named_ = false;
+  bool IsCaptureStart(const char* name, const char* domain) const;
   uint64_t last_timestamp_ = 0;
   std::unordered_map<uint64_t, OpenRange> open_ranges_;
   // END markers seen before their START: with per-thread buffers, a range ended on another
@@ -112,6 +118,12 @@ class ActivityDecoder {
     uint32_t thread_id = 0;
   };
   std::unordered_map<uint64_t, EarlyEnd> early_ends_;
+  // NVTX markers lost to CUPTI drops leave ENDs that never meet their START and STARTs that
+  // never end. Both maps are capped so host memory stays bounded; what is given up is counted
+  // (into nvtx_unmatched_ends and nvtx_open_ranges), never silently lost.
+  static constexpr size_t kMaxPendingNvtx = 1u << 16;
+  uint64_t abandoned_ends_ = 0, abandoned_open_ = 0;
+  void CapPendingNvtx();
   // Instantaneous marks wait for their MarkerData record (written right after them) until the
   // end of the buffer.
   std::vector<PendingMark> pending_marks_;

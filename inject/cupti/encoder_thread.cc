@@ -1,10 +1,14 @@
 #include "inject/cupti/encoder_thread.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <system_error>
 
 #include "inject/cupti/activity_decoder.h"
@@ -19,14 +23,27 @@ EncoderThread::EncoderThread(TraceEncoder* encoder, ActivityDecoder* decoder, Bu
 EncoderThread::~EncoderThread() { Stop("destroyed"); }
 
 bool EncoderThread::Start(std::string* error) {
+  // The thread starts with every signal blocked (it inherits the mask in force here), so the
+  // application's asynchronous signals go to its own threads, and SIGXFSZ from a write past
+  // `ulimit -f` stays pending instead of killing the process: write() then fails with EFBIG and
+  // the writer's one-line error path runs.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  bool ok = true;
   try {
     thread_ = std::thread([this] { Run(); });
     started_ = true;
-    return true;
   } catch (const std::system_error& e) {
     *error = std::string("cannot start the encoder thread: ") + e.what();
-    return false;
+    ok = false;
   }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return ok;
+}
+
+bool EncoderThread::CuptiCallsAllowed() const {
+  return options_.flush_cupti && (options_.cupti_usable == nullptr || options_.cupti_usable());
 }
 
 void EncoderThread::PushCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer,
@@ -81,12 +98,23 @@ void EncoderThread::DumpBuffer(const uint8_t* buffer, size_t size) {
     return;
   }
   size_t done = 0;
+  int error = 0;
   while (done < size) {
     ssize_t n = ::write(fd, buffer + done, size - done);
-    if (n <= 0) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      error = n < 0 ? errno : ENOSPC;
+      break;
+    }
     done += static_cast<size_t>(n);
   }
   ::close(fd);
+  if (error != 0) {
+    std::fprintf(stderr, "kp: cannot write %s (KP_DUMP_BUFFERS): %s; buffer dumps stop here\n",
+                 path, std::strerror(error));
+    ::unlink(path);
+    options_.dump_dir.clear();  // say it once
+  }
 }
 
 void EncoderThread::Process(Item& item) {
@@ -100,7 +128,7 @@ void EncoderThread::Process(Item& item) {
   if (!options_.dump_dir.empty() && c.valid_size > 0) DumpBuffer(c.buffer, c.valid_size);
   records_decoded_ += decoder_->DecodeBuffer(c.buffer, c.valid_size);
   pool_->Release(c.buffer);
-  if (options_.flush_cupti) ReadDroppedCount(c.context, c.stream_id);
+  if (CuptiCallsAllowed()) ReadDroppedCount(c.context, c.stream_id);
 }
 
 void EncoderThread::Run() {
@@ -117,7 +145,7 @@ void EncoderThread::Run() {
       period_due = Clock::now() >= next_flush;
       stopping = stop_;
     }
-    if (period_due && !stopping && options_.flush_cupti) {
+    if (period_due && !stopping && CuptiCallsAllowed()) {
       // Outside our lock: CUPTI calls bufferCompleted -> PushCompleted from inside FlushAll.
       cuptiActivityFlushAll(0);
       ReadDroppedCount(nullptr, 0);

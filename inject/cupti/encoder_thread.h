@@ -34,6 +34,9 @@ class EncoderThread {
     uint32_t flush_ms = 1000;
     std::string dump_dir;     // KP_DUMP_BUFFERS: copy each buffer to dump_dir/buf-<pid>-<n>.bin
     bool flush_cupti = true;  // call cuptiActivityFlushAll(0) each period (off in tests)
+    // When set and returning false (CUPTI reported a fatal error and finalized itself), the
+    // thread makes no more CUPTI calls; it still encodes and writes what it has.
+    bool (*cupti_usable)() = nullptr;
     uint32_t pid = 0;
   };
 
@@ -69,6 +72,7 @@ class EncoderThread {
   void Run();
   void Process(Item& item);
   void DumpBuffer(const uint8_t* buffer, size_t size);
+  bool CuptiCallsAllowed() const;
   void ReadDroppedCount(CUcontext context, uint32_t stream_id);
 
   TraceEncoder* encoder_;

@@ -58,7 +58,11 @@ std::atomic<bool> g_exit_done{false};
 std::mutex g_shutdown_mutex;  // serializes exit-time shutdown with cudaDeviceReset's flush
 thread_local bool t_in_callback = false;
 
+std::atomic<bool> g_cupti_fatal{false};  // CUPTI reported a fatal error and finalized itself
 bool CuptiUsable() { return g_active.load(std::memory_order_acquire) && !g_in_fork_child.load(); }
+// For the encoder thread: CUPTI may still be called (also while draining at exit, when tracing
+// itself has stopped), but never after a fatal error.
+bool CuptiAlive() { return !g_cupti_fatal.load() && !g_in_fork_child.load(); }
 
 void OnForkChild() { g_in_fork_child.store(true); }
 
@@ -169,10 +173,11 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
   }
 }
 
+// cudaDeviceReset: flush what CUPTI holds. Metrics of the reset device's context are flushed by
+// its CONTEXT_DESTROY_STARTING callback; other devices' profilers stay on.
 void FlushForReset() {
   std::lock_guard<std::mutex> lock(g_shutdown_mutex);
   if (!CuptiUsable() || g_exit_done.load()) return;
-  if (g_state->collector) g_state->collector->Shutdown();
   cuptiActivityFlushAll(0);
 }
 
@@ -221,7 +226,8 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
           std::fprintf(stderr, "kp: CUPTI fatal error (%s): %s; tracing stops here\n",
                        CuptiErrorString(state->notification.result),
                        message != nullptr ? message : "no message");
-          g_active.store(false);  // CUPTI has finalized itself; no more CUPTI calls
+          g_cupti_fatal.store(true);  // CUPTI has finalized itself; no more CUPTI calls
+          g_active.store(false);
         }
         break;
       default:
@@ -475,6 +481,7 @@ void DoToolInit(InjectionMode mode) {
   thread_options.flush_ms = config.flush_ms;
   thread_options.dump_dir = config.dump_buffers_dir;
   thread_options.pid = pid;
+  thread_options.cupti_usable = &CuptiAlive;
   thread_ptr = new EncoderThread(state->encoder, state->decoder, state->pool, thread_options);
   std::string thread_error;
   if (!thread_ptr->Start(&thread_error)) {

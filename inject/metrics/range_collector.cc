@@ -910,6 +910,10 @@ void RangeCollector::OnContextDestroying(CUcontext ctx) {
 }
 
 void RangeCollector::Shutdown() {
+  // Off first, so no thread starts setting up a profiler for a new context while (or after)
+  // the profilers are closed and the profiler interface de-initialized.
+  off_.store(true);
+  std::lock_guard<std::mutex> setup(setup_mu_);
   std::vector<ContextProfiler*> all;
   {
     std::lock_guard<std::mutex> lock(mu_);

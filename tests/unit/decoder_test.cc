@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +26,7 @@
 #include "inject/cupti/activity_decoder.h"
 #include "inject/cupti/api_selection.h"
 #include "inject/cupti/buffer_pool.h"
+#include "inject/cupti/encoder_thread.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
@@ -565,6 +568,124 @@ TEST(ActivityDecoderTest, CaptureRangeOpensTheWindow) {
   ASSERT_EQ(d.ranges.size(), 1u);  // "warmup" started before the window: filtered
   EXPECT_EQ(d.Str(d.ranges[0].name()), "roi");
   EXPECT_EQ(stats.records_filtered, 3u);
+}
+
+// KP_CAPTURE_RANGE=domain::message: the range of that name in another domain (or the default
+// one) does not open the window; the one in the named domain does. "::message" names the
+// default domain.
+TEST(ActivityDecoderTest, CaptureRangeWithADomain) {
+  auto run = [](const std::string& setting) {
+    BufferBuilder b;
+    auto& in_default = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+    in_default.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+    in_default.timestamp = 100;
+    in_default.id = 1;
+    in_default.name = "step";
+    AddKernelAt(&b, 200, 1);
+    auto& in_torch = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+    in_torch.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+    in_torch.timestamp = 1000;
+    in_torch.id = 2;
+    in_torch.name = "step";
+    in_torch.domain = "torch";
+    AddKernelAt(&b, 1100, 2);
+    ActivityDecoder::Options window;
+    window.start_range = setting;
+    EncoderStats stats;
+    DecodedTrace d = DecodeAll({&b}, window, &stats);
+    return d.kernel_correlations;
+  };
+  EXPECT_EQ(run("torch::step"), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(run("::step"), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(run("step"), (std::vector<uint64_t>{1, 2}));
+  EXPECT_TRUE(run("other::step").empty());
+}
+
+// NVTX markers lost to CUPTI drops must not grow host memory without bound: past 65536
+// pending STARTs the older half is given up (counted as open, not emitted), past 65536 pending
+// ENDs they are all given up (counted as unmatched).
+TEST(ActivityDecoderTest, PendingNvtxMarkersAreCapped) {
+  const uint32_t n = 70000;
+  BufferBuilder starts, ends;
+  for (uint32_t i = 0; i < n; ++i) {
+    auto& m = starts.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+    m.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+    m.timestamp = 1000 + i;
+    m.id = i + 1;
+    m.name = "never-ended";
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    auto& m = ends.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+    m.flags = CUPTI_ACTIVITY_FLAG_MARKER_END;
+    m.timestamp = 200000 + i;
+    m.id = 1000000 + i;  // their STARTs were lost
+  }
+  EncoderStats stats;
+  DecodedTrace d = DecodeAll({&starts, &ends}, {}, &stats);
+  EXPECT_EQ(stats.nvtx_open_ranges, n);
+  EXPECT_EQ(stats.nvtx_unmatched_ends, n);
+  // Only the newer half of the STARTs is still held, and written as open at the end.
+  ASSERT_EQ(d.ranges.size(), n - n / 2);
+  uint64_t oldest = UINT64_MAX;
+  for (const auto& t : d.range_times) oldest = std::min<uint64_t>(oldest, t.start);
+  EXPECT_EQ(oldest, 1000u + n / 2);
+}
+
+// A file-size limit (`ulimit -f`, common under batch schedulers) must not kill the profiled
+// program: the encoder thread blocks SIGXFSZ, so write() fails with EFBIG, kp prints its one
+// line and stops writing, and the process goes on to exit normally.
+TEST(EncoderThreadTest, FileSizeLimitDoesNotKillTheProcess) {
+  const std::string dir = ::testing::TempDir();
+  const std::string trace = dir + "/fsize_" + std::to_string(getpid()) + ".kptrace";
+  const std::string err = trace + ".stderr";
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    FILE* f = std::freopen(err.c_str(), "w", stderr);
+    (void)f;
+    rlimit limit{64 << 10, 64 << 10};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    std::string error;
+    FileChunkWriter* writer = FileChunkWriter::Open(trace, 0, &error);
+    if (writer == nullptr) _exit(3);
+    TraceEncoder encoder(writer, TraceEncoder::Options());
+    ActivityDecoder decoder(&encoder, nullptr, {});
+    BufferPool pool(1 << 20, 8 << 20);
+    EncoderThread::Options options;
+    options.flush_cupti = false;
+    EncoderThread thread(&encoder, &decoder, &pool, options);
+    if (!thread.Start(&error)) _exit(4);
+    for (int chunk = 0; chunk < 20; ++chunk) {
+      thread.Post([chunk](TraceEncoder& e) {
+        for (uint32_t i = 0; i < 2000; ++i) {
+          KernelRecord k;
+          k.name = "kernel_filling_the_disk";
+          k.start = 1000000ull * chunk + i * 100;
+          k.end = k.start + 50;
+          k.correlation = chunk * 2000 + i;
+          e.AddKernel(k);
+        }
+        e.Flush();
+      });
+    }
+    thread.Stop("test");
+    std::fflush(stderr);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  std::ifstream in(err);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("kp: cannot write trace"), std::string::npos) << text;
+  struct stat st {};
+  ASSERT_EQ(stat(trace.c_str(), &st), 0);
+  EXPECT_LE(st.st_size, 64 << 10);
+  EXPECT_GT(st.st_size, 8);
+  std::remove(trace.c_str());
+  std::remove(err.c_str());
 }
 
 TEST(ApiSelectionTest, LaunchModeKeepsLaunchCopySyncAllocEventGraphCalls) {
