@@ -146,7 +146,16 @@ struct TraceEncoder::Impl {
   bool finished = false;
   uint64_t totals[kNumRecordKinds] = {};
 
-  // Strings: id -> value; emitted_in[id] = 1 + sequence of the last chunk that defined it.
+  // Strings: local index -> value; emitted_in[i] = 1 + sequence of the last chunk that defined
+  // it. A string's id in the file is string_base + its local index. Unique NVTX messages
+  // ("step 1234", emit_nvtx's "aten::mul, seq = ...") would grow these tables with the run, so
+  // at a chunk boundary past kMaxInternedStrings / kMaxInternedBytes every table is dropped and
+  // ids continue above the old ones: never reused, so a reader or exporter caching by id stays
+  // right, and every chunk still defines what it uses.
+  static constexpr size_t kMaxInternedStrings = 1u << 17;
+  static constexpr size_t kMaxInternedBytes = 32u << 20;
+  uint32_t string_base = 0;
+  size_t string_bytes = 0;
   std::vector<std::string> strings{std::string()};
   std::vector<uint64_t> string_hash{0};
   std::vector<uint64_t> string_emitted_in{0};
@@ -159,7 +168,8 @@ struct TraceEncoder::Impl {
   std::vector<PointerSlot> pointer_slots = std::vector<PointerSlot>(1024);
   size_t pointer_count = 0;
 
-  std::vector<ShapeKey> shapes;  // id - 1 -> key
+  uint32_t shape_base = 0;       // a shape's id is shape_base + its 1-based local index
+  std::vector<ShapeKey> shapes;  // local index - 1 -> key
   std::vector<uint64_t> shape_hash;
   std::vector<uint64_t> shape_emitted_in;
   std::vector<uint32_t> shape_slots = std::vector<uint32_t>(1024, 0);
@@ -177,22 +187,23 @@ struct TraceEncoder::Impl {
     uint64_t h = HashBytes(s, n);
     size_t mask = content_slots.size() - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
-      uint32_t id = content_slots[i];
-      if (id == 0) {
-        id = static_cast<uint32_t>(strings.size());
+      uint32_t local = content_slots[i];
+      if (local == 0) {
+        local = static_cast<uint32_t>(strings.size());
         // proto3 `string` fields must hold UTF-8 or libprotobuf rejects the whole chunk: store
         // a repaired copy (keyed, via the hash, by the original bytes).
         strings.push_back(ToValidUtf8(s, n));
+        string_bytes += n;
         string_hash.push_back(h);
         string_emitted_in.push_back(0);
         demangled_of.push_back(0);
-        content_slots[i] = id;
+        content_slots[i] = local;
         if (strings.size() * 2 > content_slots.size()) RehashContent();
-        return id;
+        return string_base + local;
       }
-      if (string_hash[id] == h && strings[id].size() == n &&
-          std::memcmp(strings[id].data(), s, n) == 0) {
-        return id;
+      if (string_hash[local] == h && strings[local].size() == n &&
+          std::memcmp(strings[local].data(), s, n) == 0) {
+        return string_base + local;
       }
     }
   }
@@ -241,9 +252,11 @@ struct TraceEncoder::Impl {
   }
   // Ensures the current chunk defines string `id`.
   void UseString(uint32_t id) {
-    if (id == 0 || string_emitted_in[id] == sequence + 1) return;
-    string_emitted_in[id] = sequence + 1;
-    const std::string& s = strings[id];
+    if (id == 0) return;
+    const uint32_t local = id - string_base;
+    if (string_emitted_in[local] == sequence + 1) return;
+    string_emitted_in[local] = sequence + 1;
+    const std::string& s = strings[local];
     // InternedString { id = 1; value = 2; } written straight into the chunk.
     size_t body = 1 + wire::VarintSize(id) + 1 + wire::VarintSize(s.size()) + s.size();
     WireWriter w = chunk.Reserve(wire::MaxLengthDelimitedBytes(body));
@@ -256,10 +269,10 @@ struct TraceEncoder::Impl {
   // Demangled once per unique kernel name, off the per-record path.
   uint32_t DemangledOf(uint32_t name_id) {
     if (name_id == 0) return 0;
-    uint32_t d = demangled_of[name_id];
+    uint32_t d = demangled_of[name_id - string_base];
     if (d != 0) return d;
     d = name_id;
-    const std::string& mangled = strings[name_id];
+    const std::string& mangled = strings[name_id - string_base];
     if (mangled.size() > 2 && mangled[0] == '_' && mangled[1] == 'Z') {
       int status = 0;
       char* out = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
@@ -267,7 +280,7 @@ struct TraceEncoder::Impl {
       std::free(out);
       if (d == 0) d = name_id;
     }
-    demangled_of[name_id] = d;  // InternContent may have grown the vector: index again
+    demangled_of[name_id - string_base] = d;  // InternContent may have grown it: index again
     return d;
   }
 
@@ -281,7 +294,7 @@ struct TraceEncoder::Impl {
         shapes.push_back(key);
         shape_hash.push_back(h);
         shape_emitted_in.push_back(0);
-        id = static_cast<uint32_t>(shapes.size());
+        id = static_cast<uint32_t>(shapes.size());  // local, 1-based
         shape_slots[i] = id;
         if (shapes.size() * 2 > shape_slots.size()) {
           std::vector<uint32_t> slots(shape_slots.size() * 2, 0);
@@ -293,15 +306,16 @@ struct TraceEncoder::Impl {
           }
           shape_slots.swap(slots);
         }
-        return id;
+        return shape_base + id;
       }
-      if (shape_hash[id - 1] == h && shapes[id - 1] == key) return id;
+      if (shape_hash[id - 1] == h && shapes[id - 1] == key) return shape_base + id;
     }
   }
   void UseShape(uint32_t id) {
-    if (shape_emitted_in[id - 1] == sequence + 1) return;
-    shape_emitted_in[id - 1] = sequence + 1;
-    const ShapeKey& k = shapes[id - 1];
+    const uint32_t local = id - shape_base;
+    if (shape_emitted_in[local - 1] == sequence + 1) return;
+    shape_emitted_in[local - 1] = sequence + 1;
+    const ShapeKey& k = shapes[local - 1];
     uint32_t demangled = DemangledOf(k.v[0]);
     UseString(k.v[0]);
     UseString(demangled);
@@ -312,6 +326,25 @@ struct TraceEncoder::Impl {
     w.Uint(3, demangled);
     for (uint32_t f = 1; f < 16; ++f) w.Uint(3 + f, k.v[f]);
     AppendRecord(kChunkKernelShapes, w);
+  }
+
+  // At a chunk boundary only (see kMaxInternedStrings).
+  void MaybeResetInterning() {
+    if (strings.size() <= kMaxInternedStrings && string_bytes <= kMaxInternedBytes) return;
+    string_base += static_cast<uint32_t>(strings.size() - 1);
+    strings.assign(1, std::string());
+    string_hash.assign(1, 0);
+    string_emitted_in.assign(1, 0);
+    demangled_of.assign(1, 0);
+    string_bytes = 0;
+    content_slots.assign(1024, 0);
+    pointer_slots.assign(1024, PointerSlot());
+    pointer_count = 0;
+    shape_base += static_cast<uint32_t>(shapes.size());  // shapes name strings: reset together
+    shapes.clear();
+    shape_hash.clear();
+    shape_emitted_in.clear();
+    shape_slots.assign(1024, 0);
   }
 
   // ---- delta coding ----
@@ -809,7 +842,10 @@ void TraceEncoder::Flush(bool force) {
   for (ListDelta& l : m.lists) l = ListDelta();
   m.records_in_chunk = 0;
   m.dirty = false;
+  m.MaybeResetInterning();
 }
+
+size_t TraceEncoder::interned_strings() const { return impl_->strings.size() - 1; }
 
 void TraceEncoder::Finish(const FooterInfo& footer) {
   Impl& m = *impl_;

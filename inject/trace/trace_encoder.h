@@ -43,9 +43,8 @@ struct DeviceInfo {
   uint32_t cc_major = 0, cc_minor = 0, sm_count = 0;
   uint64_t global_memory_bytes = 0, global_memory_bandwidth_kbps = 0;
   uint32_t core_clock_khz = 0, memory_clock_khz = 0;
-  uint32_t max_threads_per_block = 0, max_shared_memory_per_block = 0,
-           max_registers_per_block = 0, l2_cache_bytes = 0, max_warps_per_sm = 0,
-           num_threads_per_warp = 0;
+  uint32_t max_threads_per_block = 0, max_shared_memory_per_block = 0, max_registers_per_block = 0,
+           l2_cache_bytes = 0, max_warps_per_sm = 0, num_threads_per_warp = 0;
   std::string pci_bus_id;
   bool is_mig = false;
 };
@@ -66,10 +65,10 @@ struct MetricConfigInfo {
 // Mirrors kp.Stats in the proto; the tracer increments these directly.
 struct EncoderStats {
   uint64_t cupti_dropped_records = 0, zero_timestamp_records = 0, buffers_completed = 0,
-           buffers_refused = 0, nvtx_unmatched_ends = 0, nvtx_open_ranges = 0,
-           records_filtered = 0, bytes_written = 0, chunks_written = 0, records_written = 0,
-           unknown_records = 0, write_errors = 0, metric_ranges_dropped = 0,
-           encoder_buffers_pending_max = 0, profiler_internal_kernels = 0;
+           buffers_refused = 0, nvtx_unmatched_ends = 0, nvtx_open_ranges = 0, records_filtered = 0,
+           bytes_written = 0, chunks_written = 0, records_written = 0, unknown_records = 0,
+           write_errors = 0, metric_ranges_dropped = 0, encoder_buffers_pending_max = 0,
+           profiler_internal_kernels = 0;
 };
 
 struct FooterInfo {
@@ -87,8 +86,8 @@ class TraceEncoder {
   TraceEncoder(const TraceEncoder&) = delete;
   TraceEncoder& operator=(const TraceEncoder&) = delete;
 
-  void SetHeader(const HeaderInfo& header);  // written into chunk 0
-  void AddDevice(const DeviceInfo& device);  // repeated in every later chunk
+  void SetHeader(const HeaderInfo& header);     // written into chunk 0
+  void AddDevice(const DeviceInfo& device);     // repeated in every later chunk
   void AddContext(const ContextInfo& context);  // repeated in every later chunk
   void AddThreadName(uint32_t thread_id, std::string_view name);
   void AddNotice(int severity, std::string_view component, std::string_view message,
@@ -107,6 +106,9 @@ class TraceEncoder {
   void AddMetricRange(const MetricRangeRecord& r);
 
   EncoderStats& stats() { return stats_; }
+  // Strings held for interning now (bounded: the tables restart at a chunk boundary once they
+  // pass 131072 strings or 32 MiB, with ids continuing above the old ones).
+  size_t interned_strings() const;
   size_t pending_bytes() const;
   bool FlushDue() const { return pending_bytes() >= options_.chunk_target_bytes; }
 

@@ -878,5 +878,50 @@ TEST(EncoderTest, InvalidUtf8StringsAreRepairedSoTheChunkStillParses) {
   EXPECT_EQ(r.back(), '\xbd');
 }
 
+// A run with ever-new NVTX messages ("step 1234") must not grow the injector's intern tables
+// without bound; after the tables restart, ids are never reused for another string, and every
+// chunk still decodes on its own.
+TEST(EncoderTest, InternTablesStayBoundedAndIdsAreNeverReused) {
+  MemoryChunkSink sink(1);
+  TraceEncoder enc(&sink, TraceEncoder::Options());
+  const int n = 300000;
+  size_t max_interned = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "step " + std::to_string(i);
+    NvtxMarkRecord m;
+    m.name = name.c_str();
+    m.time = 1000 + static_cast<uint64_t>(i);
+    enc.AddNvtxMark(m);
+    KernelRecord k = MakeKernel("_Z6kernelv", 1000 + static_cast<uint64_t>(i), i, 1);
+    enc.AddKernel(k);
+    if (i % 20000 == 19999) {
+      enc.Flush();
+      max_interned = std::max(max_interned, enc.interned_strings());
+    }
+  }
+  enc.Finish({1, "exit"});
+  EXPECT_LE(max_interned, (1u << 17) + 20000u + 2u);
+  ParsedFile f = ParseFile(sink.file());
+  std::map<uint32_t, std::string> id_to_value;
+  int marks = 0;
+  for (const Chunk& c : f.chunks) {
+    std::map<uint32_t, std::string> strings = StringsOf(c);
+    for (const auto& [id, value] : strings) {
+      auto [it, inserted] = id_to_value.emplace(id, value);
+      EXPECT_TRUE(inserted || it->second == value) << "id " << id << " reused";
+    }
+    for (const NvtxMark& m : c.nvtx_marks()) {
+      ASSERT_TRUE(strings.count(m.name())) << "chunk " << c.sequence();
+      EXPECT_EQ(strings[m.name()], "step " + std::to_string(marks));
+      ++marks;
+    }
+    for (const KernelShape& sh : c.kernel_shapes()) {
+      ASSERT_TRUE(strings.count(sh.name()));
+      EXPECT_EQ(strings[sh.name()], "_Z6kernelv");
+    }
+  }
+  EXPECT_EQ(marks, n);
+}
+
 }  // namespace
 }  // namespace kp
