@@ -2,6 +2,7 @@
 // lost chunks) counted rather than crashing.
 #include <gtest/gtest.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -194,6 +195,38 @@ TEST(TraceReader, NegativeDurationsAreCounted) {
 // Fuzz-style: flip bytes and truncate a valid trace at every position; the reader must survive
 // and, whenever it delivered fewer than all records, report damage or (for a cut exactly at a
 // chunk boundary, indistinguishable from a killed process) the missing footer.
+// A crafted chunk of 17 million empty kernel records (2 bytes each, 34 MB raw, a few KB with
+// zstd) would make libprotobuf allocate gigabytes; the reader refuses it as undecodable and
+// goes on with the next chunk.
+TEST(TraceReader, ChunkWithTooManyRecordsIsRefusedBeforeParsing) {
+  const size_t records = (16u << 20) + 1000;
+  std::string raw;
+  raw.reserve(records * 2);
+  for (size_t i = 0; i < records; ++i) raw.append("\x42\x00", 2);  // Chunk.kernels = {}
+  std::string stored(ZSTD_compressBound(raw.size()), '\0');
+  size_t n = ZSTD_compress(&stored[0], stored.size(), raw.data(), raw.size(), 1);
+  ASSERT_FALSE(ZSTD_isError(n));
+  stored.resize(n);
+  FrameHeader h;
+  h.flags = kFrameFlagZstd;
+  h.stored_size = static_cast<uint32_t>(stored.size());
+  h.raw_size = static_cast<uint32_t>(raw.size());
+  h.payload_crc = Crc32c(stored.data(), stored.size());
+  uint8_t header[kFrameHeaderSize];
+  EncodeFrameHeader(h, header);
+  // A good trace, the bomb spliced in after its file magic, then the good chunks.
+  const std::string good = BuildFixedTrace();
+  std::string file = good.substr(0, kFileMagicSize);
+  file.append(reinterpret_cast<const char*>(header), kFrameHeaderSize);
+  file += stored;
+  file += good.substr(kFileMagicSize);
+  ReadResult r = ReadAll(WriteTemp("bomb.kptrace", file));
+  EXPECT_EQ(r.stats.chunks_undecodable, 1u);
+  ReadResult reference = ReadAll(WriteTemp("good.kptrace", good));
+  EXPECT_EQ(r.chunks, reference.chunks);
+  EXPECT_EQ(r.kernels, reference.kernels);
+}
+
 TEST(TraceReader, SurvivesFlippedAndTruncatedBytesEverywhere) {
   for (int level : {0, 3}) {
     const std::string good = BuildFixedTrace({true, level});

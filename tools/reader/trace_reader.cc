@@ -51,6 +51,53 @@ class IdTable {
   std::unordered_map<uint32_t, const T*> sparse_;
 };
 
+// A damaged or crafted chunk of tiny records (2 bytes each) would parse into ~100 bytes of
+// message per byte of input. The writer's chunks hold at most a few million records (about
+// 4 MiB, never more than 64 MiB, of records of 5+ bytes), so a chunk with more top-level
+// fields than this is refused as undecodable before libprotobuf allocates anything.
+constexpr uint64_t kMaxFieldsPerChunk = 16u << 20;
+
+// Counts the top-level fields of a serialized message without decoding them (stops early, and
+// returns UINT64_MAX on malformed wire data: the parse would fail anyway).
+uint64_t CountTopLevelFields(const uint8_t* p, size_t n) {
+  const uint8_t* end = p + n;
+  uint64_t fields = 0;
+  auto varint = [&](uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+      const uint8_t b = *p++;
+      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) return true;
+    }
+    return false;
+  };
+  while (p < end) {
+    uint64_t tag = 0, v = 0;
+    if (!varint(&tag)) return UINT64_MAX;
+    switch (tag & 7) {
+      case 0:
+        if (!varint(&v)) return UINT64_MAX;
+        break;
+      case 1:
+        if (end - p < 8) return UINT64_MAX;
+        p += 8;
+        break;
+      case 2:
+        if (!varint(&v) || v > static_cast<uint64_t>(end - p)) return UINT64_MAX;
+        p += v;
+        break;
+      case 5:
+        if (end - p < 4) return UINT64_MAX;
+        p += 4;
+        break;
+      default:
+        return UINT64_MAX;
+    }
+    if (++fields > kMaxFieldsPerChunk) return fields;
+  }
+  return fields;
+}
+
 // Undoes the per-list delta coding of `start`/`time` (from time_base) and of `correlation`.
 template <typename List>
 void UndoStartDeltas(List* list, uint64_t time_base, uint64_t* negative_durations) {
@@ -218,7 +265,8 @@ bool TraceReader::Next(Chunk* chunk) {
       msg = im.raw.data();
       msg_size = n;
     }
-    if (!chunk->ParseFromArray(msg, static_cast<int>(msg_size))) {
+    if (CountTopLevelFields(msg, msg_size) > kMaxFieldsPerChunk ||
+        !chunk->ParseFromArray(msg, static_cast<int>(msg_size))) {
       ++stats_.chunks_undecodable;
       continue;
     }
