@@ -25,10 +25,22 @@ constexpr char kDram[] = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 std::unique_ptr<MetricHost> Gh100(std::string* why) {
   return MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}, why);
 }
-#define REQUIRE_HOST_API()                                                           \
-  do {                                                                               \
-    std::string why;                                                                 \
-    if (!Gh100(&why)) GTEST_SKIP() << "Profiler Host API unavailable here: " << why; \
+// libcupti dlopen()s libnvperf_host.so with RTLD_DEEPBIND, which AddressSanitizer's runtime
+// refuses (it aborts the process: google/sanitizers#611). Under KP_SANITIZE these tests skip
+// with that reason; the normal build (CI's) runs them.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kUnderAsan = true;
+#else
+constexpr bool kUnderAsan = false;
+#endif
+#define REQUIRE_HOST_API()                                                            \
+  do {                                                                                \
+    if (kUnderAsan)                                                                   \
+      GTEST_SKIP() << "libnvperf_host.so is loaded with RTLD_DEEPBIND, which "        \
+                      "AddressSanitizer cannot run (google/sanitizers#611); the non-" \
+                      "sanitizer build runs this test";                               \
+    std::string why;                                                                  \
+    if (!Gh100(&why)) GTEST_SKIP() << "Profiler Host API unavailable here: " << why;  \
   } while (0)
 
 size_t Passes(const std::vector<std::string>& names,
@@ -198,6 +210,7 @@ TEST(PassCount, PerMetricAndSet) {
 }
 
 TEST(MetricHost, UnknownChipIsAnError) {
+  REQUIRE_HOST_API();
   std::string error;
   EXPECT_EQ(MetricHost::Create("NOPE1", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}, &error), nullptr);
   EXPECT_NE(error.find("cuptiProfilerHostInitialize failed"), std::string::npos) << error;
