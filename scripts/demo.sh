@@ -5,9 +5,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
-cmake -S . -B build "${gen[@]}" -DKP_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX="$PWD/dist" >/dev/null
-cmake --build build -j "$(nproc)"
-cmake --install build >/dev/null
+# Its own build folder: scripts/test.sh's build/ keeps the tests on.
+cmake -S . -B build-demo "${gen[@]}" -DKP_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX="$PWD/dist" >/dev/null
+cmake --build build-demo -j "$(nproc)"
+cmake --install build-demo >/dev/null
 KPTRACE="$PWD/dist/bin/kptrace"
 mkdir -p out
 if nvidia-smi -L >/dev/null 2>&1; then

@@ -10,7 +10,7 @@ extra=()
 if [ "${KP_SANITIZE:-0}" = 1 ]; then build=build-asan; extra=(-DKP_SANITIZE=ON); fi
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
-cmake -S . -B "$build" "${gen[@]}" -DKP_WERROR=ON "${extra[@]}" >/dev/null
+cmake -S . -B "$build" "${gen[@]}" -DKP_WERROR=ON -DKP_BUILD_TESTS=ON "${extra[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 cd "$build"
 ctest --output-on-failure -j "$(nproc)"
