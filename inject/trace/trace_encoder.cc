@@ -76,6 +76,13 @@ enum ChunkField : uint32_t {
 };
 
 constexpr uint32_t kFlagNoTiming = 1;  // kp.RECORD_FLAG_NO_TIMING
+
+// GPU records CUPTI gave no timestamps (start = end = 0) are flagged and counted.
+uint32_t GpuRecordFlags(uint32_t flags, uint64_t start, uint64_t end, EncoderStats* stats) {
+  if (start != 0 || end != 0) return flags;
+  ++stats->zero_timestamp_records;
+  return flags | kFlagNoTiming;
+}
 // Safety net for a caller that never checks FlushDue(): stay far below kMaxChunkBytes.
 constexpr size_t kHardChunkLimit = 64u << 20;
 // Fixed-field records fit in this stack scratch (at most 20 scalar fields + one small
@@ -569,11 +576,7 @@ uint32_t TraceEncoder::AddMetricConfig(const MetricConfigInfo& c) {
 
 void TraceEncoder::AddKernel(const KernelRecord& r) {
   Impl& m = *impl_;
-  uint32_t flags = r.flags;
-  if (r.start == 0 && r.end == 0) {
-    flags |= kFlagNoTiming;
-    ++stats_.zero_timestamp_records;
-  }
+  const uint32_t flags = GpuRecordFlags(r.flags, r.start, r.end, &stats_);
   ShapeKey key = {{m.InternStable(r.name), r.grid[0], r.grid[1], r.grid[2], r.block[0], r.block[1],
                    r.block[2], r.cluster[0], r.cluster[1], r.cluster[2], r.registers_per_thread,
                    r.static_shared, r.dynamic_shared, r.local_per_thread, r.shared_executed,
@@ -601,11 +604,7 @@ void TraceEncoder::AddKernel(const KernelRecord& r) {
 
 void TraceEncoder::AddMemcpy(const MemcpyRecord& r) {
   Impl& m = *impl_;
-  uint32_t flags = r.flags;
-  if (r.start == 0 && r.end == 0) {
-    flags |= kFlagNoTiming;
-    ++stats_.zero_timestamp_records;
-  }
+  const uint32_t flags = GpuRecordFlags(r.flags, r.start, r.end, &stats_);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
   w.Sint(1, m.TimeDelta(kMemcpys, r.start));
@@ -635,11 +634,7 @@ void TraceEncoder::AddMemcpy(const MemcpyRecord& r) {
 
 void TraceEncoder::AddMemset(const MemsetRecord& r) {
   Impl& m = *impl_;
-  uint32_t flags = r.flags;
-  if (r.start == 0 && r.end == 0) {
-    flags |= kFlagNoTiming;
-    ++stats_.zero_timestamp_records;
-  }
+  const uint32_t flags = GpuRecordFlags(r.flags, r.start, r.end, &stats_);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
   w.Sint(1, m.TimeDelta(kMemsets, r.start));

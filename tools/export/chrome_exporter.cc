@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "tools/export/nvtx_payload_text.h"
+
 namespace kp {
 
 // ---------------------------------------------------------------------------------------------
@@ -235,32 +237,29 @@ std::string ProcessLabel(const Header* header) {
 }
 
 void PayloadArg(JsonWriter& j, const NvtxPayload& p) {
+  if (p.value_case() == NvtxPayload::VALUE_NOT_SET) return;
+  j.Key("payload");
   switch (p.value_case()) {
     case NvtxPayload::kU64:
-      j.Key("payload");
       j.UInt(p.u64());
       break;
     case NvtxPayload::kI64:
-      j.Key("payload");
       j.Int(p.i64());
       break;
     case NvtxPayload::kF64:
-      j.Key("payload");
       j.Double(p.f64());
       break;
     case NvtxPayload::kU32:
-      j.Key("payload");
       j.UInt(p.u32());
       break;
     case NvtxPayload::kI32:
-      j.Key("payload");
       j.Int(p.i32());
       break;
     case NvtxPayload::kF32:
-      j.Key("payload");
       j.Double(p.f32());
       break;
-    default:
+    default:  // a payload kind added to the schema later: its text form
+      j.String(NvtxPayloadText(p));
       break;
   }
 }
