@@ -49,7 +49,7 @@ void PrintUsage(FILE* out) {
   }
   std::fputs(
       "  --lib PATH             libkpinject.so to use (default: <kptrace dir>/../lib)\n"
-      "  --preload              also LD_PRELOAD it (catches NVTX before CUDA starts)\n"
+      "  --preload              also LD_PRELOAD it (kp then loads into every child process at start)\n"
       "  -h, --help             this help\n",
       out);
 }
