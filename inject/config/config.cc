@@ -350,8 +350,9 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     bool ok = true;
     for (auto item : SplitComma(v)) {
       size_t sep = item.find("::");
+      // "domain::glob" names a domain, "::glob" the default domain; the glob may not be empty.
       if (item.empty() || HasControlCharacters(item) ||
-          (sep != std::string_view::npos && (sep == 0 || sep + 2 == item.size()))) {
+          (sep != std::string_view::npos && sep + 2 == item.size())) {
         ok = false;
         break;
       }
@@ -360,7 +361,7 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     if (!ok) {
       AddError(errors, "KP_METRICS_RANGES", v,
                "expected a comma list of NVTX range names or globs (* and ?), each optionally "
-               "domain::glob, none empty (default: every range)",
+               "domain::glob (::glob for the default domain), none empty (default: every range)",
                kMetrics);
     } else {
       c.metrics_ranges = std::move(ranges);
@@ -439,10 +440,11 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     std::string_view s = Trim(v);
     size_t sep = s.find("::");
     if (s.empty() || HasControlCharacters(s) ||
-        (sep != std::string_view::npos && (sep == 0 || sep + 2 == s.size()))) {
+        (sep != std::string_view::npos && sep + 2 == s.size())) {
       AddError(errors, "KP_CAPTURE_RANGE", v,
                "expected the message of the NVTX range that starts capture, optionally "
-               "domain::message (default: capture from the start)",
+               "domain::message (::message for the default domain; default: capture from the "
+               "start)",
                kProfiler);
     } else {
       c.capture_range = std::string(s);

@@ -455,6 +455,11 @@ void DoToolInit(InjectionMode mode) {
   const uint64_t delay_ns = static_cast<uint64_t>(config.delay_s * 1e9);
   const uint64_t duration_ns = static_cast<uint64_t>(config.duration_s * 1e9);
   window.start_range = config.capture_range;
+  if (!config.capture_range.empty() && config.delay_s > 0 && config.log != LogLevel::kQuiet) {
+    std::fprintf(stderr,
+                 "kp: KP_DELAY is ignored when KP_CAPTURE_RANGE is set: capture starts at the "
+                 "range\n");
+  }
   window.duration_ns = duration_ns;
   if (config.capture_range.empty()) {
     window.window_start = start_trace_ns + delay_ns;
@@ -470,7 +475,7 @@ void DoToolInit(InjectionMode mode) {
     };
     state->collector = MetricsCollector::Create(config, post, &metrics_error);
     if (!state->collector && !metrics_error.empty()) {
-      std::fprintf(stderr, "kp: metrics: %s; tracing goes on without metrics\n",
+      std::fprintf(stderr, "kp: metrics: %s; metrics are off, tracing goes on\n",
                    metrics_error.c_str());
       state->encoder->AddNotice(2, "metrics", metrics_error, start_trace_ns);
     }

@@ -153,9 +153,11 @@ TEST(ConfigTest, MetricsRangesAndMode) {
   EXPECT_EQ(e.scope, ConfigErrorScope::kMetrics);
   EXPECT_EQ(e.message,
             "KP_METRICS_RANGES=\"torch::\" is not valid: expected a comma list of NVTX range "
-            "names or globs (* and ?), each optionally domain::glob, none empty (default: every "
-            "range); metrics are off, tracing goes on");
+            "names or globs (* and ?), each optionally domain::glob (::glob for the default "
+            "domain), none empty (default: every range); metrics are off, tracing goes on");
   Bad("KP_METRICS_RANGES", "a,,b");
+  EXPECT_EQ(Good("KP_METRICS_RANGES", "::step*").metrics_ranges,
+            (std::vector<std::string>{"::step*"}));  // default domain only
   EXPECT_EQ(Good("KP_METRICS_MODE", "kernel").metrics_mode, MetricsMode::kKernel);
   EXPECT_EQ(Good("KP_METRICS_MODE", "range").metrics_mode, MetricsMode::kRange);
   e = Bad("KP_METRICS_MODE", "ranges");
@@ -216,10 +218,11 @@ TEST(ConfigTest, DelayAndDuration) {
 TEST(ConfigTest, CaptureRangeLogAndDumpBuffers) {
   EXPECT_EQ(Good("KP_CAPTURE_RANGE", "train_step").capture_range, "train_step");
   EXPECT_EQ(Good("KP_CAPTURE_RANGE", "torch::step 10").capture_range, "torch::step 10");
-  EXPECT_EQ(Bad("KP_CAPTURE_RANGE", "::step").message,
-            "KP_CAPTURE_RANGE=\"::step\" is not valid: expected the message of the NVTX range "
-            "that starts capture, optionally domain::message (default: capture from the start); "
-            "kp is off for this process");
+  EXPECT_EQ(Good("KP_CAPTURE_RANGE", "::step").capture_range, "::step");  // default domain
+  EXPECT_EQ(Bad("KP_CAPTURE_RANGE", "torch::").message,
+            "KP_CAPTURE_RANGE=\"torch::\" is not valid: expected the message of the NVTX range "
+            "that starts capture, optionally domain::message (::message for the default domain; "
+            "default: capture from the start); kp is off for this process");
   EXPECT_EQ(Good("KP_LOG", "quiet").log, LogLevel::kQuiet);
   EXPECT_EQ(Good("KP_LOG", "debug").log, LogLevel::kDebug);
   EXPECT_EQ(Bad("KP_LOG", "verbose").message,
