@@ -202,14 +202,13 @@ void ActivityDecoder::DecodeKernel(const CUpti_ActivityKernel10& r) {
   encoder_->AddKernel(k);
 }
 
-void ActivityDecoder::DecodeMemcpy(const CUpti_ActivityMemcpy6& r) {
-  SeeTime(r.end);
+namespace {
+
+// The fields CUpti_ActivityMemcpy6 and CUpti_ActivityMemcpyPtoP4 share.
+template <typename CuptiCopy>
+MemcpyRecord CommonCopyFields(const CuptiCopy& r) {
   MemcpyRecord m;
-  // Untimed records (start = end = 0) are kept whatever the window; the encoder flags and
-  // counts them (RECORD_FLAG_NO_TIMING, zero_timestamp_records).
-  if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
   if (r.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) m.flags |= kFlagAsync;
-  if (r.isDeviceLaunched) m.flags |= kFlagDeviceLaunched;
   m.start = r.start;
   m.end = r.end;
   m.bytes = r.bytes;
@@ -222,36 +221,32 @@ void ActivityDecoder::DecodeMemcpy(const CUpti_ActivityMemcpy6& r) {
   m.correlation = r.correlationId;
   m.graph_id = r.graphId;
   m.graph_node_id = r.graphNodeId;
-  m.copy_count = static_cast<uint32_t>(r.copyCount);
   m.channel = r.channelID;
+  return m;
+}
+
+}  // namespace
+
+// Untimed copies (start = end = 0) are kept whatever the window; the encoder flags and counts
+// them (RECORD_FLAG_NO_TIMING, zero_timestamp_records).
+void ActivityDecoder::DecodeMemcpy(const CUpti_ActivityMemcpy6& r) {
+  SeeTime(r.end);
+  if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
+  MemcpyRecord m = CommonCopyFields(r);
+  if (r.isDeviceLaunched) m.flags |= kFlagDeviceLaunched;
+  m.copy_count = static_cast<uint32_t>(r.copyCount);
   encoder_->AddMemcpy(m);
 }
 
 void ActivityDecoder::DecodePeerMemcpy(const CUpti_ActivityMemcpyPtoP4& r) {
   SeeTime(r.end);
-  MemcpyRecord m;
-  // Untimed records (start = end = 0) are kept whatever the window; the encoder flags and
-  // counts them (RECORD_FLAG_NO_TIMING, zero_timestamp_records).
   if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
-  if (r.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) m.flags |= kFlagAsync;
-  m.start = r.start;
-  m.end = r.end;
-  m.bytes = r.bytes;
-  m.copy_kind = r.copyKind;
-  m.src_kind = r.srcKind;
-  m.dst_kind = r.dstKind;
-  m.device = r.deviceId;
-  m.context = r.contextId;
-  m.stream = r.streamId;
-  m.correlation = r.correlationId;
-  m.graph_id = r.graphId;
-  m.graph_node_id = r.graphNodeId;
+  MemcpyRecord m = CommonCopyFields(r);
   m.peer = true;
   m.src_device = r.srcDeviceId;
   m.dst_device = r.dstDeviceId;
   m.src_context = r.srcContextId;
   m.dst_context = r.dstContextId;
-  m.channel = r.channelID;
   encoder_->AddMemcpy(m);
 }
 
