@@ -14,9 +14,10 @@ namespace kp {
 namespace {
 
 constexpr const char* kKnownVariables[] = {
-    "KP_DISABLE",        "KP_OUTPUT",       "KP_ACTIVITIES",    "KP_API",       "KP_METRICS",
-    "KP_METRICS_RANGES", "KP_METRICS_MODE", "KP_FLUSH_MS",      "KP_BUFFER_MB", "KP_COMPRESSION",
-    "KP_DELAY",          "KP_DURATION",     "KP_CAPTURE_RANGE", "KP_LOG",       "KP_DUMP_BUFFERS",
+    "KP_DISABLE",  "KP_OUTPUT",         "KP_ACTIVITIES",   "KP_API",
+    "KP_METRICS",  "KP_METRICS_RANGES", "KP_METRICS_MODE", "KP_METRICS_CACHE",
+    "KP_FLUSH_MS", "KP_BUFFER_MB",      "KP_COMPRESSION",  "KP_DELAY",
+    "KP_DURATION", "KP_CAPTURE_RANGE",  "KP_LOG",          "KP_DUMP_BUFFERS",
 };
 
 constexpr const char* kActivityNames[] = {"kernel", "memcpy", "memset", "api",
@@ -382,6 +383,22 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     }
   }
 
+  if (const char* v = get("KP_METRICS_CACHE")) {
+    std::string_view s = Trim(v);
+    if (s == "pass") {
+      c.metrics_cache = MetricsCache::kPass;
+    } else if (s == "range") {
+      c.metrics_cache = MetricsCache::kRange;
+    } else if (s == "none") {
+      c.metrics_cache = MetricsCache::kNone;
+    } else {
+      AddError(errors, "KP_METRICS_CACHE", v,
+               "expected pass (sweep the L2 after each range-profiler start), range (before "
+               "every measured range, like ncu --cache-control all) or none (default pass)",
+               kMetrics);
+    }
+  }
+
   if (const char* v = get("KP_FLUSH_MS")) {
     uint64_t n = 0;
     if (ParseUint(v, 10, 600000, &n)) {
@@ -495,6 +512,9 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
       {"KP_METRICS", Join(c.metrics)},
       {"KP_METRICS_RANGES", Join(c.metrics_ranges)},
       {"KP_METRICS_MODE", c.metrics_mode == MetricsMode::kKernel ? "kernel" : "range"},
+      {"KP_METRICS_CACHE", c.metrics_cache == MetricsCache::kRange  ? "range"
+                           : c.metrics_cache == MetricsCache::kNone ? "none"
+                                                                    : "pass"},
       {"KP_FLUSH_MS", std::to_string(c.flush_ms)},
       {"KP_BUFFER_MB", std::to_string(c.buffer_mb)},
       {"KP_COMPRESSION", c.zstd_level > 0 ? "zstd:" + std::to_string(c.zstd_level) : "none"},

@@ -17,28 +17,31 @@ namespace kp {
 
 enum class ApiMode { kLaunch, kAll, kNone };
 enum class MetricsMode { kRange, kKernel };
+// KP_METRICS_CACHE: when range mode sweeps the L2 before a measured range (see range_collector.h).
+enum class MetricsCache { kPass, kRange, kNone };
 enum class LogLevel { kQuiet, kInfo, kDebug };
 
 struct Config {
-  bool disabled = false;                     // KP_DISABLE=1
+  bool disabled = false;                         // KP_DISABLE=1
   std::string output_pattern = "kp-%p.kptrace";  // KP_OUTPUT
   // KP_ACTIVITIES: comma list of kernel,memcpy,memset,api,nvtx,sync,graph,overhead;
   // also "default", "all", and "-name" to remove one. Default: all but graph.
   bool kernel = true, memcpy = true, memset = true, api = true, nvtx = true, sync = true,
        graph = false, overhead = true;
-  ApiMode api_mode = ApiMode::kLaunch;       // KP_API=launch|all|none
-  std::vector<std::string> metrics;          // KP_METRICS (comma list; "sol" expands)
-  std::vector<std::string> metrics_ranges;   // KP_METRICS_RANGES (comma list of globs,
-                                             // "domain::glob" to name a domain); empty = all
+  ApiMode api_mode = ApiMode::kLaunch;             // KP_API=launch|all|none
+  std::vector<std::string> metrics;                // KP_METRICS (comma list; "sol" expands)
+  std::vector<std::string> metrics_ranges;         // KP_METRICS_RANGES (comma list of globs,
+                                                   // "domain::glob" to name a domain); empty = all
   MetricsMode metrics_mode = MetricsMode::kRange;  // KP_METRICS_MODE=range|kernel
-  uint32_t flush_ms = 1000;                  // KP_FLUSH_MS, 10..600000
-  uint32_t buffer_mb = 256;                  // KP_BUFFER_MB, 8..65536: cap on CUPTI buffers
-  int zstd_level = 3;                        // KP_COMPRESSION=zstd[:level]|none
-  double delay_s = 0;                        // KP_DELAY: seconds before capture starts
-  double duration_s = 0;                     // KP_DURATION: seconds of capture (0 = to the end)
-  std::string capture_range;                 // KP_CAPTURE_RANGE: NVTX range that starts capture
-  LogLevel log = LogLevel::kInfo;            // KP_LOG=quiet|info|debug
-  std::string dump_buffers_dir;              // KP_DUMP_BUFFERS: save raw CUPTI buffers (tests)
+  MetricsCache metrics_cache = MetricsCache::kPass;  // KP_METRICS_CACHE=pass|range|none
+  uint32_t flush_ms = 1000;                          // KP_FLUSH_MS, 10..600000
+  uint32_t buffer_mb = 256;                          // KP_BUFFER_MB, 8..65536: cap on CUPTI buffers
+  int zstd_level = 3;                                // KP_COMPRESSION=zstd[:level]|none
+  double delay_s = 0;                                // KP_DELAY: seconds before capture starts
+  double duration_s = 0;           // KP_DURATION: seconds of capture (0 = to the end)
+  std::string capture_range;       // KP_CAPTURE_RANGE: NVTX range that starts capture
+  LogLevel log = LogLevel::kInfo;  // KP_LOG=quiet|info|debug
+  std::string dump_buffers_dir;    // KP_DUMP_BUFFERS: save raw CUPTI buffers (tests)
 };
 
 enum class ConfigErrorScope { kProfiler, kMetrics };

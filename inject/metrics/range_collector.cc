@@ -12,9 +12,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 #include <string_view>
 
+#include "inject/metrics/l2_sweep.h"
 #include "inject/trace/trace_encoder.h"
 
 namespace kp {
@@ -24,7 +26,9 @@ namespace kp {
 // KP_LOG=debug, which prints each distinct kernel name once, and add the profiler's here.
 // Seen on the H200 (CUDA 13.0, CUPTI 130001): the range profiler launches one 1x1 "WaitNs"
 // kernel per measured range on a stream of its own (~80 us), with no API call of the app.
-static const std::vector<std::string_view> kProfilerInternalKernels = {"WaitNs"};
+// kp's own L2 sweep (l2_sweep.h) is listed too.
+static const std::vector<std::string_view> kProfilerInternalKernels = {"WaitNs",
+                                                                       kL2SweepKernelName};
 
 namespace {
 
@@ -125,6 +129,16 @@ bool IsGraphLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
 
 }  // namespace
 
+// The range profiler calls whose host time is accounted (FlushContext reports them).
+enum TimedCall { kTStart, kTStop, kTPush, kTPop, kTDecode, kTRearm, kTSweep, kNumTimedCalls };
+constexpr const char* kTimedCallNames[kNumTimedCalls] = {
+    "Start",   "Stop", "PushRange", "PopRange", "decode+evaluate", "image re-init+SetConfig",
+    "L2 sweep"};
+struct CallTimes {
+  uint64_t count = 0;
+  double total_ms = 0, max_ms = 0;
+};
+
 // State of the range profiler on one context. Guarded by `mu` (see the header on locking).
 struct RangeCollector::ContextProfiler {
   CUcontext ctx = nullptr;
@@ -158,12 +172,52 @@ struct RangeCollector::ContextProfiler {
   uint64_t graph_launches = 0;
   uint64_t ranges_dropped = 0;  // NaN-only results and ranges CUPTI dropped
   uint64_t index_mismatches = 0;
+  // Host time spent inside the range profiler's calls, by call (reported at the final flush).
+  CallTimes times[kNumTimedCalls];
+  // Range mode: the L2 sweep (l2_sweep.h) and whether a Start happened since the last one.
+  L2Sweep sweep;
+  bool sweep_pending = false;
+  bool sweep_failed = false;
 };
 
 namespace {
 
 using Profiler = RangeCollector::ContextProfiler;
 using Result = RangeCollector::Result;
+
+// Adds the time from construction to destruction to p->times[call].
+class CallTimer {
+ public:
+  CallTimer(Profiler* p, TimedCall call)
+      : t_(&p->times[call]), t0_(std::chrono::steady_clock::now()) {}
+  ~CallTimer() {
+    double ms = MsSince(t0_);
+    ++t_->count;
+    t_->total_ms += ms;
+    if (ms > t_->max_ms) t_->max_ms = ms;
+  }
+  CallTimer(const CallTimer&) = delete;
+  CallTimer& operator=(const CallTimer&) = delete;
+
+ private:
+  CallTimes* t_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// "Start 9x 1.62 ms (max 2.10), Stop ...": the calls that ran, for the final Notice.
+std::string FormatCallTimes(const Profiler& p) {
+  std::string out;
+  for (int i = 0; i < kNumTimedCalls; ++i) {
+    const CallTimes& t = p.times[i];
+    if (!t.count) continue;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s%s %llux %.3f ms (max %.3f)", out.empty() ? "" : ", ",
+                  kTimedCallNames[i], static_cast<unsigned long long>(t.count),
+                  t.total_ms / static_cast<double>(t.count), t.max_ms);
+    out += buf;
+  }
+  return out;
+}
 
 bool Call(const char* name, CUptiResult r, std::string* error) {
   if (r == CUPTI_SUCCESS) return true;
@@ -205,8 +259,10 @@ bool Start(Profiler* p, std::string* error) {
   CUpti_RangeProfiler_Start_Params s{};
   s.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
   s.pRangeProfilerObject = p->obj;
+  CallTimer timer(p, kTStart);
   if (!Call("cuptiRangeProfilerStart", cuptiRangeProfilerStart(&s), error)) return false;
   p->started = true;
+  p->sweep_pending = true;
   return true;
 }
 
@@ -215,16 +271,32 @@ bool Stop(Profiler* p, bool* all_passes_submitted, std::string* error) {
   s.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
   s.pRangeProfilerObject = p->obj;
   p->started = false;
+  CallTimer timer(p, kTStop);
   if (!Call("cuptiRangeProfilerStop", cuptiRangeProfilerStop(&s), error)) return false;
   *all_passes_submitted = s.isAllPassSubmitted != 0;
   return true;
 }
+
+template <typename Lookup>
+bool DecodeAndEvaluateImage(Profiler* p, Lookup by_index, std::vector<Result>* out,
+                            std::string* error);
 
 // Decodes the image and evaluates every range in it: `by_index(i, range_name)` says which
 // Result range i belongs to (nullptr: unknown, skipped). Re-arms the image and config after.
 template <typename Lookup>
 bool DecodeAndEvaluate(Profiler* p, MetricsMode mode, Lookup by_index, std::vector<Result>* out,
                        std::string* error) {
+  {
+    CallTimer timer(p, kTDecode);
+    if (!DecodeAndEvaluateImage(p, by_index, out, error)) return false;
+  }
+  CallTimer timer(p, kTRearm);
+  return InitImage(p, error) && SetConfig(p, mode, error);
+}
+
+template <typename Lookup>
+bool DecodeAndEvaluateImage(Profiler* p, Lookup by_index, std::vector<Result>* out,
+                            std::string* error) {
   CUpti_RangeProfiler_DecodeData_Params dd{};
   dd.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
   dd.pRangeProfilerObject = p->obj;
@@ -272,7 +344,7 @@ bool DecodeAndEvaluate(Profiler* p, MetricsMode mode, Lookup by_index, std::vect
     target->values = std::move(values);
     out->push_back(*target);
   }
-  return InitImage(p, error) && SetConfig(p, mode, error);
+  return true;
 }
 
 // Stops the profiler and evaluates whatever the mode has pending. With `restart`, starts again
@@ -334,6 +406,7 @@ bool Collect(Profiler* p, MetricsMode mode, bool restart, std::vector<Result>* o
 RangeCollector::RangeCollector(const Config& config, std::vector<std::string> metrics,
                                EncoderPost post)
     : mode_(config.metrics_mode),
+      cache_(config.metrics_cache),
       metrics_(std::move(metrics)),
       selector_(config.metrics_ranges),
       debug_(config.log == LogLevel::kDebug),
@@ -466,7 +539,9 @@ RangeCollector::ContextProfiler* RangeCollector::ProfilerFor(CUcontext ctx) {
       p->sm_clock_index = static_cast<int>(i);
   }
   p->multi_pass = mode_ == MetricsMode::kRange && p->plan.num_passes > 1;
-  p->max_ranges = mode_ == MetricsMode::kKernel ? 2 * kKernelsPerBatch : kRangesPerImage;
+  p->max_ranges = mode_ == MetricsMode::kKernel ? 2 * kKernelsPerBatch
+                  : p->multi_pass               ? kNamesPerPass
+                                                : kRangesPerImage;
 
   auto t_enable = std::chrono::steady_clock::now();
   CUpti_RangeProfiler_Enable_Params en{};
@@ -519,6 +594,20 @@ RangeCollector::ContextProfiler* RangeCollector::ProfilerFor(CUcontext ctx) {
                 p->multi_pass ? "; passes rotate over repeated occurrences of each range" : "");
   Notice(kNoticeInfo, msg);
   if (debug_) std::fprintf(stderr, "kp: metrics: %s\n", msg);
+  if (mode_ == MetricsMode::kKernel && p->plan.num_passes > 1) {
+    bool dram = false;
+    for (const auto& n : p->plan.names) dram |= n.rfind("dram__", 0) == 0;
+    if (dram) {
+      std::string warn =
+          "kernel mode with a " + std::to_string(p->plan.num_passes) +
+          "-pass set: CUPTI replays each kernel once per pass with no cache control between "
+          "passes, and DRAM traffic reads high (on the H200, dram__bytes_write 8-23 MB more per "
+          "kernel than with a single-pass set); for exact DRAM bytes per kernel measure them in "
+          "a single-pass set, or use range mode";
+      Notice(kNoticeWarning, warn);
+      if (debug_) std::fprintf(stderr, "kp: metrics: %s\n", warn.c_str());
+    }
+  }
 
   ContextProfiler* raw = p.get();
   std::lock_guard<std::mutex> lock(mu_);
@@ -676,20 +765,41 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
 
   std::vector<Result> results;
   std::string error;
-  bool ok = true, skip = false;
+  bool ok = true, skip = false, sweep = false;
+  std::pair<std::string, std::string> key(domain_name, message);
+  std::string range_name = domain_name.empty() ? message : domain_name + "::" + message;
+  uint64_t k = 0;
+  // Opens the CUPTI range; p->mu held.
+  auto push = [&] {
+    p->open = Result();
+    p->open.name = message;
+    p->open.domain = domain_name;
+    p->open.occurrence = k;
+    p->open.occurrences_used = 1;
+    p->open.thread_id = ThreadId();
+    p->open.device = p->device;
+    p->open.context = p->context_id;
+    p->open_range_name = range_name;
+    p->open_key = key;
+    CUpti_RangeProfiler_PushRange_Params pr{};
+    pr.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
+    pr.pRangeProfilerObject = p->obj;
+    pr.pRangeName = p->open_range_name.c_str();
+    p->open.start = Now();
+    CallTimer timer(p, kTPush);
+    ok = Call("cuptiRangeProfilerPushRange", cuptiRangeProfilerPushRange(&pr), &error);
+    if (ok && p->multi_pass) p->names_in_pass.insert(key);
+  };
   {
     std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed) {
       t_open_ranges.push_back({domain, false});
       return;
     }
-    auto key = std::make_pair(domain_name, message);
-    uint64_t k;
     {
       std::lock_guard<std::mutex> maps(mu_);
       k = occurrences_[key]++;
     }
-    std::string range_name = domain_name.empty() ? message : domain_name + "::" + message;
     if (p->multi_pass) {
       if (p->started && p->names_in_pass.count(key)) {
         ok = Collect(p, mode_, /*restart=*/false, &results, &error);  // the unit repeats: end pass
@@ -703,25 +813,36 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
     } else {
       range_name += "#" + std::to_string(k);
     }
-    if (ok && !skip) {
-      p->open = Result();
-      p->open.name = message;
-      p->open.domain = domain_name;
-      p->open.occurrence = k;
-      p->open.occurrences_used = 1;
-      p->open.thread_id = ThreadId();
-      p->open.device = p->device;
-      p->open.context = p->context_id;
-      p->open_range_name = range_name;
-      p->open_key = key;
-      CUpti_RangeProfiler_PushRange_Params pr{};
-      pr.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
-      pr.pRangeProfilerObject = p->obj;
-      pr.pRangeName = p->open_range_name.c_str();
-      p->open.start = Now();
-      ok = Call("cuptiRangeProfilerPushRange", cuptiRangeProfilerPushRange(&pr), &error);
-      if (ok && p->multi_pass) p->names_in_pass.insert(key);
+    sweep = ok && !skip && !p->sweep_failed &&
+            (cache_ == MetricsCache::kRange || (cache_ == MetricsCache::kPass && p->sweep_pending));
+    if (ok && !skip && !sweep) push();
+    if (!ok) p->closed = true;
+  }
+  if (sweep) {
+    // Driver calls: outside the mutexes (see the header on locking). Only this thread, the
+    // owner, pushes and pops; another thread can only close the profiler meanwhile.
+    std::string sweep_error;
+    bool swept;
+    {
+      CallTimer timer(p, kTSweep);
+      swept =
+          (p->sweep.ready() || p->sweep.Init(p->ctx, &sweep_error)) && p->sweep.Run(&sweep_error);
     }
+    if (!swept) {
+      p->sweep_failed = true;
+      std::string msg = sweep_error +
+                        "; ranges are measured without it from here on (the first range after "
+                        "each range-profiler start can then read ~25 MB more dram writes)";
+      std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+      Notice(kNoticeWarning, msg);
+    }
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (p->closed) {
+      t_open_ranges.push_back({domain, false});
+      return;
+    }
+    p->sweep_pending = false;
+    push();
     if (!ok) p->closed = true;
   }
   PostResults(p, std::move(results));
@@ -764,7 +885,10 @@ void RangeCollector::OnRangePop(const void* domain) {
     CUpti_RangeProfiler_PopRange_Params pp{};
     pp.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
     pp.pRangeProfilerObject = p->obj;
-    ok = Call("cuptiRangeProfilerPopRange", cuptiRangeProfilerPopRange(&pp), &error);
+    {
+      CallTimer timer(p, kTPop);
+      ok = Call("cuptiRangeProfilerPopRange", cuptiRangeProfilerPopRange(&pp), &error);
+    }
     p->open.end = Now();
     if (ok && p->multi_pass) {
       Result& r = p->cycle[p->open_key];
@@ -847,6 +971,7 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
   bool ok = true;
   uint64_t incomplete = 0, dropped = 0, graphs = 0, mismatches = 0;
   size_t passes = 0, submitted = 0;
+  std::string call_times;
   {
     std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed) return;
@@ -859,6 +984,7 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
       dropped = p->ranges_dropped;
       graphs = p->graph_launches;
       mismatches = p->index_mismatches;
+      call_times = FormatCallTimes(*p);
       p->closed = true;
       if (p->obj) {
         CUpti_RangeProfiler_Disable_Params d{};
@@ -871,6 +997,12 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
   }
   PostResults(p, std::move(results));
   if (!ok) Fail(error);
+  if (!call_times.empty()) {
+    std::string msg = "host time in range-profiler calls on device " + std::to_string(p->device) +
+                      " (context " + std::to_string(p->context_id) + "): " + call_times;
+    Notice(kNoticeInfo, msg);
+    if (debug_) std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+  }
   if (incomplete) {
     // The cycle still open at exit: its occurrences gave passes but no full value set.
     Notice(kNoticeWarning,

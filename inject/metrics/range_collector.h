@@ -24,12 +24,21 @@
 //    with forward/backward/optimizer, one pass = one step). CUPTI advances the pass index at
 //    each Stop; when it reports all passes submitted, every name seen in every pass gets one
 //    MetricRange whose occurrences_used = passes (the trace says how many steps the set took).
-//    A name missing from some pass comes out NaN and is counted as dropped.
+//    A name missing from some pass comes out NaN and is counted as dropped. The image holds
+//    kNamesPerPass ranges (one pass), which keeps Start and the re-arm after each cycle cheap.
+//  - L2 sweep (l2_sweep.h, KP_METRICS_CACHE): with `pass` (default) the first measured push after
+//    each Start first reads 2x the L2 on kp's own stream and waits, because the first
+//    write-heavy range after a Start otherwise reads 22-29 MB more dram__bytes_write on the H200;
+//    with `range` before every measured push (ncu's --cache-control all); `none` never. The
+//    sweep's driver calls run outside the mutexes, between the Start and the PushRange.
 // Kernel mode (KP_METRICS_MODE=kernel): AutoRange + KernelReplay, started at the first launch;
 // each range is one kernel, in launch order, matched to the launch callbacks (correlation id,
 // symbol name). Every kKernelsPerBatch launches the batch is stopped, decoded and posted. Kernels
 // are serialized and replayed once per pass: ncu-like values at ncu-like cost. Graph launches
-// are not measured per kernel (the batch is closed before them).
+// are not measured per kernel (the batch is closed before them). No L2 sweep in kernel mode:
+// CUPTI replays each kernel internally and nothing can run between its passes; with a
+// multi-pass set every kernel reads ~8-23 MB more dram__bytes_write on the H200 than with a
+// single-pass one (README, known limits).
 //
 // Errors: any failing CUPTI call prints one `kp: metrics: <call> failed: ...` line, posts a
 // Notice, and turns metrics off; tracing goes on.
@@ -57,6 +66,9 @@ namespace kp {
 class RangeCollector final : public MetricsCollector {
  public:
   static constexpr size_t kRangesPerImage = 512;
+  // Multi-pass range mode: the image holds one pass's ranges only. Its size sets the cost of
+  // re-arming it after each full cycle (H200: ~115 ms at 512 ranges, ~3 ms at 16).
+  static constexpr size_t kNamesPerPass = 64;
   static constexpr size_t kKernelsPerBatch = 16;
 
   RangeCollector(const Config& config, std::vector<std::string> metrics, EncoderPost post);
@@ -95,6 +107,7 @@ class RangeCollector final : public MetricsCollector {
   std::string DomainName(const void* domain);
 
   const MetricsMode mode_;
+  const MetricsCache cache_;
   const std::vector<std::string> metrics_;
   const RangeSelector selector_;
   const bool debug_;

@@ -2,8 +2,10 @@
 speed-of-light verdicts, full sets after the documented number of passes, and range bytes that
 add up.
 
-Every check prints one line, `PASS [name] detail`, `FAIL [name] detail`, or `INFO [name]
-detail` (reported, never failing), with the numbers behind it; the shell script counts them.
+Every check prints one line, `PASS [name] detail`, `FAIL [name] detail`, `INFO [name]
+detail` (reported, never failing) or `KNOWN [name] detail` (a documented limitation, named with
+--known, that still misses: not a pass; once it stops missing it is a FAIL, so the note gets
+updated), with the numbers behind it; the shell script counts them.
 Inputs are kp's own outputs (`kptrace convert --to csv` metrics.csv and kernels.csv, `kptrace
 summary --format json`) and ncu's `--csv --page raw --print-units base` output.
 
@@ -170,15 +172,21 @@ def cmd_ncu(a):
     if n_all == 0 or n_none == 0:
         out("FAIL", "ncu/parse", f"no kernel rows matching {KERNELS} in {a.ncu} or {a.ncu_none}")
         return 1
-    for mode, path in (("kernel", a.kp_kernel), ("range", a.kp_range)):
+    known = dict(k.split("=", 1) for k in a.known)
+    runs = [("kernel", a.kp_kernel), ("range", a.kp_range)]
+    if a.kp_kernel1:
+        runs.insert(1, ("kernel1", a.kp_kernel1))
+    for mode, path in runs:
         try:
-            kp, rows = read_kp(path, by_kernel=(mode == "kernel"))
+            kp, rows = read_kp(path, by_kernel=(mode != "range"))
         except (OSError, ValueError) as e:
             out("FAIL", f"{mode}/read", f"cannot read {path}: {e}")
             fails += 1
             continue
         for key in KERNELS:
             for m in METRICS:
+                if mode == "kernel1" and m not in a.kernel1_metrics.split(","):
+                    continue
                 k, how = per_call(kp[key], m)
                 n1, how1 = per_call(ncu_all[key], m)
                 n2, _ = per_call(ncu_none[key], m)
@@ -190,7 +198,15 @@ def cmd_ncu(a):
                     out("INFO", name, detail + " [range includes launch/sync gaps: reported only]")
                     continue
                 best = min((d for d in (d1, d2) if not math.isnan(d)), default=float("nan"))
-                if not math.isnan(best) and best <= a.tolerance:
+                within = not math.isnan(best) and best <= a.tolerance
+                why = next((w for pat, w in known.items() if re.fullmatch(pat, name)), None)
+                if why is not None and not within:
+                    out("KNOWN", name, detail + f" not within {100 * a.tolerance:.0f} %: {why}")
+                elif why is not None:
+                    out("FAIL", name, detail + f" within {100 * a.tolerance:.0f} %, but listed "
+                        f"as a known limitation ({why}): update the note and the test")
+                    fails += 1
+                elif within:
                     out("PASS", name, detail + f" within {100 * a.tolerance:.0f} %")
                 else:
                     out("FAIL", name, detail + f" not within {100 * a.tolerance:.0f} %")
@@ -362,6 +378,12 @@ def main():
     s = sub.add_parser("ncu", help="kp (range and kernel mode) against ncu")
     s.add_argument("--kp-range", required=True)
     s.add_argument("--kp-kernel", required=True)
+    s.add_argument("--kp-kernel1", default="",
+                   help="kernel mode with a single-pass set (compared on --kernel1-metrics)")
+    s.add_argument("--kernel1-metrics", default=",".join(sorted(ADDITIVE)))
+    s.add_argument("--known", action="append", default=[],
+                   help="REGEX=REASON: checks (mode/range/metric) that miss for a documented "
+                        "reason print KNOWN, and FAIL if they stop missing")
     s.add_argument("--ncu", required=True, help="ncu CSV, default cache control (all)")
     s.add_argument("--ncu-none", required=True, help="ncu CSV, --cache-control none")
     s.add_argument("--tolerance", type=float, default=0.05)

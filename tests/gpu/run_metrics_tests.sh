@@ -8,21 +8,25 @@
 # reported only) in "mma_tiled"; before each measured kernel, outside the ranges, a kernel
 # l2_clean reads 256 MiB so that every measured kernel starts with no dirty L2 lines, as under
 # ncu (the program's header says why). It runs under kp in range mode (with KP_LOG=debug, to
-# list the kernels the profiler itself launches) and in kernel mode, and under ncu
-# (--clock-control none, once with its default cache control and once with --cache-control
-# none: kp does not flush caches, cupti-notes §9). compare_metrics.py holds every numeric check:
-# kernel mode within 5 % of ncu on all four metrics, range mode within 5 % on bytes; range-mode
-# time and SM % cover the whole range (gaps included) and are reported, not failed. cuBLAS picks
-# how many kernels one call launches, so kernels are matched by regex ("gemm") and counted with
-# minimums, and the names seen are printed.
+# list the kernels the profiler itself launches; kp's default KP_METRICS_CACHE=pass sweeps the
+# L2 after each range-profiler Start), in kernel mode with the 4-metric set (8 passes) and in
+# kernel mode with a single-pass set (bytes and time), and under ncu (--clock-control none, once
+# with its default cache control and once with --cache-control none). compare_metrics.py holds
+# every numeric check: kernel mode within 5 % of ncu on all four metrics, except dram writes of
+# the 8-pass set, which CUPTI 13.0's kernel replay inflates with no way for kp to intervene
+# between its passes (KNOWN lines: they are not passes, and turn into FAILs if they ever agree);
+# the single-pass kernel run within 5 % on bytes and time; range mode within 5 % on bytes;
+# range-mode time and SM % cover the whole range (gaps included) and are reported, not failed.
+# cuBLAS picks how many kernels one call launches, so kernels are matched by regex ("gemm") and
+# counted with minimums, and the names seen are printed.
 #
 # Kernel mode (AutoRange + KernelReplay): CUPTI reports the replayed kernels with start = end = 0
 # (kp flags them NO_TIMING and counts them as zero_timestamp_records): a CUPTI limitation, not
 # lost data. The checker accepts that only where told to, `expect allow_untimed_kernels=1`,
-# which this script adds for the kernel-mode run alone.
+# which this script adds for the kernel-mode runs alone.
 #
-# Logs to $OUT/metrics_tests.log ($OUT: a fresh temporary directory if unset) with PASS/FAIL
-# lines and a final "N passed, M failed"; traces, CSVs and summaries go to
+# Logs to $OUT/metrics_tests.log ($OUT: a fresh temporary directory if unset) with PASS/FAIL/
+# KNOWN lines and a final "N passed, M failed, K known"; traces, CSVs and summaries go to
 # $OUT/metrics_traces.tar.gz. With no usable GPU it prints "SKIP: no GPU (<reason>)", exits 0.
 #
 # Environment: OUT, KP_NVIDIA_SMI, NVCC, NCU, PYTHON, KP_TRACE_EXPECT, REPS (default 12).
@@ -36,6 +40,10 @@ NVIDIA_SMI=${KP_NVIDIA_SMI:-nvidia-smi}
 PYTHON=${PYTHON:-python3}  # compare_metrics.py needs only the standard library
 REPS=${REPS:-12}
 M=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
+M1=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum  # one pass
+KNOWN_REPLAY="CUPTI 13.0 kernel replay of a multi-pass set has no cache control between passes: \
+every kernel reads 8-23 MB more dram__bytes_write than with a single-pass set (kernel1 below); \
+README, known limits"
 SOL_NAMES=sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,gpc__cycles_elapsed.avg.per_second,sm__cycles_active.avg
 TRAIN_STEPS=30
 RANGES=mem,mma,mma_tiled
@@ -44,7 +52,9 @@ OWN_KERNELS='fill_values|vec_add|matmul_tiled|l2_clean'
 
 passed=0
 failed=0
+known=0
 failed_names=()
+known_names=()
 
 pass() { echo "PASS [$1] ${2:-}"; passed=$((passed + 1)); }
 fail() { echo "FAIL [$1] ${2:-}"; failed=$((failed + 1)); failed_names+=("$1"); }
@@ -58,6 +68,11 @@ py_checks() {
       "FAIL ["*)
         failed=$((failed + 1))
         failed_names+=("$(sed 's/^FAIL \[\([^]]*\)\].*/\1/' <<<"$line")")
+        echo "$line"
+        ;;
+      "KNOWN ["*)
+        known=$((known + 1))
+        known_names+=("$(sed 's/^KNOWN \[\([^]]*\)\].*/\1/' <<<"$line")")
         echo "$line"
         ;;
       *) echo "$line" ;;
@@ -228,6 +243,14 @@ main() {
     kernel_records kernel
   fi
 
+  # (b2) kernel mode with a single-pass set (bytes and time): no pass switch between the
+  # replays, so DRAM writes can be held to ncu per kernel (the 8-pass set above cannot: README,
+  # known limits).
+  if kp_case kernel1 --metrics "$M1" --metrics-mode kernel -- "$BIN/metrics_sol" --reps "$REPS"; then
+    check_trace kernel1 allow_untimed_kernels=1
+    kernel_records kernel1
+  fi
+
   # (c) ncu, default cache control (flushes caches before each pass) and none (as kp).
   # (d) the comparison.
   if [[ -z $NCU ]]; then
@@ -236,7 +259,9 @@ main() {
     echo
     echo "=== kp against ncu"
     py_checks ncu --kp-range "$T/range_csv/metrics.csv" --kp-kernel "$T/kernel_csv/metrics.csv" \
-      --ncu "$T/ncu_cache_all.csv" --ncu-none "$T/ncu_cache_none.csv"
+      --kp-kernel1 "$T/kernel1_csv/metrics.csv" --kernel1-metrics "$M1" \
+      --ncu "$T/ncu_cache_all.csv" --ncu-none "$T/ncu_cache_none.csv" \
+      --known "kernel/mma(_tiled)?/dram__bytes_write.sum=$KNOWN_REPLAY"
   fi
 
   # (e) the speed-of-light reading, per range and per kernel.
@@ -287,7 +312,8 @@ finish() {
   tar -czf "$OUT/metrics_traces.tar.gz" -C "$WORK" metrics 2>/dev/null &&
     echo "kept: $OUT/metrics_traces.tar.gz (traces, CSVs, summaries, ncu CSVs, program output)"
   if [[ $failed -gt 0 ]]; then echo "failed: ${failed_names[*]}"; fi
-  echo "$passed passed, $failed failed"
+  if [[ $known -gt 0 ]]; then echo "known limitations (not passes): ${known_names[*]}"; fi
+  echo "$passed passed, $failed failed, $known known"
 }
 
 main "$@" 2>&1 | tee "$LOG"

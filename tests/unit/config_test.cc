@@ -165,6 +165,15 @@ TEST(ConfigTest, MetricsRangesAndMode) {
   EXPECT_EQ(e.message,
             "KP_METRICS_MODE=\"ranges\" is not valid: expected range (per NVTX range) or kernel "
             "(per kernel, with replay) (default range); metrics are off, tracing goes on");
+  EXPECT_EQ(Good("KP_METRICS_CACHE", "pass").metrics_cache, MetricsCache::kPass);
+  EXPECT_EQ(Good("KP_METRICS_CACHE", " range ").metrics_cache, MetricsCache::kRange);
+  EXPECT_EQ(Good("KP_METRICS_CACHE", "none").metrics_cache, MetricsCache::kNone);
+  e = Bad("KP_METRICS_CACHE", "all");
+  EXPECT_EQ(e.scope, ConfigErrorScope::kMetrics);
+  EXPECT_EQ(e.message,
+            "KP_METRICS_CACHE=\"all\" is not valid: expected pass (sweep the L2 after each "
+            "range-profiler start), range (before every measured range, like ncu "
+            "--cache-control all) or none (default pass); metrics are off, tracing goes on");
 }
 
 TEST(ConfigTest, FlushMs) {
@@ -249,7 +258,7 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   Config c = Good("KP_COMPRESSION", "zstd:7");
   c.metrics = {"a.sum", "b.sum"};
   auto pairs = DescribeConfig(c);
-  ASSERT_EQ(pairs.size(), 15u);
+  ASSERT_EQ(pairs.size(), 16u);
   std::map<std::string, std::string> m(pairs.begin(), pairs.end());
   EXPECT_EQ(m["KP_COMPRESSION"], "zstd:7");
   EXPECT_EQ(m["KP_METRICS"], "a.sum,b.sum");
@@ -258,6 +267,7 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   EXPECT_EQ(m["KP_API"], "launch");
   EXPECT_EQ(m["KP_DELAY"], "0");
   EXPECT_EQ(m["KP_METRICS_MODE"], "range");
+  EXPECT_EQ(m["KP_METRICS_CACHE"], "pass");
 }
 
 TEST(ConfigTest, OutputPatternExpansion) {

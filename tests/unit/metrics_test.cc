@@ -1,12 +1,17 @@
 // Metric-name validation, pass counting (the real Profiler Host API, chip GH100, no GPU), the
 // speed-of-light rules, the NVTX range selector and `kptrace metrics` exit codes.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "inject/config/config.h"
+#include "inject/metrics/l2_sweep.h"
 #include "inject/metrics/metric_plan.h"
 #include "inject/metrics/range_selector.h"
 #include "tools/kptrace/commands.h"
@@ -390,6 +395,61 @@ TEST(MetricsCli, CheckPrintsTheBadNameAndPassCounts) {
   EXPECT_NE(out.find("8 pass(es) for the set"), std::string::npos) << out;
   EXPECT_NE(out.find("8 passes"), std::string::npos) << out;
   EXPECT_NE(out.find("1 pass\n"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace kp
+
+namespace kp {
+namespace {
+
+// The L2 sweep's PTX must assemble for the GPUs kp profiles (the driver JIT-compiles the same
+// text at run time). Needs ptxas from the CUDA toolkit: $CUDA_HOME/bin, /usr/local/cuda/bin or
+// PATH; CI has the toolkit.
+std::string FindPtxas() {
+  std::vector<std::string> dirs;
+  if (const char* home = std::getenv("CUDA_HOME")) dirs.push_back(std::string(home) + "/bin");
+  dirs.push_back("/usr/local/cuda/bin");
+  if (const char* path = std::getenv("PATH")) {
+    std::string p(path);
+    for (size_t at = 0; at <= p.size();) {
+      size_t end = p.find(':', at);
+      if (end == std::string::npos) end = p.size();
+      if (end > at) dirs.push_back(p.substr(at, end - at));
+      at = end + 1;
+    }
+  }
+  for (const auto& d : dirs)
+    if (access((d + "/ptxas").c_str(), X_OK) == 0) return d + "/ptxas";
+  return "";
+}
+
+TEST(L2Sweep, PtxAssemblesForHopperAndAmpere) {
+  std::string ptxas = FindPtxas();
+  if (ptxas.empty())
+    GTEST_SKIP() << "ptxas not found (no CUDA toolkit in CUDA_HOME, /usr/local/cuda or PATH)";
+  std::string ptx = L2SweepPtx();
+  EXPECT_NE(ptx.find(std::string(".entry ") + kL2SweepKernelName + "("), std::string::npos);
+  // Loads through L2 only, and the one store is behind the "non-zero XOR" branch.
+  EXPECT_NE(ptx.find("ld.global.cg.v4.u32"), std::string::npos);
+  EXPECT_LT(ptx.find("@%p2 bra END"), ptx.find("st.global"));
+  char dir[] = "/tmp/kp-ptx-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string file = std::string(dir) + "/sweep.ptx";
+  std::ofstream(file) << ptx;
+  for (const char* arch : {"sm_90", "sm_80"}) {
+    std::string cmd = ptxas + " -arch=" + arch + " -o " + dir + "/sweep.cubin " + file + " 2>&1";
+    FILE* p = popen(cmd.c_str(), "r");
+    ASSERT_NE(p, nullptr);
+    std::string out;
+    char buf[256];
+    while (fgets(buf, sizeof buf, p)) out += buf;
+    int rc = pclose(p);
+    EXPECT_EQ(rc, 0) << arch << ": " << out;
+  }
+  std::remove((std::string(dir) + "/sweep.cubin").c_str());
+  std::remove(file.c_str());
+  rmdir(dir);
 }
 
 }  // namespace

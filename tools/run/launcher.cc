@@ -31,6 +31,7 @@ const FlagVariable kFlags[] = {
     {"--metrics", nullptr, "KP_METRICS", "CUPTI metric names, comma separated, or sol"},
     {"--metrics-ranges", nullptr, "KP_METRICS_RANGES", "NVTX ranges to measure (globs)"},
     {"--metrics-mode", nullptr, "KP_METRICS_MODE", "range | kernel"},
+    {"--metrics-cache", nullptr, "KP_METRICS_CACHE", "pass | range | none"},
     {"--flush-ms", nullptr, "KP_FLUSH_MS", "ms between chunk writes"},
     {"--buffer-mb", nullptr, "KP_BUFFER_MB", "cap on CUPTI buffer memory"},
     {"--compression", nullptr, "KP_COMPRESSION", "zstd[:level] | none"},
@@ -49,7 +50,8 @@ void PrintUsage(FILE* out) {
   }
   std::fputs(
       "  --lib PATH             libkpinject.so to use (default: <kptrace dir>/../lib)\n"
-      "  --preload              also LD_PRELOAD it (kp then loads into every child process at start)\n"
+      "  --preload              also LD_PRELOAD it (kp then loads into every child process at "
+      "start)\n"
       "  -h, --help             this help\n",
       out);
 }

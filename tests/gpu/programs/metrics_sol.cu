@@ -29,7 +29,10 @@
 // --tiny K instead runs the metrics-cost benchmark's loop: 20 warm-up then K timed NVTX ranges
 // "tiny", each around one one-block kernel and a sync; it prints the mean time per range.
 //
-// Usage: metrics_sol [--reps R] [--mib M] [--n N] [--tiny K]
+// --clean-range 1 puts each l2_clean in an NVTX range "clean" of its own (measuring it shows what
+// a pass's first range inherits from the range profiler's Start).
+//
+// Usage: metrics_sol [--reps R] [--mib M] [--n N] [--tiny K] [--clean-range 1]
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -222,6 +225,7 @@ int main(int argc, char** argv) {
   const long reps = ArgValue(argc, argv, "--reps", 12);
   const long mib = ArgValue(argc, argv, "--mib", 512);
   const long n = ArgValue(argc, argv, "--n", 4096);
+  const long clean_range = ArgValue(argc, argv, "--clean-range", 0);
   KP_CHECK(cudaSetDevice(0));
   if (tiny > 0) return RunTiny(tiny);
   if (reps < 1 || mib < 1 || n < kBm || n % kBm != 0) {
@@ -285,8 +289,14 @@ int main(int argc, char** argv) {
   // Outside the ranges: evict (and write back) every dirty L2 line, then wait for it.
   long cleans = 0;
   auto clean_l2 = [&] {
+    if (clean_range) nvtxRangePushA("clean");
+    if (clean_range == 2) {  // an empty range first, then the clean outside it
+      KP_CHECK(cudaDeviceSynchronize());
+      nvtxRangePop();
+    }
     l2_clean<<<sms * 8, 256>>>(reinterpret_cast<const float4*>(clean), clean_count / 4, sink);
     KP_CHECK(cudaDeviceSynchronize());
+    if (clean_range == 1) nvtxRangePop();
     ++cleans;
   };
   // One measured kernel in its own range, synchronized inside it.

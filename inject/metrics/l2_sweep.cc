@@ -1,0 +1,172 @@
+#include "inject/metrics/l2_sweep.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdint>
+
+namespace kp {
+namespace {
+
+// kp_l2_sweep(p, n, sink): each thread XORs the 16-byte words p[i], i = tid, tid + stride, ...
+// below n, loaded with ld.global.cg, and stores the XOR to *sink only if it is non-zero (the
+// buffer is zeroed once, so it never does). PTX ISA 7.0 / sm_70: JIT-compiled for any newer GPU.
+constexpr const char kPtx[] = R"(.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry kp_l2_sweep(
+    .param .u64 kp_l2_sweep_p,
+    .param .u64 kp_l2_sweep_n,
+    .param .u64 kp_l2_sweep_sink)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<10>;
+    .reg .b64 %rd<9>;
+
+    ld.param.u64 %rd1, [kp_l2_sweep_p];
+    ld.param.u64 %rd2, [kp_l2_sweep_n];
+    ld.param.u64 %rd3, [kp_l2_sweep_sink];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd3, %rd3;
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ntid.x;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, %nctaid.x;
+    mul.wide.u32 %rd4, %r1, %r2;
+    cvt.u64.u32 %rd5, %r3;
+    add.u64 %rd4, %rd4, %rd5;
+    mul.wide.u32 %rd6, %r4, %r2;
+    mov.u32 %r5, 0;
+    setp.ge.u64 %p1, %rd4, %rd2;
+    @%p1 bra DONE;
+LOOP:
+    shl.b64 %rd7, %rd4, 4;
+    add.u64 %rd8, %rd1, %rd7;
+    ld.global.cg.v4.u32 {%r6, %r7, %r8, %r9}, [%rd8];
+    xor.b32 %r5, %r5, %r6;
+    xor.b32 %r5, %r5, %r7;
+    xor.b32 %r5, %r5, %r8;
+    xor.b32 %r5, %r5, %r9;
+    add.u64 %rd4, %rd4, %rd6;
+    setp.lt.u64 %p1, %rd4, %rd2;
+    @%p1 bra LOOP;
+DONE:
+    setp.eq.u32 %p2, %r5, 0;
+    @%p2 bra END;
+    st.global.u32 [%rd3], %r5;
+END:
+    ret;
+}
+)";
+
+constexpr unsigned kBlock = 256;
+
+// Driver entry points, looked up once (RTLD_NOLOAD: never load a driver the app did not load).
+struct Driver {
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*device_get_attribute)(int*, CUdevice_attribute, CUdevice) = nullptr;
+  CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
+  CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
+  CUresult (*mem_alloc)(CUdeviceptr*, size_t) = nullptr;
+  CUresult (*memset_d8)(CUdeviceptr, unsigned char, size_t) = nullptr;
+  CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
+  CUresult (*stream_synchronize)(CUstream) = nullptr;
+  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+                            unsigned, CUstream, void**, void**) = nullptr;
+  CUresult (*get_error_name)(CUresult, const char**) = nullptr;
+  bool ok = false;
+};
+
+template <typename Fn>
+void Lookup(void* lib, const char* name, Fn* fn) {
+  void* sym = dlsym(RTLD_DEFAULT, name);
+  if (!sym && lib) sym = dlsym(lib, name);
+  *fn = reinterpret_cast<Fn>(sym);
+}
+
+const Driver& GetDriver() {
+  static const Driver d = [] {
+    Driver d;
+    void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    Lookup(lib, "cuCtxGetDevice", &d.ctx_get_device);
+    Lookup(lib, "cuDeviceGetAttribute", &d.device_get_attribute);
+    Lookup(lib, "cuModuleLoadData", &d.module_load_data);
+    Lookup(lib, "cuModuleGetFunction", &d.module_get_function);
+    Lookup(lib, "cuMemAlloc_v2", &d.mem_alloc);
+    Lookup(lib, "cuMemsetD8_v2", &d.memset_d8);
+    Lookup(lib, "cuStreamCreate", &d.stream_create);
+    Lookup(lib, "cuStreamSynchronize", &d.stream_synchronize);
+    Lookup(lib, "cuLaunchKernel", &d.launch_kernel);
+    Lookup(lib, "cuGetErrorName", &d.get_error_name);
+    d.ok = d.ctx_get_device && d.device_get_attribute && d.module_load_data &&
+           d.module_get_function && d.mem_alloc && d.memset_d8 && d.stream_create &&
+           d.stream_synchronize && d.launch_kernel;
+    return d;
+  }();
+  return d;
+}
+
+bool Check(const Driver& d, const char* call, CUresult r, std::string* error) {
+  if (r == CUDA_SUCCESS) return true;
+  const char* name = nullptr;
+  if (!d.get_error_name || d.get_error_name(r, &name) != CUDA_SUCCESS || !name) name = "?";
+  *error = std::string("L2 sweep: ") + call + " failed: " + name + " (" + std::to_string(r) + ")";
+  return false;
+}
+
+}  // namespace
+
+const char* L2SweepPtx() { return kPtx; }
+
+bool L2Sweep::Init(CUcontext ctx, std::string* error) {
+  const Driver& d = GetDriver();
+  if (!d.ok) {
+    *error = "L2 sweep: the CUDA driver's entry points were not found in the process";
+    return false;
+  }
+  ctx_ = ctx;
+  CUdevice dev = 0;
+  int l2 = 0, sms = 0;
+  if (!Check(d, "cuCtxGetDevice", d.ctx_get_device(&dev), error) ||
+      !Check(d, "cuDeviceGetAttribute(L2_CACHE_SIZE)",
+             d.device_get_attribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), error) ||
+      !Check(d, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)",
+             d.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), error))
+    return false;
+  // Twice the L2, at least 8 MiB, in whole 16-byte words.
+  bytes_ = std::max<size_t>(2 * static_cast<size_t>(l2 > 0 ? l2 : 0), size_t{8} << 20);
+  bytes_ &= ~size_t{15};
+  grid_ = static_cast<unsigned>(sms > 0 ? sms : 1) * 8;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  if (!Check(d, "cuModuleLoadData", d.module_load_data(&module, kPtx), error) ||
+      !Check(d, "cuModuleGetFunction", d.module_get_function(&function, module, kL2SweepKernelName),
+             error) ||
+      !Check(d, "cuMemAlloc", d.mem_alloc(&buffer_, bytes_), error) ||
+      !Check(d, "cuMemAlloc", d.mem_alloc(&sink_, 16), error) ||
+      !Check(d, "cuMemsetD8", d.memset_d8(buffer_, 0, bytes_), error) ||
+      !Check(d, "cuStreamCreate", d.stream_create(&stream_, CU_STREAM_NON_BLOCKING), error) ||
+      // The zeroing above is on the legacy stream; wait for it before the first sweep.
+      !Check(d, "cuStreamSynchronize", d.stream_synchronize(nullptr), error))
+    return false;
+  module_ = module;
+  function_ = function;
+  return true;
+}
+
+bool L2Sweep::Run(std::string* error) {
+  const Driver& d = GetDriver();
+  if (!function_) {
+    *error = "L2 sweep: not initialized";
+    return false;
+  }
+  uint64_t words = bytes_ / 16;
+  void* args[] = {&buffer_, &words, &sink_};
+  return Check(d, "cuLaunchKernel",
+               d.launch_kernel(function_, grid_, 1, 1, kBlock, 1, 1, 0, stream_, args, nullptr),
+               error) &&
+         Check(d, "cuStreamSynchronize", d.stream_synchronize(stream_), error);
+}
+
+}  // namespace kp

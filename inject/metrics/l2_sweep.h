@@ -1,0 +1,61 @@
+// l2_sweep.h: reads a buffer twice the size of the GPU's L2 on a stream of kp's own and waits for
+// it, so that a measured range starts from an L2 in a known state. Range mode needs it after each
+// cuptiRangeProfilerStart: measured on the H200 (CUDA 13.0, CUPTI 130001), the first
+// write-heavy range after a Start read 22-29 MB more dram__bytes_write (and up to 3x its
+// gpu__time_duration) than the same range later in the pass, unless a read sweep of the L2 ran
+// between the Start and that range (bench/results/metrics_probe_h200.txt). With
+// KP_METRICS_CACHE=range it runs before every measured range, like ncu's default
+// --cache-control all.
+//
+// The kernel is PTX text (L2SweepPtx) JIT-compiled by the driver at the first use, so the
+// injector needs no device code at build time. It loads only 16-byte words with .cg (L2, not
+// L1) and stores nothing unless the buffer, zeroed once, holds a non-zero word, which it never
+// does: it leaves no dirty line of its own. Its kernel record is marked profiler-internal by name
+// (kL2SweepKernelName); its driver calls appear in the trace as API calls of the thread that
+// opened the range. Cost on the H200: one ~30-70 us kernel and a stream synchronization, and
+// 2 x L2 of device memory (100 MB on the H200), allocated at the first sweep.
+//
+// libkpinject does not link libcuda: every driver entry point is looked up in the process.
+// Not thread-safe: used by the one thread that measures (see range_collector.h).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <string>
+
+namespace kp {
+
+inline constexpr const char* kL2SweepKernelName = "kp_l2_sweep";
+
+// The PTX module (one entry, kL2SweepKernelName(u64 words16, u64 count, u64 sink)).
+const char* L2SweepPtx();
+
+class L2Sweep {
+ public:
+  L2Sweep() = default;
+  L2Sweep(const L2Sweep&) = delete;
+  L2Sweep& operator=(const L2Sweep&) = delete;
+  // Frees nothing: the context owns the module, buffer and stream, and may already be gone.
+  ~L2Sweep() = default;
+
+  // Loads the module, allocates and zeroes the buffer and creates the stream in `ctx` (which must
+  // be current on the calling thread). False with *error set when a driver call fails.
+  bool Init(CUcontext ctx, std::string* error);
+  // Launches the sweep and waits for it. False with *error set when a driver call fails.
+  bool Run(std::string* error);
+
+  bool ready() const { return function_ != nullptr; }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  CUcontext ctx_ = nullptr;
+  CUmodule module_ = nullptr;
+  CUfunction function_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUdeviceptr buffer_ = 0, sink_ = 0;
+  size_t bytes_ = 0;
+  unsigned grid_ = 0;
+};
+
+}  // namespace kp
