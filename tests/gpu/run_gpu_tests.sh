@@ -148,6 +148,18 @@ main() {
       check_trace "$p" "$traces/$p.kptrace" "$WORK/$p.out"
   done
 
+  # Two GPUs in one process: both devices, kernels on each, peer copies both ways, one trace.
+  local gpus
+  gpus=$(grep -c '^GPU ' <<<"$smi_out")
+  if [[ -x "$bin/multi_gpu" && $gpus -ge 2 ]]; then
+    run_case multi_gpu 0 "$KPTRACE" run -o "$traces/multi_gpu.kptrace" -- "$bin/multi_gpu" &&
+      check_trace multi_gpu "$traces/multi_gpu.kptrace" "$WORK/multi_gpu.out"
+  else
+    echo
+    echo "SKIP multi_gpu: needs 2 GPUs with peer access, this machine has $gpus (run on the"
+    echo "  nvidia-h200-x2 kind); not counted"
+  fi
+
   # NVTX before CUDA starts: only the preload mode can see it.
   if [[ -x "$bin/nvtx_early" ]]; then
     run_case nvtx_early 0 "$KPTRACE" run --preload -o "$traces/nvtx_early.kptrace" -- \

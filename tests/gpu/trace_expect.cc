@@ -459,6 +459,8 @@ class Checker {
       return kernel_uniform([](const auto& k) { return Triple(k.cluster); });
     if (key == "kernel_dynamic_smem")
       return kernel_uniform([](const auto& k) { return std::to_string(k.dynamic_shared); });
+    if (key == "kernel_device_count")  // the application's kernels on device `arg`
+      return count(app_kernels([&](const auto& k) { return std::to_string(k.device) == arg; }));
     if (key == "kernel_streams") {
       std::set<std::pair<uint32_t, uint32_t>> streams;
       for (const auto& k : f_.kernels)
@@ -476,6 +478,12 @@ class Checker {
         }
       }
       return count(key == "memcpy_count" ? n : bytes);
+    }
+    if (key == "peer_copy_count") {  // arg "S>D": peer-to-peer copies from device S to D
+      uint64_t n = 0;
+      for (const auto& c : f_.memcpys)
+        if (c.peer && std::to_string(c.src_device) + ">" + std::to_string(c.dst_device) == arg) ++n;
+      return count(n);
     }
     if (key == "memsets") return count(f_.memsets.size());
     if (key == "memset_bytes") {
@@ -723,6 +731,9 @@ bool LoadTraceFacts(const std::string& path, TraceFacts* facts, std::string* err
       r.graph_id = m.graph_id();
       r.graph_node_id = m.graph_node_id();
       r.flags = m.flags();
+      r.peer = m.peer();
+      r.src_device = m.src_device();
+      r.dst_device = m.dst_device();
       facts->memcpys.push_back(std::move(r));
     }
     for (const auto& m : chunk.memsets()) {

@@ -52,6 +52,8 @@ struct TraceFacts {
     bool async = false;
     uint32_t device = 0, stream = 0, correlation = 0, graph_id = 0, flags = 0;
     uint64_t graph_node_id = 0;
+    bool peer = false;  // memcpy from a peer-to-peer record: src/dst devices below
+    uint32_t src_device = 0, dst_device = 0;
   };
   struct Api {
     uint64_t start = 0, end = 0;

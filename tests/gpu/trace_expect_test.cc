@@ -158,6 +158,26 @@ class TraceExpectTest : public ::testing::Test {
       enc.AddApi(copy_api);
       enc.AddMemcpy(copy);
 
+      // A peer copy from device 0 to device 1 (stream 7, after the HTOD copy).
+      MemcpyRecord peer;
+      peer.copy_kind = 10;  // PTOP
+      peer.src_kind = peer.dst_kind = 3;
+      peer.bytes = 1 << 20;
+      peer.stream = 7;
+      peer.start = copy.end + 100;
+      peer.end = peer.start + 200;
+      peer.correlation = ++correlation;
+      peer.peer = true;
+      peer.src_device = 0;
+      peer.dst_device = 1;
+      ApiRecord peer_api = copy_api;
+      peer_api.name = "cudaMemcpyPeerAsync_v4000";
+      peer_api.start = t + 70;
+      peer_api.end = t + 80;
+      peer_api.correlation = peer.correlation;
+      enc.AddApi(peer_api);
+      enc.AddMemcpy(peer);
+
       enc.stats().cupti_dropped_records = spec.dropped;
       enc.stats().nvtx_unmatched_ends = spec.nvtx_unmatched_ends;
       enc.Flush(true);
@@ -219,7 +239,12 @@ expect kernel_grid[axpy_kernel]=64,1,1
 expect kernel_block[axpy_kernel]=256,1,1
 expect kernel_streams=2
 expect api_count[cudaLaunchKernel_v7000]=20
-expect memcpys=1
+expect memcpys=2
+expect memcpy_count[PTOP]=1
+expect peer_copy_count[0>1]=1
+expect peer_copy_count[1>0]=0
+expect kernel_device_count[0]=20
+expect kernel_device_count[1]=0
 expect memcpy_count[HTOD]=1
 expect memcpy_count[HTOD:PINNED:async]=1
 expect memcpy_count[HTOD:PAGEABLE]=0
@@ -282,7 +307,8 @@ TEST_F(TraceExpectTest, UnlinkedKernelFailsLinkCheck) {
   const CheckResult* linked = Find(results, "linked");
   ASSERT_NE(linked, nullptr);
   EXPECT_FALSE(linked->pass) << linked->detail;
-  EXPECT_NE(linked->detail.find("19/21"), std::string::npos) << linked->detail;
+  // 22 GPU records (20 kernels, the HTOD and the peer copy); kernel 3 of each stream unlinked.
+  EXPECT_NE(linked->detail.find("20/22"), std::string::npos) << linked->detail;
 }
 
 TEST_F(TraceExpectTest, OverlapOnAStreamFailsOrderCheck) {
