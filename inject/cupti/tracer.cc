@@ -209,6 +209,8 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
         if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020) {
           if (data->callbackSite == CUPTI_API_ENTER) FlushForReset();
+        } else if (g_state->collector && MetricsCollector::IsCaptureCbid(domain, cbid)) {
+          g_state->collector->OnStreamCapture(domain, cbid, data);
         } else if (g_state->collector && g_state->collector->wants_launch_callbacks()) {
           g_state->collector->OnLaunch(domain, cbid, data);
         }
@@ -316,6 +318,10 @@ void EnableCallbacks(CUpti_SubscriberHandle sub, MetricsCollector* collector) {
   cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
   if (collector == nullptr) return;
   if (collector->wants_nvtx_callbacks()) cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_NVTX);
+  for (CUpti_CallbackDomain domain : {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API}) {
+    for (CUpti_CallbackId cbid : MetricsCollector::CaptureCbids(domain))
+      cuptiEnableCallback(1, sub, domain, cbid);
+  }
   if (collector->wants_launch_callbacks()) {
     static constexpr CUpti_CallbackId kRuntimeLaunches[] = {
         CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,

@@ -69,7 +69,8 @@ struct Driver {
   CUresult (*module_load_data)(CUmodule*, const void*) = nullptr;
   CUresult (*module_get_function)(CUfunction*, CUmodule, const char*) = nullptr;
   CUresult (*mem_alloc)(CUdeviceptr*, size_t) = nullptr;
-  CUresult (*memset_d8)(CUdeviceptr, unsigned char, size_t) = nullptr;
+  CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, size_t, CUstream) = nullptr;
+  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
   CUresult (*stream_create)(CUstream*, unsigned) = nullptr;
   CUresult (*stream_synchronize)(CUstream) = nullptr;
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -94,14 +95,15 @@ const Driver& GetDriver() {
     Lookup(lib, "cuModuleLoadData", &d.module_load_data);
     Lookup(lib, "cuModuleGetFunction", &d.module_get_function);
     Lookup(lib, "cuMemAlloc_v2", &d.mem_alloc);
-    Lookup(lib, "cuMemsetD8_v2", &d.memset_d8);
+    Lookup(lib, "cuMemsetD8Async", &d.memset_d8_async);
+    Lookup(lib, "cuThreadExchangeStreamCaptureMode", &d.exchange_capture_mode);
     Lookup(lib, "cuStreamCreate", &d.stream_create);
     Lookup(lib, "cuStreamSynchronize", &d.stream_synchronize);
     Lookup(lib, "cuLaunchKernel", &d.launch_kernel);
     Lookup(lib, "cuGetErrorName", &d.get_error_name);
     d.ok = d.ctx_get_device && d.device_get_attribute && d.module_load_data &&
-           d.module_get_function && d.mem_alloc && d.memset_d8 && d.stream_create &&
-           d.stream_synchronize && d.launch_kernel;
+           d.module_get_function && d.mem_alloc && d.memset_d8_async && d.stream_create &&
+           d.stream_synchronize && d.launch_kernel && d.exchange_capture_mode;
     return d;
   }();
   return d;
@@ -115,6 +117,26 @@ bool Check(const Driver& d, const char* call, CUresult r, std::string* error) {
   return false;
 }
 
+// While it lives, the calling thread may make calls that a stream capture in progress would
+// otherwise forbid (cudaStreamCaptureModeRelaxed), so kp's sweep can neither fail nor invalidate
+// an application's CUDA-graph capture; the sweep itself only touches kp's own stream.
+class RelaxedCaptureMode {
+ public:
+  explicit RelaxedCaptureMode(const Driver& d) : d_(d) {
+    ok_ = d_.exchange_capture_mode(&mode_) == CUDA_SUCCESS;
+  }
+  ~RelaxedCaptureMode() {
+    if (ok_) d_.exchange_capture_mode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  const Driver& d_;
+  CUstreamCaptureMode mode_ = CU_STREAM_CAPTURE_MODE_RELAXED;
+  bool ok_ = false;
+};
+
 }  // namespace
 
 const char* L2SweepPtx() { return kPtx; }
@@ -126,6 +148,7 @@ bool L2Sweep::Init(CUcontext ctx, std::string* error) {
     return false;
   }
   ctx_ = ctx;
+  RelaxedCaptureMode relaxed(d);
   CUdevice dev = 0;
   int l2 = 0, sms = 0;
   if (!Check(d, "cuCtxGetDevice", d.ctx_get_device(&dev), error) ||
@@ -145,10 +168,10 @@ bool L2Sweep::Init(CUcontext ctx, std::string* error) {
              error) ||
       !Check(d, "cuMemAlloc", d.mem_alloc(&buffer_, bytes_), error) ||
       !Check(d, "cuMemAlloc", d.mem_alloc(&sink_, 16), error) ||
-      !Check(d, "cuMemsetD8", d.memset_d8(buffer_, 0, bytes_), error) ||
       !Check(d, "cuStreamCreate", d.stream_create(&stream_, CU_STREAM_NON_BLOCKING), error) ||
-      // The zeroing above is on the legacy stream; wait for it before the first sweep.
-      !Check(d, "cuStreamSynchronize", d.stream_synchronize(nullptr), error))
+      // Zeroed on kp's own stream (never the legacy one, which would wait for the application).
+      !Check(d, "cuMemsetD8Async", d.memset_d8_async(buffer_, 0, bytes_, stream_), error) ||
+      !Check(d, "cuStreamSynchronize", d.stream_synchronize(stream_), error))
     return false;
   module_ = module;
   function_ = function;
@@ -161,6 +184,7 @@ bool L2Sweep::Run(std::string* error) {
     *error = "L2 sweep: not initialized";
     return false;
   }
+  RelaxedCaptureMode relaxed(d);
   uint64_t words = bytes_ / 16;
   void* args[] = {&buffer_, &words, &sink_};
   return Check(d, "cuLaunchKernel",

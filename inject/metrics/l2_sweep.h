@@ -15,6 +15,10 @@
 // opened the range. Cost on the H200: one ~30-70 us kernel and a stream synchronization, and
 // 2 x L2 of device memory (100 MB on the H200), allocated at the first sweep.
 //
+// Everything runs on a non-blocking stream of kp's own, with the thread's stream-capture mode
+// set to relaxed for the duration: an application capturing a CUDA graph meanwhile is neither
+// joined nor invalidated.
+//
 // libkpinject does not link libcuda: every driver entry point is looked up in the process.
 // Not thread-safe: used by the one thread that measures (see range_collector.h).
 #pragma once

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "inject/config/config.h"
 
@@ -42,9 +43,53 @@ class MetricsCollector {
   virtual void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* data) = 0;
   virtual void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                         const CUpti_CallbackData* data) = 0;
+  // Stream-capture begin/end calls (runtime and driver cbids from CaptureCbids(), both sites;
+  // always enabled when there is a collector): while an application captures a CUDA graph the
+  // range profiler must not be touched, or the capture is invalidated.
+  virtual void OnStreamCapture(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                               const CUpti_CallbackData* data) = 0;
   // True for kernels the profiler itself launched, so the tracer marks them
   // RECORD_FLAG_PROFILER_INTERNAL (called on the encoder thread with the mangled name).
   virtual bool IsProfilerInternalKernel(const char* name) const = 0;
+
+  // The stream-capture begin/end callback ids of `domain` (runtime or driver), and whether
+  // `cbid` is one that begins a capture.
+  static const std::vector<CUpti_CallbackId>& CaptureCbids(CUpti_CallbackDomain domain) {
+    static const std::vector<CUpti_CallbackId> kRuntime = {
+        CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_ptsz_v10000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_v12030,
+        CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCaptureToGraph_ptsz_v12030,
+        CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000,
+        CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_ptsz_v10000,
+    };
+    static const std::vector<CUpti_CallbackId> kDriver = {
+        CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture,
+        CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2,
+        CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCapture_v2_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph,
+        CUPTI_DRIVER_TRACE_CBID_cuStreamBeginCaptureToGraph_ptsz,
+        CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture,
+        CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz,
+    };
+    static const std::vector<CUpti_CallbackId> kNone;
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) return kRuntime;
+    if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return kDriver;
+    return kNone;
+  }
+  static bool IsCaptureCbid(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+    for (CUpti_CallbackId c : CaptureCbids(domain))
+      if (c == cbid) return true;
+    return false;
+  }
+  static bool IsCaptureBegin(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+    if (domain == CUPTI_CB_DOMAIN_RUNTIME_API)
+      return cbid != CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000 &&
+             cbid != CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_ptsz_v10000;
+    return cbid != CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture &&
+           cbid != CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz;
+  }
 
   // At exit or cudaDeviceReset, before the final activity flush: stop, decode, post results.
   virtual void Shutdown() = 0;

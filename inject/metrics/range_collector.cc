@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -47,6 +48,8 @@ struct DomainCreateWParams {
 thread_local bool t_has_measured = false;
 thread_local CUcontext t_measured_ctx = nullptr;
 thread_local int t_runtime_launch_depth = 0;
+// Stream-capture calls in progress on this thread (a runtime call nests a driver one).
+thread_local int t_capture_call_depth = 0;
 
 uint32_t ThreadId() {
   thread_local uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
@@ -156,7 +159,9 @@ struct RangeCollector::ContextProfiler {
   int sm_clock_index = -1;  // metric giving the SM clock in Hz, if the user asked for one
   std::mutex mu;
 
-  Result open;  // the measured range now open (range mode; owner thread only)
+  Result open;                // the measured range now open (range mode; owner thread only)
+  bool deferred_pop = false;  // its pop came during a stream capture: done when that ends
+  uint64_t deferred_pop_end = 0;
   std::string open_range_name;
   std::pair<std::string, std::string> open_key;
   // Single-pass range mode: occurrences since the last decode, by CUPTI range name.
@@ -745,6 +750,10 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
   }
   ContextProfiler* p = nullptr;
   CUcontext ctx = nullptr;
+  if (measure && active_captures_.load() > 0) {
+    skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
+    measure = false;
+  }
   if (measure) {
     // A driver call from an NVTX callback: verified safe on the H200 (cupti-notes §9).
     if (CurrentContext(&ctx) != CUDA_SUCCESS || !ctx) measure = false;
@@ -792,7 +801,7 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
   };
   {
     std::lock_guard<std::mutex> lock(p->mu);
-    if (p->closed) {
+    if (p->closed || active_captures_.load() > 0) {
       t_open_ranges.push_back({domain, false});
       return;
     }
@@ -882,30 +891,108 @@ void RangeCollector::OnRangePop(const void* domain) {
   {
     std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed) return;
-    CUpti_RangeProfiler_PopRange_Params pp{};
-    pp.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
-    pp.pRangeProfilerObject = p->obj;
-    {
-      CallTimer timer(p, kTPop);
-      ok = Call("cuptiRangeProfilerPopRange", cuptiRangeProfilerPopRange(&pp), &error);
+    if (active_captures_.load() > 0) {
+      // Not during a capture: the pop waits for the capture to end (RunDeferredPops).
+      p->deferred_pop = true;
+      p->deferred_pop_end = Now();
+      return;
     }
-    p->open.end = Now();
-    if (ok && p->multi_pass) {
-      Result& r = p->cycle[p->open_key];
-      uint32_t used = r.occurrences_used + 1;
-      r = p->open;  // the latest occurrence gives the times and index
-      r.occurrences_used = used;
-    } else if (ok) {
-      p->pending_by_range_name[p->open_range_name] = p->pending.size();
-      p->pending.push_back(p->open);
-      // Flush point: the image is nearly full (no measured range is open on the owner now).
-      if (p->pending.size() + 1 >= p->max_ranges)
-        ok = Collect(p, mode_, /*restart=*/true, &results, &error);
-    }
-    if (!ok) p->closed = true;
+    ok = PopLocked(p, Now(), &results, &error);
   }
   PostResults(p, std::move(results));
   if (!ok) Fail(error);
+}
+
+bool RangeCollector::PopLocked(ContextProfiler* p, uint64_t end, std::vector<Result>* results,
+                               std::string* error) {
+  CUpti_RangeProfiler_PopRange_Params pp{};
+  pp.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
+  pp.pRangeProfilerObject = p->obj;
+  bool ok;
+  {
+    CallTimer timer(p, kTPop);
+    ok = Call("cuptiRangeProfilerPopRange", cuptiRangeProfilerPopRange(&pp), error);
+  }
+  p->open.end = end;
+  if (ok && p->multi_pass) {
+    Result& r = p->cycle[p->open_key];
+    uint32_t used = r.occurrences_used + 1;
+    r = p->open;  // the latest occurrence gives the times and index
+    r.occurrences_used = used;
+  } else if (ok) {
+    p->pending_by_range_name[p->open_range_name] = p->pending.size();
+    p->pending.push_back(p->open);
+    // Flush point: the image is nearly full (no measured range is open on the owner now).
+    if (p->pending.size() + 1 >= p->max_ranges)
+      ok = Collect(p, mode_, /*restart=*/true, results, error);
+  }
+  if (!ok) p->closed = true;
+  return ok;
+}
+
+void RangeCollector::RunDeferredPops() {
+  std::vector<ContextProfiler*> all;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [ctx, p] : profilers_) all.push_back(p.get());
+  }
+  for (ContextProfiler* p : all) {
+    std::vector<Result> results;
+    std::string error;
+    bool ok = true;
+    {
+      std::lock_guard<std::mutex> lock(p->mu);
+      if (!p->deferred_pop || p->closed) continue;
+      p->deferred_pop = false;
+      ok = PopLocked(p, p->deferred_pop_end, &results, &error);
+    }
+    PostResults(p, std::move(results));
+    if (!ok) Fail(error);
+  }
+}
+
+void RangeCollector::OnStreamCapture(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                     const CUpti_CallbackData* data) {
+  if (!data) return;
+  const bool begin = IsCaptureBegin(domain, cbid);
+  if (data->callbackSite == CUPTI_API_ENTER) {
+    if (t_capture_call_depth++ != 0 || !begin) return;  // the outermost call only
+    // Before the capture starts: kernel mode closes its batch (Stop + decode are not allowed
+    // during a capture), then the count goes up under each profiler's mutex, so a push or
+    // launch either finished before or sees it.
+    std::vector<ContextProfiler*> all;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [ctx, p] : profilers_) all.push_back(p.get());
+    }
+    std::sort(all.begin(), all.end());  // one lock order for concurrent begins
+    for (ContextProfiler* p : all) p->mu.lock();
+    active_captures_.fetch_add(1);
+    std::vector<std::pair<ContextProfiler*, std::vector<Result>>> posts;
+    std::string error;
+    bool ok = true;
+    for (ContextProfiler* p : all) {
+      if (ok && mode_ == MetricsMode::kKernel && !p->closed && p->started) {
+        posts.emplace_back(p, std::vector<Result>());
+        ok = Collect(p, mode_, /*restart=*/false, &posts.back().second, &error);
+        if (!ok) p->closed = true;
+      }
+      p->mu.unlock();
+    }
+    for (auto& [p, results] : posts) PostResults(p, std::move(results));
+    if (!ok) Fail(error);
+    return;
+  }
+  if (t_capture_call_depth > 0) --t_capture_call_depth;
+  if (t_capture_call_depth != 0) return;
+  // A begin that failed started no capture; an end always ends it (also when it fails).
+  int status = data->functionReturnValue ? *static_cast<const int*>(data->functionReturnValue) : 0;
+  if (!begin || status != 0) {
+    int n = active_captures_.load();
+    while (n > 0 && !active_captures_.compare_exchange_weak(n, n - 1)) {
+    }
+  }
+  if (active_captures_.load() == 0) RunDeferredPops();
 }
 
 void RangeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -923,6 +1010,12 @@ void RangeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
   bool nested = !runtime && t_runtime_launch_depth > 0;
   if (runtime) ++t_runtime_launch_depth;
   if (off_.load(std::memory_order_relaxed)) return;
+  // While a CUDA graph is being captured the profiler stays stopped (see OnStreamCapture):
+  // launches then (captured ones do not even run) are not measured.
+  if (active_captures_.load() > 0) {
+    if (kernel && !nested) skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   ContextProfiler* p = ProfilerFor(data->context);
   if (!p) return;
   std::vector<Result> results;
@@ -930,7 +1023,7 @@ void RangeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid
   bool ok = true;
   {
     std::lock_guard<std::mutex> lock(p->mu);
-    if (p->closed) return;
+    if (p->closed || active_captures_.load() > 0) return;
     if (nested) {
       // The runtime's symbolName can be empty for some launch forms; the driver's has it.
       if (kernel && !p->launches.empty() && p->launches.back().name.empty() && data->symbolName)
@@ -1051,7 +1144,14 @@ void RangeCollector::Shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [ctx, p] : profilers_) all.push_back(p.get());
   }
+  RunDeferredPops();  // a pop that waited for a capture still in progress at exit
   for (ContextProfiler* p : all) FlushContext(p, /*final=*/true);
+  if (uint64_t n = skipped_during_capture_.exchange(0))
+    Notice(kNoticeInfo,
+           std::to_string(n) +
+               (mode_ == MetricsMode::kKernel ? " kernel launch(es)" : " range(s)") +
+               " during CUDA-graph stream capture were not measured (the range profiler is not "
+               "touched while an application captures, which would invalidate the capture)");
   uint64_t skipped = skipped_other_thread_.exchange(0);
   if (skipped)
     Notice(kNoticeInfo, std::to_string(skipped) +

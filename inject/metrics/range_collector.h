@@ -40,6 +40,14 @@
 // multi-pass set every kernel reads ~8-23 MB more dram__bytes_write on the H200 than with a
 // single-pass one (README, known limits).
 //
+// CUDA-graph stream capture: touching the range profiler while an application captures
+// invalidates its capture (seen on the H200: cuptiRangeProfilerStart failed with
+// CUPTI_ERROR_UNKNOWN and cudaStreamEndCapture with "operation failed due to a previous error
+// during capture"). So OnStreamCapture counts captures in progress (begin/end calls, runtime and
+// driver, outermost only): at a begin, kernel mode first closes its batch; while any capture is
+// in progress no range is pushed, no launch is measured or starts the profiler (both counted,
+// a notice at exit), and a measured range's pop is deferred until the last capture ends.
+//
 // Errors: any failing CUPTI call prints one `kp: metrics: <call> failed: ...` line, posts a
 // Notice, and turns metrics off; tracing goes on.
 //
@@ -82,6 +90,8 @@ class RangeCollector final : public MetricsCollector {
   void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* data) override;
   void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                 const CUpti_CallbackData* data) override;
+  void OnStreamCapture(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                       const CUpti_CallbackData* data) override;
   bool IsProfilerInternalKernel(const char* name) const override;
   void Shutdown() override;
 
@@ -99,6 +109,9 @@ class RangeCollector final : public MetricsCollector {
  private:
   void OnRangePush(const void* domain, std::string message);
   void OnRangePop(const void* domain);
+  bool PopLocked(ContextProfiler* p, uint64_t end, std::vector<Result>* results,
+                 std::string* error);  // p->mu held
+  void RunDeferredPops();
   ContextProfiler* ProfilerFor(CUcontext ctx);  // lazy set-up; nullptr when off or failed
   void Fail(const std::string& message);
   void Notice(int severity, const std::string& message);
@@ -116,6 +129,8 @@ class RangeCollector final : public MetricsCollector {
   std::atomic<bool> off_{false};
   std::atomic<uint64_t> owner_thread_{0};
   std::atomic<uint64_t> skipped_other_thread_{0};
+  std::atomic<int> active_captures_{0};  // stream captures in progress, process-wide
+  std::atomic<uint64_t> skipped_during_capture_{0};
 
   std::mutex mu_;  // guards the maps below; never held across a CUDA/CUPTI call
   std::unordered_map<CUcontext, uint32_t> context_devices_;

@@ -218,6 +218,12 @@ main() {
     finish
     return 1
   fi
+  if "$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$BIN/metrics_capture" \
+    "$REPO/tests/gpu/programs/metrics_capture.cu" >"$WORK/build-capture.log" 2>&1; then
+    pass build/metrics_capture
+  else
+    fail build/metrics_capture "$(tail -n 5 "$WORK/build-capture.log")"
+  fi
 
   # (a) range mode, with KP_LOG=debug: the collector names every distinct kernel it sees.
   echo
@@ -278,6 +284,24 @@ main() {
     py_checks verdict --summary "$T/kernel_sol.summary.json" --label kernel_sol/verdict \
       --expect vec_add=memory-bound --expect gemm=compute-bound --report matmul_tiled
   fi
+
+  # (e2) CUDA-graph capture: measured ranges around eager launches, around a stream capture in
+  # global mode (set-up, Start and the L2 sweep may fall inside it), and around graph launches.
+  # The program checks its own results: kp must not invalidate the capture or change the data.
+  local cap
+  for cap in range1 range8 kernel1; do
+    local cap_flags=(--metrics "$M1" --metrics-ranges 'eager,captured,replay')
+    [[ $cap == range8 ]] && cap_flags=(--metrics "$M" --metrics-ranges 'eager,captured,replay')
+    [[ $cap == kernel1 ]] && cap_flags=(--metrics "$M1" --metrics-mode kernel)
+    if kp_case "capture_$cap" "${cap_flags[@]}" -- "$BIN/metrics_capture"; then
+      if grep -q '^info metrics_capture: ok' "$T/capture_$cap.out"; then
+        pass "capture_$cap/results" "the program's results are right under kp"
+      else
+        fail "capture_$cap/results" "$(grep '^info metrics_capture' "$T/capture_$cap.out")"
+      fi
+      check_trace "capture_$cap" allow_untimed_kernels=1
+    fi
+  done
 
   # (f) PyTorch: forward/backward/optimizer get the full sol set after `passes` steps; their
   # bytes against the step measured as one range.
