@@ -177,6 +177,7 @@ struct RangeCollector::ContextProfiler {
   uint64_t graph_launches = 0;
   uint64_t ranges_dropped = 0;  // NaN-only results and ranges CUPTI dropped
   uint64_t index_mismatches = 0;
+  uint64_t names_over_capacity = 0;  // multi-pass: occurrences past kNamesPerPass in one pass
   // Host time spent inside the range profiler's calls, by call (reported at the final flush).
   CallTimes times[kNumTimedCalls];
   // Range mode: the L2 sweep (l2_sweep.h) and whether a Start happened since the last one.
@@ -819,6 +820,7 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
       }
       // More names in one pass than the image holds: leave this one unmeasured.
       skip = ok && p->names_in_pass.size() + 1 >= p->max_ranges;
+      if (skip) ++p->names_over_capacity;
     } else {
       range_name += "#" + std::to_string(k);
     }
@@ -1062,7 +1064,7 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
   std::vector<Result> results;
   std::string error;
   bool ok = true;
-  uint64_t incomplete = 0, dropped = 0, graphs = 0, mismatches = 0;
+  uint64_t incomplete = 0, dropped = 0, graphs = 0, mismatches = 0, over_capacity = 0;
   size_t passes = 0, submitted = 0;
   std::string call_times;
   {
@@ -1076,6 +1078,7 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
       p->cycle.clear();
       dropped = p->ranges_dropped;
       graphs = p->graph_launches;
+      over_capacity = p->names_over_capacity;
       mismatches = p->index_mismatches;
       call_times = FormatCallTimes(*p);
       p->closed = true;
@@ -1104,6 +1107,12 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
                " occurrences a value set needs were measured, so their last occurrences carry "
                "no values (complete cycles before it are in the trace)");
   }
+  if (over_capacity)
+    Notice(kNoticeWarning,
+           std::to_string(over_capacity) + " range occurrence(s) not measured: more than " +
+               std::to_string(kNamesPerPass - 1) +
+               " distinct measured range names in one pass (one repeating unit); narrow "
+               "KP_METRICS_RANGES");
   if (dropped || graphs || mismatches) {
     post_([dropped](TraceEncoder& enc) { enc.stats().metric_ranges_dropped += dropped; });
     Notice(kNoticeWarning, std::to_string(dropped) + " measured range(s) dropped or incomplete, " +
