@@ -76,6 +76,9 @@ struct Driver {
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*get_error_name)(CUresult, const char**) = nullptr;
+  CUresult (*mem_free)(CUdeviceptr) = nullptr;
+  CUresult (*module_unload)(CUmodule) = nullptr;
+  CUresult (*stream_destroy)(CUstream) = nullptr;
   bool ok = false;
 };
 
@@ -101,6 +104,9 @@ const Driver& GetDriver() {
     Lookup(lib, "cuStreamSynchronize", &d.stream_synchronize);
     Lookup(lib, "cuLaunchKernel", &d.launch_kernel);
     Lookup(lib, "cuGetErrorName", &d.get_error_name);
+    Lookup(lib, "cuMemFree_v2", &d.mem_free);
+    Lookup(lib, "cuModuleUnload", &d.module_unload);
+    Lookup(lib, "cuStreamDestroy_v2", &d.stream_destroy);
     d.ok = d.ctx_get_device && d.device_get_attribute && d.module_load_data &&
            d.module_get_function && d.mem_alloc && d.memset_d8_async && d.stream_create &&
            d.stream_synchronize && d.launch_kernel && d.exchange_capture_mode;
@@ -163,6 +169,16 @@ bool L2Sweep::Init(CUcontext ctx, std::string* error) {
   grid_ = static_cast<unsigned>(sms > 0 ? sms : 1) * 8;
   CUmodule module = nullptr;
   CUfunction function = nullptr;
+  // On a failure, give back what was made (best effort) so a failed set-up holds no memory.
+  auto undo = [&] {
+    if (stream_ && d.stream_destroy) d.stream_destroy(stream_);
+    if (sink_ && d.mem_free) d.mem_free(sink_);
+    if (buffer_ && d.mem_free) d.mem_free(buffer_);
+    if (module && d.module_unload) d.module_unload(module);
+    stream_ = nullptr;
+    sink_ = buffer_ = 0;
+    return false;
+  };
   if (!Check(d, "cuModuleLoadData", d.module_load_data(&module, kPtx), error) ||
       !Check(d, "cuModuleGetFunction", d.module_get_function(&function, module, kL2SweepKernelName),
              error) ||
@@ -172,7 +188,7 @@ bool L2Sweep::Init(CUcontext ctx, std::string* error) {
       // Zeroed on kp's own stream (never the legacy one, which would wait for the application).
       !Check(d, "cuMemsetD8Async", d.memset_d8_async(buffer_, 0, bytes_, stream_), error) ||
       !Check(d, "cuStreamSynchronize", d.stream_synchronize(stream_), error))
-    return false;
+    return undo();
   module_ = module;
   function_ = function;
   return true;

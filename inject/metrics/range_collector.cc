@@ -392,7 +392,12 @@ bool Collect(Profiler* p, MetricsMode mode, bool restart, std::vector<Result>* o
                 for (auto& [key, r] : p->cycle) {
                   std::string range_name =
                       key.first.empty() ? key.second : key.first + "::" + key.second;
-                  if (range_name == name) return &r;
+                  if (range_name != name) continue;
+                  if (r.tainted) {
+                    ++p->ranges_dropped;  // one pass held a range closed late (a capture)
+                    return nullptr;
+                  }
+                  return &r;
                 }
                 return nullptr;
               },
@@ -459,6 +464,8 @@ RangeCollector::ContextProfiler* RangeCollector::ProfilerFor(CUcontext ctx) {
     if (it != profilers_.end()) return it->second->closed ? nullptr : it->second.get();
   }
   if (off_) return nullptr;
+  // A capture began since the caller looked: set up later (a begin waits for setup_mu_).
+  if (active_captures_.load() > 0) return nullptr;
 
   auto t0 = std::chrono::steady_clock::now();
   auto p = std::make_unique<ContextProfiler>();
@@ -803,14 +810,19 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
   {
     std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed || active_captures_.load() > 0) {
+      if (!p->closed) skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
       t_open_ranges.push_back({domain, false});
       return;
     }
+    // A pop that came during a capture, which has ended since: close that range now.
+    if (p->deferred_pop) ok = FinishDeferredPop(p, &results, &error);
     {
       std::lock_guard<std::mutex> maps(mu_);
       k = occurrences_[key]++;
     }
-    if (p->multi_pass) {
+    if (!ok) {
+      // falls through to the failure handling below
+    } else if (p->multi_pass) {
       if (p->started && p->names_in_pass.count(key)) {
         ok = Collect(p, mode_, /*restart=*/false, &results, &error);  // the unit repeats: end pass
       }
@@ -831,16 +843,14 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
   }
   if (sweep) {
     // Driver calls: outside the mutexes (see the header on locking). Only this thread, the
-    // owner, pushes and pops; another thread can only close the profiler meanwhile.
+    // owner, pushes, pops and sweeps; another thread can only close the profiler meanwhile, or
+    // begin a capture (checked again below).
     std::string sweep_error;
-    bool swept;
-    {
-      CallTimer timer(p, kTSweep);
-      swept =
-          (p->sweep.ready() || p->sweep.Init(p->ctx, &sweep_error)) && p->sweep.Run(&sweep_error);
-    }
+    auto t0 = std::chrono::steady_clock::now();
+    bool swept =
+        (p->sweep.ready() || p->sweep.Init(p->ctx, &sweep_error)) && p->sweep.Run(&sweep_error);
+    double sweep_ms = MsSince(t0);
     if (!swept) {
-      p->sweep_failed = true;
       std::string msg = sweep_error +
                         "; ranges are measured without it from here on (the first range after "
                         "each range-profiler start can then read ~25 MB more dram writes)";
@@ -848,13 +858,19 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
       Notice(kNoticeWarning, msg);
     }
     std::lock_guard<std::mutex> lock(p->mu);
-    if (p->closed) {
-      t_open_ranges.push_back({domain, false});
-      return;
+    CallTimes& t = p->times[kTSweep];
+    ++t.count;
+    t.total_ms += sweep_ms;
+    t.max_ms = std::max(t.max_ms, sweep_ms);
+    if (!swept) p->sweep_failed = true;
+    if (p->closed || active_captures_.load() > 0) {
+      if (!p->closed) skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
+      skip = true;  // not measured; sweep_pending stays set for the next range
+    } else {
+      p->sweep_pending = false;
+      push();
+      if (!ok) p->closed = true;
     }
-    p->sweep_pending = false;
-    push();
-    if (!ok) p->closed = true;
   }
   PostResults(p, std::move(results));
   if (!ok || skip) {
@@ -894,19 +910,19 @@ void RangeCollector::OnRangePop(const void* domain) {
     std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed) return;
     if (active_captures_.load() > 0) {
-      // Not during a capture: the pop waits for the capture to end (RunDeferredPops).
+      // Not during a capture: the owner closes it later (FinishDeferredPop).
       p->deferred_pop = true;
       p->deferred_pop_end = Now();
       return;
     }
-    ok = PopLocked(p, Now(), &results, &error);
+    ok = PopLocked(p, Now(), /*keep=*/true, &results, &error);
   }
   PostResults(p, std::move(results));
   if (!ok) Fail(error);
 }
 
-bool RangeCollector::PopLocked(ContextProfiler* p, uint64_t end, std::vector<Result>* results,
-                               std::string* error) {
+bool RangeCollector::PopLocked(ContextProfiler* p, uint64_t end, bool keep,
+                               std::vector<Result>* results, std::string* error) {
   CUpti_RangeProfiler_PopRange_Params pp{};
   pp.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
   pp.pRangeProfilerObject = p->obj;
@@ -919,9 +935,11 @@ bool RangeCollector::PopLocked(ContextProfiler* p, uint64_t end, std::vector<Res
   if (ok && p->multi_pass) {
     Result& r = p->cycle[p->open_key];
     uint32_t used = r.occurrences_used + 1;
+    bool tainted = r.tainted || !keep;
     r = p->open;  // the latest occurrence gives the times and index
     r.occurrences_used = used;
-  } else if (ok) {
+    r.tainted = tainted;  // a pass of this cycle is not trustworthy: the set is dropped
+  } else if (ok && keep) {
     p->pending_by_range_name[p->open_range_name] = p->pending.size();
     p->pending.push_back(p->open);
     // Flush point: the image is nearly full (no measured range is open on the owner now).
@@ -932,25 +950,13 @@ bool RangeCollector::PopLocked(ContextProfiler* p, uint64_t end, std::vector<Res
   return ok;
 }
 
-void RangeCollector::RunDeferredPops() {
-  std::vector<ContextProfiler*> all;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (auto& [ctx, p] : profilers_) all.push_back(p.get());
-  }
-  for (ContextProfiler* p : all) {
-    std::vector<Result> results;
-    std::string error;
-    bool ok = true;
-    {
-      std::lock_guard<std::mutex> lock(p->mu);
-      if (!p->deferred_pop || p->closed) continue;
-      p->deferred_pop = false;
-      ok = PopLocked(p, p->deferred_pop_end, &results, &error);
-    }
-    PostResults(p, std::move(results));
-    if (!ok) Fail(error);
-  }
+bool RangeCollector::FinishDeferredPop(ContextProfiler* p, std::vector<Result>* results,
+                                       std::string* error) {
+  p->deferred_pop = false;
+  // Its CUPTI range stayed open past the capture, so its counters hold whatever ran until now:
+  // the values are not kept (counted with the ranges skipped during captures).
+  skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
+  return PopLocked(p, p->deferred_pop_end, /*keep=*/false, results, error);
 }
 
 void RangeCollector::OnStreamCapture(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -959,42 +965,49 @@ void RangeCollector::OnStreamCapture(CUpti_CallbackDomain domain, CUpti_Callback
   const bool begin = IsCaptureBegin(domain, cbid);
   if (data->callbackSite == CUPTI_API_ENTER) {
     if (t_capture_call_depth++ != 0 || !begin) return;  // the outermost call only
-    // Before the capture starts: kernel mode closes its batch (Stop + decode are not allowed
-    // during a capture), then the count goes up under each profiler's mutex, so a push or
-    // launch either finished before or sees it.
+    // Before the capture starts: wait for a profiler set-up in flight (setup_mu_), close kernel
+    // mode's batch (Stop and decode are not allowed during a capture), and raise the count
+    // while holding every profiler's mutex, so a push or launch either finished before or sees
+    // it.
+    std::lock_guard<std::mutex> setup(setup_mu_);
     std::vector<ContextProfiler*> all;
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [ctx, p] : profilers_) all.push_back(p.get());
     }
     std::sort(all.begin(), all.end());  // one lock order for concurrent begins
-    for (ContextProfiler* p : all) p->mu.lock();
+    std::vector<std::unique_lock<std::mutex>> locks;
+    locks.reserve(all.size());
+    for (ContextProfiler* p : all) locks.emplace_back(p->mu);
     active_captures_.fetch_add(1);
     std::vector<std::pair<ContextProfiler*, std::vector<Result>>> posts;
     std::string error;
     bool ok = true;
-    for (ContextProfiler* p : all) {
-      if (ok && mode_ == MetricsMode::kKernel && !p->closed && p->started) {
+    if (mode_ == MetricsMode::kKernel) {
+      for (ContextProfiler* p : all) {
+        if (!ok || p->closed || !p->started) continue;
         posts.emplace_back(p, std::vector<Result>());
         ok = Collect(p, mode_, /*restart=*/false, &posts.back().second, &error);
         if (!ok) p->closed = true;
       }
-      p->mu.unlock();
     }
+    locks.clear();
     for (auto& [p, results] : posts) PostResults(p, std::move(results));
     if (!ok) Fail(error);
     return;
   }
   if (t_capture_call_depth > 0) --t_capture_call_depth;
   if (t_capture_call_depth != 0) return;
-  // A begin that failed started no capture; an end always ends it (also when it fails).
+  // A begin that failed started no capture. An end ends the capture when it succeeds or reports
+  // the capture invalidated or unjoined (901, 904 in both APIs); other errors (wrong thread, no
+  // capture on that stream) leave any capture going. Pops deferred meanwhile are finished by
+  // the owner thread at its next measured push (or at the final flush).
   int status = data->functionReturnValue ? *static_cast<const int*>(data->functionReturnValue) : 0;
-  if (!begin || status != 0) {
-    int n = active_captures_.load();
-    while (n > 0 && !active_captures_.compare_exchange_weak(n, n - 1)) {
-    }
+  bool ended = begin ? status != 0 : (status == 0 || status == 901 || status == 904);
+  if (!ended) return;
+  int n = active_captures_.load();
+  while (n > 0 && !active_captures_.compare_exchange_weak(n, n - 1)) {
   }
-  if (active_captures_.load() == 0) RunDeferredPops();
 }
 
 void RangeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -1070,7 +1083,8 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
   {
     std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed) return;
-    ok = Collect(p, mode_, /*restart=*/false, &results, &error);
+    if (p->deferred_pop) ok = FinishDeferredPop(p, &results, &error);
+    if (ok) ok = Collect(p, mode_, /*restart=*/false, &results, &error);
     if (final) {
       incomplete = p->cycle.size();
       passes = p->plan.num_passes;
@@ -1153,7 +1167,6 @@ void RangeCollector::Shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [ctx, p] : profilers_) all.push_back(p.get());
   }
-  RunDeferredPops();  // a pop that waited for a capture still in progress at exit
   for (ContextProfiler* p : all) FlushContext(p, /*final=*/true);
   if (uint64_t n = skipped_during_capture_.exchange(0))
     Notice(kNoticeInfo,

@@ -46,7 +46,11 @@
 // during capture"). So OnStreamCapture counts captures in progress (begin/end calls, runtime and
 // driver, outermost only): at a begin, kernel mode first closes its batch; while any capture is
 // in progress no range is pushed, no launch is measured or starts the profiler (both counted,
-// a notice at exit), and a measured range's pop is deferred until the last capture ends.
+// a notice at exit). A measured range popped during a capture is closed later, by its owner
+// thread at its next measured push (or at the final flush), and its values are dropped (its
+// CUPTI range stayed open until then; in multi-pass mode the whole cycle's set is dropped). A
+// begin waits for a profiler set-up in flight (setup_mu_) and closes kernel mode's batch; an
+// end counts only when it ends the capture (success, invalidated or unjoined).
 //
 // Errors: any failing CUPTI call prints one `kp: metrics: <call> failed: ...` line, posts a
 // Notice, and turns metrics off; tracing goes on.
@@ -104,14 +108,17 @@ class RangeCollector final : public MetricsCollector {
     uint64_t start = 0, end = 0;
     uint32_t thread_id = 0, device = 0, context = 0, correlation = 0;
     std::vector<double> values;
+    bool tainted = false;  // multi-pass: a pass of this cycle is unusable; not posted
   };
 
  private:
   void OnRangePush(const void* domain, std::string message);
   void OnRangePop(const void* domain);
-  bool PopLocked(ContextProfiler* p, uint64_t end, std::vector<Result>* results,
-                 std::string* error);  // p->mu held
-  void RunDeferredPops();
+  // p->mu held. keep=false: the range's values are dropped (a pop deferred past a capture).
+  bool PopLocked(ContextProfiler* p, uint64_t end, bool keep, std::vector<Result>* results,
+                 std::string* error);
+  bool FinishDeferredPop(ContextProfiler* p, std::vector<Result>* results,
+                         std::string* error);   // p->mu held
   ContextProfiler* ProfilerFor(CUcontext ctx);  // lazy set-up; nullptr when off or failed
   void Fail(const std::string& message);
   void Notice(int severity, const std::string& message);

@@ -290,8 +290,8 @@ main() {
   # The program checks its own results: kp must not invalidate the capture or change the data.
   local cap
   for cap in range1 range8 kernel1; do
-    local cap_flags=(--metrics "$M1" --metrics-ranges 'eager,captured,replay')
-    [[ $cap == range8 ]] && cap_flags=(--metrics "$M" --metrics-ranges 'eager,captured,replay')
+    local cap_flags=(--metrics "$M1" --metrics-ranges 'eager,captured,replay,across')
+    [[ $cap == range8 ]] && cap_flags=(--metrics "$M" --metrics-ranges 'eager,captured,replay,across')
     [[ $cap == kernel1 ]] && cap_flags=(--metrics "$M1" --metrics-mode kernel)
     if kp_case "capture_$cap" "${cap_flags[@]}" -- "$BIN/metrics_capture"; then
       if grep -q '^info metrics_capture: ok' "$T/capture_$cap.out"; then

@@ -2,7 +2,9 @@
 // capture mode, the strictest), to check that kp's metrics (range profiler calls, the L2 sweep's
 // driver calls) never invalidate the application's capture or change its results. Range "eager"
 // holds plain launches; range "captured" is pushed and popped while the stream is being captured
-// (so it holds no GPU work of its own); the graph is then launched inside range "replay".
+// (so it holds no GPU work of its own), inside range "across", which is pushed before the
+// capture begins and popped before it ends (kp closes it later and drops its values); the graph
+// is then launched inside range "replay".
 // The program checks its own results and prints `info metrics_capture: ok`, exit 0; any CUDA
 // error exits 2.
 #include <cuda_runtime.h>
@@ -29,10 +31,12 @@ int main() {
   };
 
   cudaGraph_t graph;
+  nvtxRangePushA("across");
   KP_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   nvtxRangePushA("captured");
   launch_all();
   nvtxRangePop();
+  nvtxRangePop();  // "across", still inside the capture
   KP_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec;
   KP_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -64,5 +68,6 @@ int main() {
   Expect("nvtx_range_count[eager]=%d", kReps);
   Expect("nvtx_range_count[replay]=%d", kReps);
   Expect("nvtx_range_count[captured]=1");
+  Expect("nvtx_range_count[across]=1");
   return 0;
 }
