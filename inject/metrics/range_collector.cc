@@ -177,7 +177,9 @@ struct RangeCollector::ContextProfiler {
   uint64_t graph_launches = 0;
   uint64_t ranges_dropped = 0;  // NaN-only results and ranges CUPTI dropped
   uint64_t index_mismatches = 0;
-  uint64_t names_over_capacity = 0;  // multi-pass: occurrences past kNamesPerPass in one pass
+  uint64_t names_over_capacity = 0;
+  uint64_t range_number_mismatches = 0;  // kernel mode: CUPTI's range number != launch number  //
+                                         // multi-pass: occurrences past kNamesPerPass in one pass
   // Host time spent inside the range profiler's calls, by call (reported at the final flush).
   CallTimes times[kNumTimedCalls];
   // Range mode: the L2 sweep (l2_sweep.h) and whether a Start happened since the last one.
@@ -363,8 +365,17 @@ bool Collect(Profiler* p, MetricsMode mode, bool restart, std::vector<Result>* o
   if (mode == MetricsMode::kKernel) {
     if (!DecodeAndEvaluate(
             p, mode,
-            [p](size_t i, const char*) -> Result* {
-              return i < p->launches.size() ? &p->launches[i] : nullptr;
+            [p](size_t i, const char* name) -> Result* {
+              if (i >= p->launches.size()) return nullptr;
+              // CUPTI names auto ranges by their number since the profiler was enabled ("0",
+              // "1", ...; seen on the H200), and kp numbers the launches it records the same
+              // way: a difference means a launch CUPTI measured and kp did not see, or the
+              // reverse, and the values from there on may belong to other kernels.
+              char* end = nullptr;
+              unsigned long long n = std::strtoull(name, &end, 10);
+              if (end != name && *end == '\0' && n != p->launches[i].occurrence)
+                ++p->range_number_mismatches;
+              return &p->launches[i];
             },
             out, error))
       return false;
@@ -915,7 +926,7 @@ void RangeCollector::OnRangePop(const void* domain) {
       p->deferred_pop_end = Now();
       return;
     }
-    ok = PopLocked(p, Now(), /*keep=*/true, &results, &error);
+    ok = PopLocked(p, /*end=*/0, /*keep=*/true, &results, &error);
   }
   PostResults(p, std::move(results));
   if (!ok) Fail(error);
@@ -931,7 +942,9 @@ bool RangeCollector::PopLocked(ContextProfiler* p, uint64_t end, bool keep,
     CallTimer timer(p, kTPop);
     ok = Call("cuptiRangeProfilerPopRange", cuptiRangeProfilerPopRange(&pp), error);
   }
-  p->open.end = end;
+  // The end is taken after PopRange, which waits for the range's GPU work in multi-pass mode,
+  // so the range's time window holds its kernels (the summary's "while busy" reading uses it).
+  p->open.end = end ? end : Now();
   if (ok && p->multi_pass) {
     Result& r = p->cycle[p->open_key];
     uint32_t used = r.occurrences_used + 1;
@@ -1077,7 +1090,8 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
   std::vector<Result> results;
   std::string error;
   bool ok = true;
-  uint64_t incomplete = 0, dropped = 0, graphs = 0, mismatches = 0, over_capacity = 0;
+  uint64_t incomplete = 0, dropped = 0, graphs = 0, mismatches = 0, over_capacity = 0,
+           number_mismatches = 0;
   size_t passes = 0, submitted = 0;
   std::string call_times;
   {
@@ -1094,6 +1108,7 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
       graphs = p->graph_launches;
       over_capacity = p->names_over_capacity;
       mismatches = p->index_mismatches;
+      number_mismatches = p->range_number_mismatches;
       call_times = FormatCallTimes(*p);
       p->closed = true;
       if (p->obj) {
@@ -1127,14 +1142,16 @@ void RangeCollector::FlushContext(ContextProfiler* p, bool final) {
                std::to_string(kNamesPerPass - 1) +
                " distinct measured range names in one pass (one repeating unit); narrow "
                "KP_METRICS_RANGES");
-  if (dropped || graphs || mismatches) {
+  if (dropped || graphs || mismatches || number_mismatches) {
     post_([dropped](TraceEncoder& enc) { enc.stats().metric_ranges_dropped += dropped; });
-    Notice(kNoticeWarning, std::to_string(dropped) + " measured range(s) dropped or incomplete, " +
-                               std::to_string(graphs) +
-                               " graph launch(es) not measured per "
-                               "kernel, " +
-                               std::to_string(mismatches) +
-                               " kernel batch(es) with a range count unlike the launch count");
+    Notice(kNoticeWarning,
+           std::to_string(dropped) + " measured range(s) dropped or incomplete, " +
+               std::to_string(graphs) + " graph launch(es) not measured per kernel, " +
+               std::to_string(mismatches) +
+               " kernel batch(es) with a range count unlike the launch count, " +
+               std::to_string(number_mismatches) +
+               " kernel value set(s) whose CUPTI range number differs from the launch number "
+               "(from there on values may belong to other kernels)");
   }
 }
 

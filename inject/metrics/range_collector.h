@@ -114,7 +114,8 @@ class RangeCollector final : public MetricsCollector {
  private:
   void OnRangePush(const void* domain, std::string message);
   void OnRangePop(const void* domain);
-  // p->mu held. keep=false: the range's values are dropped (a pop deferred past a capture).
+  // p->mu held. end = 0: now, after PopRange. keep=false: the range's values are dropped (a pop
+  // deferred past a capture).
   bool PopLocked(ContextProfiler* p, uint64_t end, bool keep, std::vector<Result>* results,
                  std::string* error);
   bool FinishDeferredPop(ContextProfiler* p, std::vector<Result>* results,

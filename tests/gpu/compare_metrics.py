@@ -267,6 +267,15 @@ def cmd_verdict(a):
             out("INFO", name, detail + " [reported, no verdict required]")
         else:
             out("PASS" if r.get("verdict") == want else "FAIL", name, detail)
+        if a.min_busy > 0:
+            # The "while busy" reading needs the range's kernels inside its time window: a
+            # window that ends before its GPU work (asynchronous launches) reads low here.
+            frac = r.get("busy_fraction")
+            bname = f"{a.label}/{pattern}/busy_fraction"
+            bdetail = (f"GPU busy {frac} of '{r.get('range')}' (the application's kernels inside "
+                       f"the range's window over its gpu__time_duration), want >= {a.min_busy}")
+            ok = frac is not None and frac >= a.min_busy
+            out("PASS" if ok else "FAIL", bname, bdetail)
     return 0
 
 
@@ -395,6 +404,8 @@ def main():
     s.add_argument("--expect", action="append", default=[], help="RANGE=VERDICT")
     s.add_argument("--report", action="append", default=[],
                    help="RANGE: print its verdict and numbers, require nothing")
+    s.add_argument("--min-busy", type=float, default=0.0,
+                   help="also require each range's busy_fraction >= this")
     s = sub.add_parser("passes", help="full sets after the documented number of occurrences")
     s.add_argument("--summary", required=True)
     s.add_argument("--csv", required=True)

@@ -313,6 +313,12 @@ main() {
       py_checks passes --summary "$T/torch_phases.summary.json" \
         --csv "$T/torch_phases_csv/metrics.csv" --label torch_phases/full_set \
         --ranges forward,backward,optimizer --metrics "$SOL_NAMES" --occurrences "$TRAIN_STEPS"
+      # The verdicts, and the share of each range's GPU time its kernels fill (their window must
+      # hold their asynchronous GPU work: 0.48-0.80 on the H200; a window closed at the host's
+      # pop read 0.19-0.41 and turned forward/backward into "compute+memory-bound").
+      py_checks verdict --summary "$T/torch_phases.summary.json" --label torch_phases/verdict \
+        --expect forward=compute-bound --expect backward=compute-bound \
+        --expect optimizer=memory-bound --min-busy 0.35
     fi
     if kp_case torch_step --metrics sol --metrics-ranges step -- "${train[@]}"; then
       py_checks passes --summary "$T/torch_step.summary.json" \
