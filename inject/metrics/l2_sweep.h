@@ -1,7 +1,7 @@
 // l2_sweep.h: reads a buffer twice the size of the GPU's L2 on a stream of kp's own and waits for
 // it, so that a measured range starts from an L2 in a known state. Range mode needs it after each
 // cuptiRangeProfilerStart: measured on the H200 (CUDA 13.0, CUPTI 130001), the first
-// write-heavy range after a Start read 22-29 MB more dram__bytes_write (and up to 3x its
+// write-heavy range after a Start read ~29 MB more dram__bytes_write (and up to 2.6x its
 // gpu__time_duration) than the same range later in the pass, unless a read sweep of the L2 ran
 // between the Start and that range (bench/results/metrics_probe_h200.txt). With
 // KP_METRICS_CACHE=range it runs before every measured range, like ncu's default
@@ -13,7 +13,7 @@
 // does: it leaves no dirty line of its own. Its kernel record is marked profiler-internal by name
 // (kL2SweepKernelName); its driver calls appear in the trace as API calls of the thread that
 // opened the range. Cost on the H200: one ~30-70 us kernel and a stream synchronization, and
-// 2 x L2 of device memory (100 MB on the H200), allocated at the first sweep.
+// 2 x L2 of device memory (about 100 MB on the H200), allocated at the first sweep.
 //
 // Everything runs on a non-blocking stream of kp's own, with the thread's stream-capture mode
 // set to relaxed for the duration: an application capturing a CUDA graph meanwhile is neither

@@ -864,7 +864,7 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
     if (!swept) {
       std::string msg = sweep_error +
                         "; ranges are measured without it from here on (the first range after "
-                        "each range-profiler start can then read ~25 MB more dram writes)";
+                        "each range-profiler start can then read ~30 MB more dram writes)";
       std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
       Notice(kNoticeWarning, msg);
     }

@@ -28,7 +28,7 @@
 //    kNamesPerPass ranges (one pass), which keeps Start and the re-arm after each cycle cheap.
 //  - L2 sweep (l2_sweep.h, KP_METRICS_CACHE): with `pass` (default) the first measured push after
 //    each Start first reads 2x the L2 on kp's own stream and waits, because the first
-//    write-heavy range after a Start otherwise reads 22-29 MB more dram__bytes_write on the H200;
+//    write-heavy range after a Start otherwise reads ~29 MB more dram__bytes_write on the H200;
 //    with `range` before every measured push (ncu's --cache-control all); `none` never. The
 //    sweep's driver calls run outside the mutexes, between the Start and the PushRange.
 // Kernel mode (KP_METRICS_MODE=kernel): AutoRange + KernelReplay, started at the first launch;

@@ -109,7 +109,7 @@ main() {
     tail -n 1
   echo "kp prefix: $DIST"
   echo "checker: $CHECKER"
-  echo "repo: $REPO ($(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo 'no git'))"
+  echo "repo: $REPO ($(git -C "$REPO" describe --always --dirty 2>/dev/null || echo 'no git'))"
 
   WORK=$(mktemp -d /tmp/kp-gpu-work.XXXXXX)
   local bin="$WORK/bin" traces="$WORK/traces"

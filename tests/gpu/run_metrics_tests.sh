@@ -200,7 +200,7 @@ main() {
   "$NVIDIA_SMI" --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
   echo "ncu: ${NCU:-none} $([[ -n $NCU ]] && "$NCU" --version 2>&1 | tail -n 1)"
   "$PYTHON" -c 'import torch; print("torch", torch.__version__)' 2>&1 | tail -n 1
-  echo "kp prefix: $DIST, repo $(git -C "$REPO" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "kp prefix: $DIST, repo $(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?')"
   "$KPTRACE" metrics check --chip GH100 "$M" 2>&1 | sed 's/^/    /'
 
   WORK=$(mktemp -d /tmp/kp-metrics-work.XXXXXX)
