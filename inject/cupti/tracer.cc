@@ -1,7 +1,6 @@
 #include "inject/cupti/tracer.h"
 
 #include <cupti.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 #include "inject/cupti/activity_decoder.h"
 #include "inject/cupti/api_selection.h"
 #include "inject/cupti/buffer_pool.h"
+#include "inject/cupti/driver_symbol.h"
 #include "inject/cupti/encoder_thread.h"
 #include "inject/metrics/metrics_collector.h"
 #include "inject/trace/chunk_writer.h"
@@ -105,14 +105,7 @@ std::string ReadDriverVersion() {
 
 int CudaDriverVersion() {
   // Not linked against libcuda: ask it only if the process already has it.
-  using Fn = int (*)(int*);
-  // cudart loads libcuda RTLD_LOCAL, so RTLD_DEFAULT misses it; RTLD_NOLOAD never loads it.
-  auto fn = reinterpret_cast<Fn>(dlsym(RTLD_DEFAULT, "cuDriverGetVersion"));
-  if (fn == nullptr) {
-    if (void* cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD)) {
-      fn = reinterpret_cast<Fn>(dlsym(cuda, "cuDriverGetVersion"));
-    }
-  }
+  auto fn = FindDriverSymbol<int (*)(int*)>("cuDriverGetVersion");
   int version = 0;
   if (fn == nullptr || fn(&version) != 0) return 0;
   return version;

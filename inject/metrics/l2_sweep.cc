@@ -1,9 +1,9 @@
 #include "inject/metrics/l2_sweep.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstdint>
+
+#include "inject/cupti/driver_symbol.h"
 
 namespace kp {
 namespace {
@@ -83,30 +83,27 @@ struct Driver {
 };
 
 template <typename Fn>
-void Lookup(void* lib, const char* name, Fn* fn) {
-  void* sym = dlsym(RTLD_DEFAULT, name);
-  if (!sym && lib) sym = dlsym(lib, name);
-  *fn = reinterpret_cast<Fn>(sym);
+void Lookup(const char* name, Fn* fn) {
+  *fn = FindDriverSymbol<Fn>(name);
 }
 
 const Driver& GetDriver() {
   static const Driver d = [] {
     Driver d;
-    void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    Lookup(lib, "cuCtxGetDevice", &d.ctx_get_device);
-    Lookup(lib, "cuDeviceGetAttribute", &d.device_get_attribute);
-    Lookup(lib, "cuModuleLoadData", &d.module_load_data);
-    Lookup(lib, "cuModuleGetFunction", &d.module_get_function);
-    Lookup(lib, "cuMemAlloc_v2", &d.mem_alloc);
-    Lookup(lib, "cuMemsetD8Async", &d.memset_d8_async);
-    Lookup(lib, "cuThreadExchangeStreamCaptureMode", &d.exchange_capture_mode);
-    Lookup(lib, "cuStreamCreate", &d.stream_create);
-    Lookup(lib, "cuStreamSynchronize", &d.stream_synchronize);
-    Lookup(lib, "cuLaunchKernel", &d.launch_kernel);
-    Lookup(lib, "cuGetErrorName", &d.get_error_name);
-    Lookup(lib, "cuMemFree_v2", &d.mem_free);
-    Lookup(lib, "cuModuleUnload", &d.module_unload);
-    Lookup(lib, "cuStreamDestroy_v2", &d.stream_destroy);
+    Lookup("cuCtxGetDevice", &d.ctx_get_device);
+    Lookup("cuDeviceGetAttribute", &d.device_get_attribute);
+    Lookup("cuModuleLoadData", &d.module_load_data);
+    Lookup("cuModuleGetFunction", &d.module_get_function);
+    Lookup("cuMemAlloc_v2", &d.mem_alloc);
+    Lookup("cuMemsetD8Async", &d.memset_d8_async);
+    Lookup("cuThreadExchangeStreamCaptureMode", &d.exchange_capture_mode);
+    Lookup("cuStreamCreate", &d.stream_create);
+    Lookup("cuStreamSynchronize", &d.stream_synchronize);
+    Lookup("cuLaunchKernel", &d.launch_kernel);
+    Lookup("cuGetErrorName", &d.get_error_name);
+    Lookup("cuMemFree_v2", &d.mem_free);
+    Lookup("cuModuleUnload", &d.module_unload);
+    Lookup("cuStreamDestroy_v2", &d.stream_destroy);
     d.ok = d.ctx_get_device && d.device_get_attribute && d.module_load_data &&
            d.module_get_function && d.mem_alloc && d.memset_d8_async && d.stream_create &&
            d.stream_synchronize && d.launch_kernel && d.exchange_capture_mode;

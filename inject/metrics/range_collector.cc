@@ -4,7 +4,6 @@
 #include <cupti_profiler_target.h>
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
-#include <dlfcn.h>
 #include <generated_nvtx_meta.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 #include <set>
 #include <string_view>
 
+#include "inject/cupti/driver_symbol.h"
 #include "inject/metrics/l2_sweep.h"
 #include "inject/trace/trace_encoder.h"
 
@@ -56,18 +56,8 @@ uint32_t ThreadId() {
   return tid;
 }
 
-// libkpinject does not link libcuda (the application brought it); look the one call we need up
-// in the process. RTLD_NOLOAD: never load a driver the application did not load.
 CUresult CurrentContext(CUcontext* ctx) {
-  using Fn = CUresult (*)(CUcontext*);
-  static Fn fn = []() -> Fn {
-    void* sym = dlsym(RTLD_DEFAULT, "cuCtxGetCurrent");
-    if (!sym) {
-      if (void* lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD))
-        sym = dlsym(lib, "cuCtxGetCurrent");
-    }
-    return reinterpret_cast<Fn>(sym);
-  }();
+  static const auto fn = FindDriverSymbol<CUresult (*)(CUcontext*)>("cuCtxGetCurrent");
   return fn ? fn(ctx) : CUDA_ERROR_NOT_INITIALIZED;
 }
 
@@ -140,6 +130,11 @@ constexpr const char* kTimedCallNames[kNumTimedCalls] = {
 struct CallTimes {
   uint64_t count = 0;
   double total_ms = 0, max_ms = 0;
+  void Add(double ms) {
+    ++count;
+    total_ms += ms;
+    if (ms > max_ms) max_ms = ms;
+  }
 };
 
 // State of the range profiler on one context. Guarded by `mu` (see the header on locking).
@@ -159,8 +154,10 @@ struct RangeCollector::ContextProfiler {
   int sm_clock_index = -1;  // metric giving the SM clock in Hz, if the user asked for one
   std::mutex mu;
 
-  Result open;                // the measured range now open (range mode; owner thread only)
-  bool deferred_pop = false;  // its pop came during a stream capture: done when that ends
+  Result open;  // the measured range now open (range mode; owner thread only)
+  // Its pop came during a stream capture: the owner closes it at its next measured push or the
+  // final flush, and drops its values (FinishDeferredPop); the end is the application's pop.
+  bool deferred_pop = false;
   uint64_t deferred_pop_end = 0;
   std::string open_range_name;
   std::pair<std::string, std::string> open_key;
@@ -177,9 +174,8 @@ struct RangeCollector::ContextProfiler {
   uint64_t graph_launches = 0;
   uint64_t ranges_dropped = 0;  // NaN-only results and ranges CUPTI dropped
   uint64_t index_mismatches = 0;
-  uint64_t names_over_capacity = 0;
-  uint64_t range_number_mismatches = 0;  // kernel mode: CUPTI's range number != launch number  //
-                                         // multi-pass: occurrences past kNamesPerPass in one pass
+  uint64_t names_over_capacity = 0;      // multi-pass: occurrences past kNamesPerPass in a pass
+  uint64_t range_number_mismatches = 0;  // kernel mode: CUPTI's range number != launch number
   // Host time spent inside the range profiler's calls, by call (reported at the final flush).
   CallTimes times[kNumTimedCalls];
   // Range mode: the L2 sweep (l2_sweep.h) and whether a Start happened since the last one.
@@ -198,12 +194,7 @@ class CallTimer {
  public:
   CallTimer(Profiler* p, TimedCall call)
       : t_(&p->times[call]), t0_(std::chrono::steady_clock::now()) {}
-  ~CallTimer() {
-    double ms = MsSince(t0_);
-    ++t_->count;
-    t_->total_ms += ms;
-    if (ms > t_->max_ms) t_->max_ms = ms;
-  }
+  ~CallTimer() { t_->Add(MsSince(t0_)); }
   CallTimer(const CallTimer&) = delete;
   CallTimer& operator=(const CallTimer&) = delete;
 
@@ -869,10 +860,7 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
       Notice(kNoticeWarning, msg);
     }
     std::lock_guard<std::mutex> lock(p->mu);
-    CallTimes& t = p->times[kTSweep];
-    ++t.count;
-    t.total_ms += sweep_ms;
-    t.max_ms = std::max(t.max_ms, sweep_ms);
+    p->times[kTSweep].Add(sweep_ms);  // timed outside the lock: the times are guarded by it
     if (!swept) p->sweep_failed = true;
     if (p->closed || active_captures_.load() > 0) {
       if (!p->closed) skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
