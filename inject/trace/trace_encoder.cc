@@ -568,6 +568,7 @@ uint32_t TraceEncoder::AddMetricConfig(const MetricConfigInfo& c) {
   w.String(4, c.mode);
   w.Uint(5, c.device);
   w.String(6, c.chip);
+  w.Uint(7, c.skip);
   b.Commit(w);
   impl_->metric_configs.emplace_back(b.data(), b.data() + b.size());
   impl_->dirty = true;
@@ -780,7 +781,7 @@ void TraceEncoder::AddMetricRange(const MetricRangeRecord& r) {
   uint32_t num_values = r.values == nullptr ? 0 : r.num_values;
   WireBuffer& b = m.scratch;
   b.Clear();
-  WireWriter w = b.Reserve(14 * wire::kMaxScalarFieldBytes + 8 * size_t{num_values});
+  WireWriter w = b.Reserve(17 * wire::kMaxScalarFieldBytes + 8 * size_t{num_values});
   w.Uint(1, r.config);
   w.Uint(2, name);
   w.Uint(3, domain);
@@ -795,6 +796,9 @@ void TraceEncoder::AddMetricRange(const MetricRangeRecord& r) {
   w.Sint(12, r.correlation);  // absolute in kernel mode (proto: not delta-coded)
   w.Uint(13, r.nesting_level);
   w.Uint(14, r.sm_clock_khz);
+  w.Uint(15, r.occurrence_min_ns);
+  w.Uint(16, r.occurrence_max_ns);
+  w.Bool(17, r.inconsistent);
   b.Commit(w);
   m.chunk.AppendMessage(kChunkMetricRanges, b);
   m.CountRecord(kMetricRanges);
