@@ -340,6 +340,29 @@ void OnThread(F body) {
   t.join();
 }
 
+// Runs `work` on one thread while another begins and ends captures as fast as it can (the
+// scripted session counts any profiler call strictly inside a capture), then finishes `h`.
+template <typename F>
+void RaceWithCaptures(Harness* h, F work) {
+  std::atomic<bool> done{false};
+  std::thread worker([&] {
+    work();
+    done = true;
+  });
+  std::thread captures([&] {
+    while (!done.load()) {
+      h->Capture(true);
+      h->script.capture_open = true;
+      std::this_thread::yield();
+      h->script.capture_open = false;
+      h->Capture(false);
+    }
+  });
+  worker.join();
+  captures.join();
+  h->Finish();
+}
+
 TEST(RangeMode, SinglePassMeasuresEachOccurrenceAfterTheWarmUp) {
   Harness h(RangeConfig(/*skip=*/1));
   OnThread([&] {
@@ -450,28 +473,14 @@ TEST(RangeMode, CaptureBeginsAndEndsRacingWithRangesNeverTouchTheProfiler) {
   for (uint32_t passes : {1u, 2u}) {
     Harness h(RangeConfig(/*skip=*/0));
     h.script.num_passes = passes;
-    std::atomic<bool> done{false};
-    std::thread ranges([&] {
+    RaceWithCaptures(&h, [&] {
       for (int i = 0; i < 3000; ++i) {
         h.Push("step");
         h.Push("inner");
         h.Pop();
         h.Pop();
       }
-      done = true;
     });
-    std::thread captures([&] {
-      while (!done.load()) {
-        h.Capture(true);
-        h.script.capture_open = true;
-        std::this_thread::yield();
-        h.script.capture_open = false;
-        h.Capture(false);
-      }
-    });
-    ranges.join();
-    captures.join();
-    h.Finish();
     EXPECT_EQ(h.script.calls_during_capture.load(), 0) << passes << " pass(es)";
     EXPECT_EQ(h.script.pushes.load(), h.script.pops.load());
     EXPECT_GT(h.ranges.size(), 0u);
@@ -625,23 +634,9 @@ TEST(KernelMode, CaptureBeginOnlyStopsTheBatchAndLaunchesDuringItAreNotMeasured)
 
 TEST(KernelMode, CaptureRacesWithLaunches) {
   Harness h(KernelConfig());
-  std::atomic<bool> done{false};
-  std::thread launches([&] {
+  RaceWithCaptures(&h, [&] {
     for (uint32_t i = 0; i < 5000; ++i) h.Launch("k", i);
-    done = true;
   });
-  std::thread captures([&] {
-    while (!done.load()) {
-      h.Capture(true);
-      h.script.capture_open = true;
-      std::this_thread::yield();
-      h.script.capture_open = false;
-      h.Capture(false);
-    }
-  });
-  launches.join();
-  captures.join();
-  h.Finish();
   EXPECT_EQ(h.script.calls_during_capture.load(), 0);
   EXPECT_GT(h.ranges.size(), 0u);
   EXPECT_EQ(h.script.sessions_enabled.load(), 0);
