@@ -341,13 +341,17 @@ void OnThread(F body) {
 }
 
 // Runs `work` on one thread while another begins and ends captures as fast as it can (the
-// scripted session counts any profiler call strictly inside a capture), then finishes `h`.
-template <typename F>
-void RaceWithCaptures(Harness* h, F work) {
-  std::atomic<bool> done{false};
+// scripted session counts any profiler call strictly inside a capture); then, on the same
+// thread with the captures over, `after` (so that something is measured however the race
+// went), and finishes `h`.
+template <typename F, typename G>
+void RaceWithCaptures(Harness* h, F work, G after) {
+  std::atomic<bool> done{false}, captures_over{false};
   std::thread worker([&] {
     work();
     done = true;
+    while (!captures_over.load()) std::this_thread::yield();
+    after();
   });
   std::thread captures([&] {
     while (!done.load()) {
@@ -357,6 +361,7 @@ void RaceWithCaptures(Harness* h, F work) {
       h->script.capture_open = false;
       h->Capture(false);
     }
+    captures_over = true;
   });
   worker.join();
   captures.join();
@@ -473,14 +478,16 @@ TEST(RangeMode, CaptureBeginsAndEndsRacingWithRangesNeverTouchTheProfiler) {
   for (uint32_t passes : {1u, 2u}) {
     Harness h(RangeConfig(/*skip=*/0));
     h.script.num_passes = passes;
-    RaceWithCaptures(&h, [&] {
-      for (int i = 0; i < 3000; ++i) {
+    auto steps = [&h](int n) {
+      for (int i = 0; i < n; ++i) {
         h.Push("step");
         h.Push("inner");
         h.Pop();
         h.Pop();
       }
-    });
+    };
+    RaceWithCaptures(
+        &h, [&] { steps(3000); }, [&] { steps(2 * static_cast<int>(passes) + 1); });
     EXPECT_EQ(h.script.calls_during_capture.load(), 0) << passes << " pass(es)";
     EXPECT_EQ(h.script.pushes.load(), h.script.pops.load());
     EXPECT_GT(h.ranges.size(), 0u);
@@ -634,9 +641,12 @@ TEST(KernelMode, CaptureBeginOnlyStopsTheBatchAndLaunchesDuringItAreNotMeasured)
 
 TEST(KernelMode, CaptureRacesWithLaunches) {
   Harness h(KernelConfig());
-  RaceWithCaptures(&h, [&] {
-    for (uint32_t i = 0; i < 5000; ++i) h.Launch("k", i);
-  });
+  RaceWithCaptures(
+      &h,
+      [&] {
+        for (uint32_t i = 0; i < 5000; ++i) h.Launch("k", i);
+      },
+      [&] { h.Launch("k", 5000); });
   EXPECT_EQ(h.script.calls_during_capture.load(), 0);
   EXPECT_GT(h.ranges.size(), 0u);
   EXPECT_EQ(h.script.sessions_enabled.load(), 0);
