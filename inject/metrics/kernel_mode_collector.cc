@@ -1,8 +1,5 @@
 #include "inject/metrics/kernel_mode_collector.h"
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <cstdlib>
 
 #include "inject/metrics/launch_callbacks.h"
@@ -11,11 +8,6 @@ namespace kp {
 namespace {
 
 thread_local int t_runtime_launch_depth = 0;
-
-uint32_t ThreadId() {
-  thread_local uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  return tid;
-}
 
 }  // namespace
 

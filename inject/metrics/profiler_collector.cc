@@ -1,5 +1,8 @@
 #include "inject/metrics/profiler_collector.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -36,6 +39,11 @@ ProfilerCollector::ProfilerCollector(const Config& config, std::vector<std::stri
       backend_(std::move(backend)) {}
 
 ProfilerCollector::~ProfilerCollector() = default;
+
+uint32_t ProfilerCollector::ThreadId() {
+  thread_local uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
+  return tid;
+}
 
 void ProfilerCollector::Notice(int severity, const std::string& message) {
   uint64_t t = backend_->Now();

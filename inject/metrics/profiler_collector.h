@@ -113,6 +113,8 @@ class ProfilerCollector : public MetricsCollector {
   // Checks the metric names for the chip of `device` (the same check as `kptrace metrics
   // check`); a bad name turns metrics off with one line naming it and the closest names.
   void CheckNamesAtStartup(uint32_t device);
+  // The calling thread's kernel thread id (as the trace's thread ids).
+  static uint32_t ThreadId();
 
   static constexpr int kNoticeInfo = 0, kNoticeWarning = 1, kNoticeError = 2;
   // A multi-pass value set is flagged inconsistent when its longest occurrence is more than

@@ -1,8 +1,5 @@
 #include "inject/metrics/range_mode_collector.h"
 
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 
@@ -22,11 +19,6 @@ thread_local std::vector<OpenRange> t_open_ranges;
 thread_local bool t_in_outermost = false;
 thread_local CUcontext t_measured_ctx = nullptr;
 thread_local bool t_launched = false;  // this thread has launched a kernel
-
-uint32_t ThreadId() {
-  thread_local uint32_t tid = static_cast<uint32_t>(syscall(SYS_gettid));
-  return tid;
-}
 
 double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
