@@ -4,12 +4,14 @@
 // through the real TraceEncoder and are read back with the libprotobuf classes of
 // proto/kptrace.proto. Covers pass rotation, warm-up skip, consistency flags, deferred pops,
 // capture begin/end races (run under ThreadSanitizer in CI: the `tsan` preset), the choice of
-// the measured thread and domain, and set-up failures (every enabled session disabled again).
+// the measured thread and domain, set-up failures (every enabled session disabled again), and
+// the start-up check of metric names (the real Profiler Host API, chip GH100, no GPU).
 #include "inject/metrics/metrics_collector.h"
 
 #include <generated_nvtx_meta.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -17,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/metric_plan.h"
 #include "inject/config/config.h"
 #include "inject/metrics/profiler_session.h"
 #include "inject/trace/chunk_writer.h"
@@ -594,6 +597,61 @@ TEST(RangeMode, AFailedEnableLeavesNothingEnabled) {
   h.Finish();
   EXPECT_EQ(h.script.sessions_enabled.load(), 0);
   EXPECT_TRUE(h.configs.empty());
+}
+
+// The start-up check runs the real Profiler Host API (libnvperf_host.so, dlopen'ed by libcupti
+// with RTLD_DEEPBIND, which the sanitizers' runtimes cannot load: google/sanitizers#611).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kUnderSanitizer = true;
+#else
+constexpr bool kUnderSanitizer = false;
+#endif
+#define REQUIRE_HOST_API()                                                                    \
+  do {                                                                                        \
+    if (kUnderSanitizer)                                                                      \
+      GTEST_SKIP() << "libnvperf_host.so is loaded with RTLD_DEEPBIND, which the sanitizers " \
+                      "cannot run (google/sanitizers#611); the plain build runs this test";   \
+    std::string why;                                                                          \
+    if (!MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}, &why))           \
+      GTEST_SKIP() << "Profiler Host API unavailable here: " << why;                          \
+  } while (0)
+
+TEST(StartupCheck, ABadNameAtTheFirstContextTurnsMetricsOffBeforeAnyRange) {
+  REQUIRE_HOST_API();
+  Config config = RangeConfig(/*skip=*/0);
+  config.metrics = {"dram__bytes_read.sum", "dram__bytes_reed.sum"};
+  Harness h(config);
+  testing::internal::CaptureStderr();
+  h.c().OnContextCreated(kCtx, 0);  // no range pushed yet, and none ever
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("kp: metrics: KP_METRICS: unknown metric 'dram__bytes_reed.sum' for GH100"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("did you mean 'dram__bytes_read.sum'"), std::string::npos) << err;
+  EXPECT_NE(err.find("metrics are off, tracing goes on"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;  // one line
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+  });
+  h.Finish();
+  EXPECT_TRUE(h.ranges.empty());
+  EXPECT_EQ(h.script.starts.load(), 0);  // never set up
+  EXPECT_TRUE(h.Noticed("unknown metric 'dram__bytes_reed.sum'"));
+}
+
+TEST(StartupCheck, GoodNamesPassAndMeasurementGoesOn) {
+  REQUIRE_HOST_API();
+  Harness h(RangeConfig(/*skip=*/0));
+  testing::internal::CaptureStderr();
+  h.c().OnContextCreated(kCtx, 0);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+  });
+  h.Finish();
+  EXPECT_EQ(h.ranges.size(), 1u);
 }
 
 Config KernelConfig() {
