@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/status.h"
 #include "kptrace.pb.h"
 
 namespace {
@@ -75,21 +76,19 @@ void WriteMessage(const Descriptor* m, std::ostringstream& o) {
 }
 
 // The Stats counters as plain uint64 members plus one table row per counter.
-bool WriteStatsTable(const Descriptor* stats, std::ostringstream& o, std::string* error) {
+kp::StatusOr<std::string> StatsTable(const Descriptor* stats) {
   const EnumDescriptor* severity = kp::StatSeverity_descriptor();
   std::ostringstream members, rows;
   for (int i = 0; i < stats->field_count(); ++i) {
     const auto* f = stats->field(i);
     if (f->type() != FieldDescriptor::TYPE_UINT64 || f->is_repeated()) {
-      *error = "kp.Stats." + f->name() + " is not a plain uint64 counter";
-      return false;
+      return kp::Status::Error("kp.Stats." + f->name() + " is not a plain uint64 counter");
     }
     const kp::StatSeverity s = f->options().GetExtension(kp::stat_severity);
     if (s == kp::STAT_SEVERITY_UNSPECIFIED) {
-      *error = "kp.Stats." + f->name() +
-               " has no severity: add [(stat_severity) = STAT_LOSS | STAT_BOOKKEEPING | "
-               "STAT_INFO] to it in proto/kptrace.proto";
-      return false;
+      return kp::Status::Error("kp.Stats." + f->name() +
+                               " has no severity: add [(stat_severity) = STAT_LOSS | "
+                               "STAT_BOOKKEEPING | STAT_INFO] to it in proto/kptrace.proto");
     }
     members << "  uint64_t " << f->name() << " = 0;\n";
     rows << "    {\"" << f->name() << "\", " << f->number() << ", StatSeverity::"
@@ -97,6 +96,7 @@ bool WriteStatsTable(const Descriptor* stats, std::ostringstream& o, std::string
                 severity->FindValueByNumber(s)->name().substr(CommonValuePrefix(severity).size()))
          << ", &StatCounters::" << f->name() << "},\n";
   }
+  std::ostringstream o;
   o << "// kp.Stats as counters the injector increments directly.\n"
     << "struct StatCounters {\n"
     << members.str() << "};\n\n"
@@ -110,7 +110,7 @@ bool WriteStatsTable(const Descriptor* stats, std::ostringstream& o, std::string
     << "inline constexpr StatField kStatFields[] = {\n"
     << rows.str() << "};\n"
     << "inline constexpr size_t kNumStatFields = sizeof(kStatFields) / sizeof(kStatFields[0]);\n";
-  return true;
+  return o.str();
 }
 
 }  // namespace
@@ -139,11 +139,12 @@ int main(int argc, char** argv) {
     }
     WriteMessage(m, o);
   }
-  std::string error;
-  if (!WriteStatsTable(kp::Stats::descriptor(), o, &error)) {
-    std::fprintf(stderr, "kp_schema_gen: %s\n", error.c_str());
+  const kp::StatusOr<std::string> stats = StatsTable(kp::Stats::descriptor());
+  if (!stats.ok()) {
+    std::fprintf(stderr, "kp_schema_gen: %s\n", stats.status().message().c_str());
     return 1;
   }
+  o << stats.value();
   o << "\n}  // namespace schema\n"
     << "}  // namespace kp\n";
 

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <string>
 
 #ifndef KP_CUPTI_SONAME
 #error "KP_CUPTI_SONAME (e.g. libcupti.so.13) must be defined by the build"
@@ -15,7 +16,7 @@ namespace {
 
 std::once_flag g_once;
 void* g_handle = nullptr;
-std::string g_error;
+Status g_status;
 
 void Load() {
   // The executable's DT_RPATH (build tree: the toolkit's lib dir; install: $ORIGIN/../lib, where
@@ -23,24 +24,23 @@ void Load() {
   g_handle = dlopen(KP_CUPTI_SONAME, RTLD_NOW | RTLD_LOCAL);
   if (g_handle == nullptr) {
     const char* why = dlerror();
-    g_error = std::string("cannot load ") + KP_CUPTI_SONAME + " (" +
-              (why != nullptr ? why : "unknown reason") +
-              "); this command needs the CUDA toolkit's CUPTI: install it, or use kptrace from "
-              "an installed prefix, which bundles it in lib/";
+    g_status = Status::Error(std::string("cannot load ") + KP_CUPTI_SONAME + " (" +
+                             (why != nullptr ? why : "unknown reason") +
+                             "); this command needs the CUDA toolkit's CUPTI: install it, or use "
+                             "kptrace from an installed prefix, which bundles it in lib/");
   }
 }
 
 void* Symbol(const char* name) {
-  if (!LoadCuptiLibrary(nullptr)) return nullptr;
+  if (!LoadCuptiLibrary().ok()) return nullptr;
   return dlsym(g_handle, name);
 }
 
 }  // namespace
 
-bool LoadCuptiLibrary(std::string* error) {
+Status LoadCuptiLibrary() {
   std::call_once(g_once, Load);
-  if (g_handle == nullptr && error != nullptr) *error = g_error;
-  return g_handle != nullptr;
+  return g_status;
 }
 
 }  // namespace kp

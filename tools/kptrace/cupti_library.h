@@ -6,12 +6,12 @@
 // itself dlopen()s libnvperf_host when the Profiler Host API first needs it.
 #pragma once
 
-#include <string>
+#include "common/status.h"
 
 namespace kp {
 
-// Loads libcupti once (later calls return the first result; thread-safe). On failure, `error`
-// (when not null) names the library, the loader's reason and the fix.
-bool LoadCuptiLibrary(std::string* error);
+// Loads libcupti once (later calls return the first result; thread-safe). The error names the
+// library, the loader's reason and the fix.
+Status LoadCuptiLibrary();
 
 }  // namespace kp

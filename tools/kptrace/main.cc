@@ -44,10 +44,12 @@ int main(int argc, char** argv) {
     // The only command that needs libcupti (the Profiler Host API); the others run without CUDA.
     const bool help = sub_argc > 0 && (std::strcmp(sub_argv[0], "--help") == 0 ||
                                        std::strcmp(sub_argv[0], "-h") == 0);
-    std::string error;
-    if (!help && !kp::LoadCuptiLibrary(&error)) {
-      std::fprintf(stderr, "kptrace metrics: %s\n", error.c_str());
-      return 1;
+    if (!help) {
+      const kp::Status cupti = kp::LoadCuptiLibrary().WithContext("kptrace metrics");
+      if (!cupti.ok()) {
+        std::fprintf(stderr, "%s\n", cupti.message().c_str());
+        return 1;
+      }
     }
     return kp::cli::RunMetrics(sub_argc, sub_argv);
   }
