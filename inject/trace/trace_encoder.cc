@@ -259,7 +259,8 @@ struct TraceEncoder::Impl {
     if (string_emitted_in[local] == sequence + 1) return;
     string_emitted_in[local] = sequence + 1;
     const std::string& s = strings[local];
-    // An InternedString written straight into the chunk.
+    // An InternedString written straight into the chunk (both tags are one byte).
+    static_assert(schema::InternedString::kId < 16 && schema::InternedString::kValue < 16);
     size_t body = 1 + wire::VarintSize(id) + 1 + wire::VarintSize(s.size()) + s.size();
     WireWriter w = chunk.Reserve(wire::MaxLengthDelimitedBytes(body));
     w.Tag(ChunkField::kStrings, wire::kLengthDelimited);
