@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "tools/export/csv_exporter.h"
+#include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
 #include "tools/kptrace/commands.h"
 #include "tools/metrics/speed_of_light.h"
@@ -66,12 +67,6 @@ std::string ShortName(const std::string& name, size_t width) {
     s = s.substr(0, width - 3 - tail) + "..." + s.substr(s.size() - tail);
   }
   return s;
-}
-
-const char* CopyKindName(int k) {
-  static const char* const kNames[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-  return (k >= 0 && k <= 10) ? kNames[k] : "unknown";
 }
 
 struct Interval {
