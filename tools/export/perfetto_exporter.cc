@@ -13,7 +13,8 @@
 namespace kp {
 namespace {
 
-// Perfetto's field numbers and enum values (TracePacket and the messages it holds).
+// Perfetto's field numbers and enum values (TracePacket and the messages it holds; docs/outputs.md,
+// "Perfetto packets").
 enum : uint32_t {
   kTracePacket = 1,
   kPktClockSnapshot = 6,
