@@ -432,6 +432,21 @@ uint64_t PerfettoExporter::ThreadTrack(Process& p, uint32_t tid) {
   return uuid;
 }
 
+void PerfettoExporter::DescribeChildTrack(const Process& p, const ChildTrack& t) {
+  Proto w(&buf_);
+  size_t pk = BeginPacket(w, p.ids.sequence, 0);
+  size_t td = w.Begin(kPktTrackDescriptor);
+  w.UInt(kTdUuid, t.uuid);
+  w.UInt(kTdParentUuid, t.parent);
+  w.Bytes(kTdName, t.name);
+  if (t.counter) w.End(w.Begin(kTdCounter));
+  if (t.order_children) w.UInt(kTdChildOrdering, kChildOrderingExplicit);
+  if (t.sibling_rank >= 0) w.Int(kTdSiblingOrderRank, t.sibling_rank);
+  if (t.keep_apart) w.UInt(kTdSiblingMergeBehavior, kSiblingMergeNone);
+  w.End(td);
+  w.End(pk);
+}
+
 uint64_t PerfettoExporter::StreamTrack(Process& p, TraceReader& reader, uint64_t key,
                                        uint32_t lane) {
   if (key == p.last_stream_key && lane == p.last_stream_lane) return p.last_stream_uuid;
@@ -440,45 +455,21 @@ uint64_t PerfettoExporter::StreamTrack(Process& p, TraceReader& reader, uint64_t
   uint64_t root = p.ids.TrackUuid(kGpuTrack, device);
   uint64_t stream_uuid = p.ids.TrackUuid(kStreamTrack, key);
   uint64_t uuid = lane == 0 ? stream_uuid : p.ids.TrackUuid(kStreamTrack, key, lane);
-  Proto w(&buf_);
   if (p.gpus_described.insert(device).second) {
     std::string dev_name = "GPU";
     for (const Device& d : reader.devices()) {
       if (d.id() == device) dev_name = d.name();
     }
-    size_t pk = BeginPacket(w, p.ids.sequence, 0);
-    size_t td = w.Begin(kPktTrackDescriptor);
-    w.UInt(kTdUuid, root);
-    w.UInt(kTdParentUuid, p.uuid);
-    w.Bytes(kTdName, "GPU " + std::to_string(device) + ": " + dev_name);
-    w.UInt(kTdChildOrdering, kChildOrderingExplicit);
-    w.UInt(kTdSiblingMergeBehavior, kSiblingMergeNone);
-    w.End(td);
-    w.End(pk);
+    const std::string name = "GPU " + std::to_string(device) + ": " + dev_name;
+    DescribeChildTrack(p, {root, p.uuid, name, false, true, -1, true});
   }
   const std::string stream_name = "stream " + std::to_string(stream);
   if (p.tracks_described.insert(stream_uuid).second) {
-    size_t pk = BeginPacket(w, p.ids.sequence, 0);
-    size_t td = w.Begin(kPktTrackDescriptor);
-    w.UInt(kTdUuid, stream_uuid);
-    w.UInt(kTdParentUuid, root);
-    w.Bytes(kTdName, stream_name);
-    w.UInt(kTdChildOrdering, kChildOrderingExplicit);
-    w.Int(kTdSiblingOrderRank, static_cast<int32_t>(stream));
-    w.UInt(kTdSiblingMergeBehavior, kSiblingMergeNone);
-    w.End(td);
-    w.End(pk);
+    DescribeChildTrack(p, {stream_uuid, root, stream_name, false, true, stream, true});
   }
   if (lane != 0 && p.tracks_described.insert(uuid).second) {
-    size_t pk = BeginPacket(w, p.ids.sequence, 0);
-    size_t td = w.Begin(kPktTrackDescriptor);
-    w.UInt(kTdUuid, uuid);
-    w.UInt(kTdParentUuid, stream_uuid);
-    w.Bytes(kTdName, LaneName(stream_name, lane));
-    w.Int(kTdSiblingOrderRank, static_cast<int32_t>(lane));
-    w.UInt(kTdSiblingMergeBehavior, kSiblingMergeNone);
-    w.End(td);
-    w.End(pk);
+    DescribeChildTrack(p,
+                       {uuid, stream_uuid, LaneName(stream_name, lane), false, false, lane, true});
   }
   p.last_stream_key = key;
   p.last_stream_lane = lane;
@@ -490,26 +481,11 @@ uint64_t PerfettoExporter::ProcessChildTrack(Process& p, uint64_t kind, const ch
                                              uint32_t lane) {
   uint64_t track = p.ids.TrackUuid(kind, 0);
   uint64_t uuid = lane == 0 ? track : p.ids.TrackUuid(kind, 0, lane);
-  Proto w(&buf_);
   if (p.tracks_described.insert(track).second) {
-    size_t pk = BeginPacket(w, p.ids.sequence, 0);
-    size_t td = w.Begin(kPktTrackDescriptor);
-    w.UInt(kTdUuid, track);
-    w.UInt(kTdParentUuid, p.uuid);
-    w.Bytes(kTdName, name);
-    w.UInt(kTdChildOrdering, kChildOrderingExplicit);
-    w.End(td);
-    w.End(pk);
+    DescribeChildTrack(p, {track, p.uuid, name, false, true, -1, false});
   }
   if (lane != 0 && p.tracks_described.insert(uuid).second) {
-    size_t pk = BeginPacket(w, p.ids.sequence, 0);
-    size_t td = w.Begin(kPktTrackDescriptor);
-    w.UInt(kTdUuid, uuid);
-    w.UInt(kTdParentUuid, track);
-    w.Bytes(kTdName, LaneName(name, lane));
-    w.Int(kTdSiblingOrderRank, static_cast<int32_t>(lane));
-    w.End(td);
-    w.End(pk);
+    DescribeChildTrack(p, {uuid, track, LaneName(name, lane), false, false, lane, false});
   }
   return uuid;
 }
@@ -726,15 +702,7 @@ void PerfettoExporter::EmitMetricRanges(Process& p, TraceReader& reader, const C
       if (p.counter_tracks.count(name) == 0) {
         uint64_t uuid = p.ids.TrackUuid(kCounterTrack, std::hash<std::string>()(name));
         p.counter_tracks[name] = uuid;
-        size_t pk = BeginPacket(w, p.ids.sequence, 0);
-        size_t td = w.Begin(kPktTrackDescriptor);
-        w.UInt(kTdUuid, uuid);
-        w.UInt(kTdParentUuid, p.uuid);
-        w.Bytes(kTdName, name);
-        size_t cd = w.Begin(kTdCounter);
-        w.End(cd);
-        w.End(td);
-        w.End(pk);
+        DescribeChildTrack(p, {uuid, p.uuid, name, true, false, -1, false});
       }
     }
     BeginEventPacket(p, s.start);

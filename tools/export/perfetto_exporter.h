@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -53,6 +54,15 @@ class PerfettoExporter final : public Exporter {
   void EmitMetricRanges(Process& p, TraceReader& reader, const Chunk& chunk);
 
   // Tracks, described on first use.
+  struct ChildTrack {
+    uint64_t uuid, parent;
+    std::string_view name;
+    bool counter;          // a counter track
+    bool order_children;   // children ordered by their sibling_order_rank
+    int64_t sibling_rank;  // -1: none
+    bool keep_apart;       // never merged with a sibling of the same name
+  };
+  void DescribeChildTrack(const Process& p, const ChildTrack& t);
   uint64_t ThreadTrack(Process& p, uint32_t tid);
   uint64_t StreamTrack(Process& p, TraceReader& reader, uint64_t key, uint32_t lane);
   uint64_t ProcessChildTrack(Process& p, uint64_t kind, const char* name, uint32_t lane);
