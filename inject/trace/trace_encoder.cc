@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "inject/trace/chunk_writer.h"
-#include "inject/trace/proto_wire.h"
+#include "common/proto_wire.h"
 
 namespace kp {
 namespace {

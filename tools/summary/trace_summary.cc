@@ -12,6 +12,7 @@
 
 #include "common/stats_table.h"
 #include "tools/export/csv_exporter.h"
+#include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
 #include "tools/kptrace/commands.h"
 #include "tools/metrics/speed_of_light.h"
@@ -67,12 +68,6 @@ std::string ShortName(const std::string& name, size_t width) {
     s = s.substr(0, width - 3 - tail) + "..." + s.substr(s.size() - tail);
   }
   return s;
-}
-
-const char* CopyKindName(int k) {
-  static const char* const kNames[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-  return (k >= 0 && k <= 10) ? kNames[k] : "unknown";
 }
 
 struct Interval {
