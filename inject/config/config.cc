@@ -8,17 +8,36 @@
 #include <cstring>
 #include <ctime>
 #include <initializer_list>
+#include <regex>
 #include <string_view>
 
 namespace kp {
 namespace {
 
 constexpr const char* kKnownVariables[] = {
-    "KP_DISABLE",      "KP_OUTPUT",         "KP_ACTIVITIES",    "KP_API",
-    "KP_METRICS",      "KP_METRICS_RANGES", "KP_METRICS_MODE",  "KP_METRICS_CACHE",
-    "KP_METRICS_SKIP", "KP_FLUSH_MS",       "KP_BUFFER_MB",     "KP_COMPRESSION",
-    "KP_DELAY",        "KP_DURATION",       "KP_CAPTURE_RANGE", "KP_LOG",
+    "KP_DISABLE",
+    "KP_OUTPUT",
+    "KP_ACTIVITIES",
+    "KP_API",
+    "KP_METRICS",
+    "KP_METRICS_RANGES",
+    "KP_METRICS_MODE",
+    "KP_METRICS_CACHE",
+    "KP_METRICS_SKIP",
+    "KP_FLUSH_MS",
+    "KP_BUFFER_MB",
+    "KP_COMPRESSION",
+    "KP_DELAY",
+    "KP_DURATION",
+    "KP_CAPTURE_RANGE",
+    "KP_LOG",
     "KP_DUMP_BUFFERS",
+    "KP_METRICS_KERNELS",
+    "KP_METRICS_LAUNCH_SKIP",
+    "KP_METRICS_LAUNCH_COUNT",
+    "KP_METRICS_LAUNCH_SKIP_BEFORE_MATCH",
+    "KP_METRICS_LAUNCH_SCOPE",
+    "KP_METRICS_NVTX_INCLUDE",
 };
 
 constexpr const char* kActivityNames[] = {"kernel", "memcpy", "memset", "api",
@@ -333,7 +352,9 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     }
   }
 
-  if (const char* v = get("KP_METRICS_RANGES")) {
+  // KP_METRICS_RANGES and KP_METRICS_NVTX_INCLUDE: comma lists of NVTX range globs.
+  auto range_patterns = [&](const char* variable, const char* v, const char* default_text,
+                            std::vector<std::string>* out) {
     std::vector<std::string> ranges;
     bool ok = true;
     for (auto item : SplitComma(v)) {
@@ -347,14 +368,18 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
       ranges.emplace_back(item);
     }
     if (!ok) {
-      AddError(errors, "KP_METRICS_RANGES", v,
-               "expected a comma list of NVTX range names or globs (* and ?), each optionally "
-               "domain::glob (::glob for the default domain), none empty (default: every range)",
+      AddError(errors, variable, v,
+               std::string("expected a comma list of NVTX range names or globs (* and ?), each "
+                           "optionally domain::glob (::glob for the default domain), none empty "
+                           "(default: ") +
+                   default_text + ")",
                kMetrics);
     } else {
-      c.metrics_ranges = std::move(ranges);
+      *out = std::move(ranges);
     }
-  }
+  };
+  if (const char* v = get("KP_METRICS_RANGES"))
+    range_patterns("KP_METRICS_RANGES", v, "every range", &c.metrics_ranges);
 
   if (const char* v = get("KP_METRICS_MODE")) {
     std::string_view s = Trim(v);
@@ -395,6 +420,86 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
                "expected a whole number 0-1000000: the warm-up occurrences of each measured range "
                "name that are traced but not measured (default 1)",
                kMetrics);
+    }
+  }
+
+  // Kernel-mode targeting (inject/metrics/kernel_selector.h).
+  bool targeting = false;
+  if (const char* v = get("KP_METRICS_KERNELS")) {
+    std::string_view s = Trim(v);
+    constexpr std::string_view kRegex = "regex:";
+    std::string problem;
+    if (HasControlCharacters(s)) {
+      problem = "control characters";
+    } else if (s.substr(0, kRegex.size()) == kRegex) {
+      std::string expr(s.substr(kRegex.size()));
+      if (expr.empty()) problem = "an empty regular expression";
+      try {
+        if (problem.empty()) std::regex check(expr, std::regex::ECMAScript);
+      } catch (const std::regex_error& e) {
+        problem = std::string("the regular expression does not compile: ") + e.what();
+      }
+    }
+    if (!problem.empty()) {
+      AddError(errors, "KP_METRICS_KERNELS", v,
+               "expected regex:RE (an ECMAScript regular expression searched in the mangled and "
+               "demangled kernel name) or an exact kernel name (mangled, demangled, or the bare "
+               "function name) (" +
+                   problem + "; default: every kernel)",
+               kMetrics);
+    } else {
+      c.metrics_kernels = std::string(s);
+      targeting = true;
+    }
+  }
+  struct LaunchNumber {
+    const char* variable;
+    uint64_t* out;
+    const char* meaning;
+  } numbers[] = {
+      {"KP_METRICS_LAUNCH_SKIP_BEFORE_MATCH", &c.metrics_launch_skip_before_match,
+       "kernel launches of any name passed before the kernel filter applies (default 0)"},
+      {"KP_METRICS_LAUNCH_SKIP", &c.metrics_launch_skip,
+       "selected kernel launches passed before measuring (default 0)"},
+      {"KP_METRICS_LAUNCH_COUNT", &c.metrics_launch_count,
+       "selected kernel launches measured, 0 for all (default 0)"},
+  };
+  for (const LaunchNumber& n : numbers) {
+    const char* v = get(n.variable);
+    if (!v) continue;
+    if (ParseUint(v, 0, 1000000000000ull, n.out)) {
+      targeting = true;
+    } else {
+      AddError(errors, n.variable, v,
+               std::string("expected a whole number 0-1000000000000: the ") + n.meaning, kMetrics);
+    }
+  }
+  if (const char* v = get("KP_METRICS_LAUNCH_SCOPE")) {
+    std::string_view s = Trim(v);
+    if (s == "global" || s == "per-name") {
+      c.metrics_launch_per_name = s == "per-name";
+      targeting = true;
+    } else {
+      AddError(errors, "KP_METRICS_LAUNCH_SCOPE", v,
+               "expected global (KP_METRICS_LAUNCH_SKIP/COUNT count launches of all selected "
+               "kernels together, like ncu) or per-name (each kernel symbol on its own) "
+               "(default global)",
+               kMetrics);
+    }
+  }
+  if (const char* v = get("KP_METRICS_NVTX_INCLUDE")) {
+    range_patterns("KP_METRICS_NVTX_INCLUDE", v, "no NVTX condition", &c.metrics_nvtx_include);
+    targeting = targeting || !c.metrics_nvtx_include.empty();
+  }
+  if (targeting) {
+    // Targeting picks kernel launches: it implies kernel mode, and contradicts range mode.
+    if (get("KP_METRICS_MODE") && c.metrics_mode == MetricsMode::kRange) {
+      AddError(errors, "KP_METRICS_MODE", get("KP_METRICS_MODE"),
+               "KP_METRICS_KERNELS, KP_METRICS_LAUNCH_* and KP_METRICS_NVTX_INCLUDE select "
+               "kernel launches and need kernel (leave KP_METRICS_MODE unset, or set it to kernel)",
+               kMetrics);
+    } else {
+      c.metrics_mode = MetricsMode::kKernel;
     }
   }
 
@@ -512,6 +617,12 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
       {"KP_METRICS_RANGES", Join(c.metrics_ranges)},
       {"KP_METRICS_MODE", c.metrics_mode == MetricsMode::kKernel ? "kernel" : "range"},
       {"KP_METRICS_SKIP", std::to_string(c.metrics_skip)},
+      {"KP_METRICS_KERNELS", c.metrics_kernels},
+      {"KP_METRICS_LAUNCH_SKIP_BEFORE_MATCH", std::to_string(c.metrics_launch_skip_before_match)},
+      {"KP_METRICS_LAUNCH_SKIP", std::to_string(c.metrics_launch_skip)},
+      {"KP_METRICS_LAUNCH_COUNT", std::to_string(c.metrics_launch_count)},
+      {"KP_METRICS_LAUNCH_SCOPE", c.metrics_launch_per_name ? "per-name" : "global"},
+      {"KP_METRICS_NVTX_INCLUDE", Join(c.metrics_nvtx_include)},
       {"KP_METRICS_CACHE", c.metrics_cache == MetricsCache::kRange  ? "range"
                            : c.metrics_cache == MetricsCache::kNone ? "none"
                                                                     : "pass"},

@@ -38,10 +38,18 @@ struct Config {
   MetricsCache metrics_cache = MetricsCache::kPass;  // KP_METRICS_CACHE=pass|range|none
   // KP_METRICS_SKIP: warm-up occurrences of each range name not measured (range mode)
   uint32_t metrics_skip = 1;
-  uint32_t flush_ms = 1000;        // KP_FLUSH_MS, 10..600000
-  uint32_t buffer_mb = 256;        // KP_BUFFER_MB, 8..65536: cap on CUPTI buffers
-  int zstd_level = 3;              // KP_COMPRESSION=zstd[:level]|none
-  double delay_s = 0;              // KP_DELAY: seconds before capture starts
+  // Kernel-mode targeting, like ncu's (inject/metrics/kernel_selector.h). Any of them set
+  // implies KP_METRICS_MODE=kernel; with KP_METRICS_MODE=range they are an error.
+  std::string metrics_kernels;                    // KP_METRICS_KERNELS: regex:RE | exact name
+  uint64_t metrics_launch_skip_before_match = 0;  // KP_METRICS_LAUNCH_SKIP_BEFORE_MATCH
+  uint64_t metrics_launch_skip = 0;               // KP_METRICS_LAUNCH_SKIP
+  uint64_t metrics_launch_count = 0;              // KP_METRICS_LAUNCH_COUNT (0: no limit)
+  bool metrics_launch_per_name = false;           // KP_METRICS_LAUNCH_SCOPE=global|per-name
+  std::vector<std::string> metrics_nvtx_include;  // KP_METRICS_NVTX_INCLUDE (RANGES syntax)
+  uint32_t flush_ms = 1000;                       // KP_FLUSH_MS, 10..600000
+  uint32_t buffer_mb = 256;                       // KP_BUFFER_MB, 8..65536: cap on CUPTI buffers
+  int zstd_level = 3;                             // KP_COMPRESSION=zstd[:level]|none
+  double delay_s = 0;                             // KP_DELAY: seconds before capture starts
   double duration_s = 0;           // KP_DURATION: seconds of capture (0 = to the end)
   std::string capture_range;       // KP_CAPTURE_RANGE: NVTX range that starts capture
   LogLevel log = LogLevel::kInfo;  // KP_LOG=quiet|info|debug

@@ -1,5 +1,6 @@
 #include "inject/metrics/kernel_mode_collector.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "inject/metrics/launch_callbacks.h"
@@ -8,6 +9,9 @@ namespace kp {
 namespace {
 
 thread_local int t_runtime_launch_depth = 0;
+// With targeting, a runtime launch without a symbol name is decided at the driver launch
+// inside it (which has the name), still before the kernel runs.
+thread_local bool t_deferred_to_driver = false;
 
 }  // namespace
 
@@ -20,16 +24,26 @@ struct KernelModeCollector::KernelContext : Context {
   uint64_t range_number_mismatches = 0;  // CUPTI's range number != launch number
 };
 
+KernelModeCollector::KernelModeCollector(const Config& config, std::vector<std::string> metrics,
+                                         EncoderPost post, std::unique_ptr<ProfilerBackend> backend)
+    : ProfilerCollector(config, std::move(metrics), std::move(post), std::move(backend)),
+      selector_(config),
+      nvtx_include_(config.metrics_nvtx_include) {}
+
 std::unique_ptr<ProfilerCollector::Context> KernelModeCollector::NewContext() {
   return std::make_unique<KernelContext>();
 }
 
+bool KernelModeCollector::StopSession(KernelContext* p, std::string* error) {
+  sessions_started_.fetch_sub(1, std::memory_order_relaxed);
+  bool all = false;
+  if (!p->session->Stop(&all, error)) return false;
+  p->stopped_undecoded = true;
+  return true;
+}
+
 bool KernelModeCollector::Collect(KernelContext* p, std::vector<Result>* out, std::string* error) {
-  if (p->session->started()) {
-    bool all = false;
-    if (!p->session->Stop(&all, error)) return false;
-    p->stopped_undecoded = true;
-  }
+  if (p->session->started() && !StopSession(p, error)) return false;
   if (!p->stopped_undecoded) return true;
   p->stopped_undecoded = false;
   std::vector<DecodedRange> decoded;
@@ -64,10 +78,7 @@ bool KernelModeCollector::Collect(KernelContext* p, std::vector<Result>* out, st
 bool KernelModeCollector::BeforeCapture(Context* c, std::vector<Result>*, std::string* error) {
   auto* p = static_cast<KernelContext*>(c);
   if (!p->session->started()) return true;
-  bool all = false;
-  if (!p->session->Stop(&all, error)) return false;
-  p->stopped_undecoded = true;
-  return true;
+  return StopSession(p, error);
 }
 
 bool KernelModeCollector::FlushLocked(Context* c, std::vector<Result>* results,
@@ -85,16 +96,36 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
   bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
   if (data->callbackSite == CUPTI_API_EXIT) {
     if (runtime && t_runtime_launch_depth > 0) --t_runtime_launch_depth;
+    if (runtime && t_runtime_launch_depth == 0) t_deferred_to_driver = false;
     return;
   }
   bool nested = !runtime && t_runtime_launch_depth > 0;
   if (runtime) ++t_runtime_launch_depth;
   if (off_.load(std::memory_order_relaxed)) return;
+  // The selection is complete and every profiler disabled: the rest of the run is untouched.
+  if (torn_down_.load(std::memory_order_acquire)) return;
   // While a CUDA graph is being captured the profiler stays stopped (capture_gate.h):
   // launches then (captured ones do not even run) are not measured.
   if (gate_.active()) {
     if (kernel && !nested) skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
     return;
+  }
+  if (selector_.active()) {
+    const char* symbol = data->symbolName;
+    if (kernel && runtime && (!symbol || !*symbol)) {
+      t_deferred_to_driver = true;
+      return;
+    }
+    if (nested) {
+      if (!kernel || !t_deferred_to_driver) return;
+      t_deferred_to_driver = false;
+      nested = false;  // this driver launch is the one decided on
+    }
+    // A graph's kernels cannot be measured one by one: like any launch not selected.
+    if (graph || !selector_.Select(symbol, selector_.wants_nvtx() && InIncludedRange())) {
+      NotSelected(data->context);
+      return;
+    }
   }
   auto* p = static_cast<KernelContext*>(ProfilerFor(data->context));
   if (!p) return;
@@ -118,7 +149,10 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
     } else {
       if (p->launches.size() >= kKernelsPerBatch || p->stopped_undecoded)
         ok = Collect(p, &results, &error);
-      if (ok && !p->session->started()) ok = p->session->Start(&error);
+      if (ok && !p->session->started()) {
+        ok = p->session->Start(&error);
+        if (ok) sessions_started_.fetch_add(1, std::memory_order_relaxed);
+      }
       if (ok) {
         Result r;
         r.name = data->symbolName ? data->symbolName : "";
@@ -139,6 +173,83 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
   }
   PostResults(p, std::move(results));
   if (!ok) Fail(error);
+}
+
+void KernelModeCollector::NotSelected(CUcontext ctx) {
+  if (selector_.done()) {
+    // The launch count is reached: flush and disable every context's profiler, once.
+    std::lock_guard<std::mutex> setup(setup_mu_);
+    if (torn_down_.load(std::memory_order_acquire)) return;
+    std::vector<Context*> all;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& entry : profilers_) all.push_back(entry.second.get());
+    }
+    for (Context* c : all) FlushContext(c, /*final=*/true);
+    torn_down_.store(true, std::memory_order_release);
+    std::string msg = "kernel selection complete (" + selector_.Describe() +
+                      "): " + std::to_string(selector_.launches_selected()) +
+                      " launch(es) measured; the range profiler is disabled for the rest of "
+                      "the run";
+    Notice(kNoticeInfo, msg);
+    if (debug_) std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+    return;
+  }
+  if (sessions_started_.load(std::memory_order_relaxed) <= 0) return;
+  KernelContext* p = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = profilers_.find(ctx);
+    if (it != profilers_.end()) p = static_cast<KernelContext*>(it->second.get());
+  }
+  if (!p) return;
+  std::string error;
+  bool ok = true;
+  {
+    std::lock_guard<std::mutex> lock(p->mu);
+    if (p->closed || !p->session || !p->session->started()) return;
+    // Stopped, not decoded: the batch is decoded at the next selected launch or the flush.
+    ok = StopSession(p, &error);
+    if (!ok) {
+      p->closed = true;
+      p->session->Disable();
+    }
+  }
+  if (!ok) Fail(error);
+}
+
+bool KernelModeCollector::InIncludedRange() {
+  std::lock_guard<std::mutex> lock(nvtx_mu_);
+  auto it = nvtx_stacks_.find(ThreadId());
+  return it != nvtx_stacks_.end() && it->second.matching_open > 0;
+}
+
+void KernelModeCollector::OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* data) {
+  if (!data || !selector_.wants_nvtx()) return;
+  NvtxRangeEvent ev = nvtx_.Decode(cbid, data);
+  if (ev.kind == NvtxRangeEvent::kNone) return;
+  bool match = ev.kind == NvtxRangeEvent::kPush &&
+               nvtx_include_.Matches(nvtx_.DomainName(ev.domain), ev.message);
+  std::lock_guard<std::mutex> lock(nvtx_mu_);
+  ThreadRanges& t = nvtx_stacks_[ThreadId()];
+  std::vector<bool>& stack = t.stacks[ev.domain];  // NVTX keeps one stack per domain
+  if (ev.kind == NvtxRangeEvent::kPush) {
+    stack.push_back(match);
+    if (match) ++t.matching_open;
+  } else if (!stack.empty()) {
+    if (stack.back()) --t.matching_open;
+    stack.pop_back();
+  }
+}
+
+void KernelModeCollector::ShutdownNotices() {
+  if (!selector_.active() || selector_.launches_selected() > 0) return;
+  std::string msg = "no kernel launch was selected by " + selector_.Describe() + " (" +
+                    std::to_string(selector_.launches_seen()) + " launch(es) seen, " +
+                    std::to_string(selector_.launches_matched()) +
+                    " passed the name and NVTX filters)";
+  std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+  Notice(kNoticeWarning, msg);
 }
 
 void KernelModeCollector::FinalNotices(Context* c, std::vector<std::string>* warnings) {

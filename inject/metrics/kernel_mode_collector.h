@@ -12,10 +12,24 @@
 // application's cudaStreamBeginCapture callback makes one CUPTI call at most; launches during
 // a capture are not measured (counted, a notice at exit).
 //
-// Locking: see profiler_collector.h; a context's batch is under its Context::mu.
+// Targeting (kernel_selector.h: KP_METRICS_KERNELS, KP_METRICS_LAUNCH_*,
+// KP_METRICS_NVTX_INCLUDE): a launch not selected makes no profiler call and sets up no
+// session; if its context's profiler is running (the previous launch was selected), the
+// profiler is stopped first (as before a capture), so the launch runs unserialized and
+// unreplayed. Once a global launch count is reached every context's profiler is flushed and
+// disabled at the next launch, and later launches cost one atomic load.
+//
+// Locking: see profiler_collector.h; a context's batch is under its Context::mu. The selector
+// and the NVTX stacks have mutexes of their own, never held across a call out of this class.
 #pragma once
 
+#include <unordered_map>
+#include <vector>
+
+#include "inject/metrics/kernel_selector.h"
+#include "inject/metrics/nvtx_range_events.h"
 #include "inject/metrics/profiler_collector.h"
+#include "inject/metrics/range_selector.h"
 
 namespace kp {
 
@@ -23,11 +37,12 @@ class KernelModeCollector final : public ProfilerCollector {
  public:
   static constexpr size_t kKernelsPerBatch = 16;
 
-  using ProfilerCollector::ProfilerCollector;
+  KernelModeCollector(const Config& config, std::vector<std::string> metrics, EncoderPost post,
+                      std::unique_ptr<ProfilerBackend> backend);
 
-  bool wants_nvtx_callbacks() const override { return false; }
+  bool wants_nvtx_callbacks() const override { return selector_.wants_nvtx(); }
   bool wants_launch_callbacks() const override { return true; }
-  void OnNvtx(CUpti_CallbackId, const CUpti_NvtxData*) override {}
+  void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* data) override;
   void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                 const CUpti_CallbackData* data) override;
 
@@ -40,10 +55,30 @@ class KernelModeCollector final : public ProfilerCollector {
   bool BeforeCapture(Context* p, std::vector<Result>* results, std::string* error) override;
   bool FlushLocked(Context* p, std::vector<Result>* results, std::string* error) override;
   void FinalNotices(Context* p, std::vector<std::string>* warnings) override;
-  void ShutdownNotices() override {}
+  void ShutdownNotices() override;
 
   // Stops the batch if started; decodes a stopped batch.
   bool Collect(KernelContext* p, std::vector<Result>* results, std::string* error);
+  bool StopSession(KernelContext* p, std::string* error);  // p->mu held, session started
+  // A launch not selected: stops `ctx`'s running profiler, or, once the selection is done,
+  // flushes and disables every context's profiler (once).
+  void NotSelected(CUcontext ctx);
+  // Whether a KP_METRICS_NVTX_INCLUDE range is open on the calling thread.
+  bool InIncludedRange();
+
+  KernelSelector selector_;
+  RangeSelector nvtx_include_;
+  NvtxRangeEvents nvtx_;
+  std::atomic<int> sessions_started_{0};  // a hint: profilers started and not yet stopped
+  std::atomic<bool> torn_down_{false};
+  // One thread's open push/pop ranges: per domain, whether each matches
+  // KP_METRICS_NVTX_INCLUDE; and how many open ones match.
+  struct ThreadRanges {
+    std::unordered_map<const void*, std::vector<bool>> stacks;
+    int matching_open = 0;
+  };
+  std::mutex nvtx_mu_;  // guards nvtx_stacks_
+  std::unordered_map<uint32_t, ThreadRanges> nvtx_stacks_;
 };
 
 }  // namespace kp

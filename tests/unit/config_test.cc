@@ -267,7 +267,7 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   Config c = Good("KP_COMPRESSION", "zstd:7");
   c.metrics = {"a.sum", "b.sum"};
   auto pairs = DescribeConfig(c);
-  ASSERT_EQ(pairs.size(), 17u);
+  ASSERT_EQ(pairs.size(), 23u);
   std::map<std::string, std::string> m(pairs.begin(), pairs.end());
   EXPECT_EQ(m["KP_COMPRESSION"], "zstd:7");
   EXPECT_EQ(m["KP_METRICS"], "a.sum,b.sum");
@@ -278,6 +278,73 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   EXPECT_EQ(m["KP_DELAY"], "0");
   EXPECT_EQ(m["KP_METRICS_MODE"], "range");
   EXPECT_EQ(m["KP_METRICS_CACHE"], "pass");
+  EXPECT_EQ(m["KP_METRICS_KERNELS"], "");
+  EXPECT_EQ(m["KP_METRICS_LAUNCH_COUNT"], "0");
+  EXPECT_EQ(m["KP_METRICS_LAUNCH_SCOPE"], "global");
+}
+
+TEST(ConfigTest, KernelTargeting) {
+  Config c = Good("KP_METRICS_KERNELS", "regex:gemm|conv");
+  EXPECT_EQ(c.metrics_kernels, "regex:gemm|conv");
+  EXPECT_EQ(c.metrics_mode, MetricsMode::kKernel);  // targeting implies kernel mode
+  EXPECT_EQ(Good("KP_METRICS_KERNELS", " my_kernel ").metrics_kernels, "my_kernel");
+  ConfigError e = Bad("KP_METRICS_KERNELS", "regex:gemm(");
+  EXPECT_EQ(e.scope, ConfigErrorScope::kMetrics);
+  EXPECT_EQ(e.message.rfind("KP_METRICS_KERNELS=\"regex:gemm(\" is not valid: expected regex:RE "
+                            "(an ECMAScript regular expression searched in the mangled and "
+                            "demangled kernel name) or an exact kernel name (mangled, demangled, "
+                            "or the bare function name) (the regular expression does not compile: ",
+                            0),
+            0u)
+      << e.message;
+  EXPECT_NE(e.message.find("; metrics are off, tracing goes on"), std::string::npos);
+  EXPECT_NE(Bad("KP_METRICS_KERNELS", "regex:").message.find("an empty regular expression"),
+            std::string::npos);
+
+  c = Good("KP_METRICS_LAUNCH_SKIP", "3");
+  EXPECT_EQ(c.metrics_launch_skip, 3u);
+  EXPECT_EQ(c.metrics_mode, MetricsMode::kKernel);
+  EXPECT_EQ(Good("KP_METRICS_LAUNCH_COUNT", "2").metrics_launch_count, 2u);
+  EXPECT_EQ(Good("KP_METRICS_LAUNCH_SKIP_BEFORE_MATCH", "100").metrics_launch_skip_before_match,
+            100u);
+  e = Bad("KP_METRICS_LAUNCH_COUNT", "two");
+  EXPECT_EQ(e.message,
+            "KP_METRICS_LAUNCH_COUNT=\"two\" is not valid: expected a whole number "
+            "0-1000000000000: the selected kernel launches measured, 0 for all (default 0); "
+            "metrics are off, tracing goes on");
+  Bad("KP_METRICS_LAUNCH_SKIP", "-1");
+  Bad("KP_METRICS_LAUNCH_SKIP_BEFORE_MATCH", "1e3");
+
+  EXPECT_TRUE(Good("KP_METRICS_LAUNCH_SCOPE", "per-name").metrics_launch_per_name);
+  EXPECT_FALSE(Good("KP_METRICS_LAUNCH_SCOPE", "global").metrics_launch_per_name);
+  e = Bad("KP_METRICS_LAUNCH_SCOPE", "name");
+  EXPECT_EQ(e.message,
+            "KP_METRICS_LAUNCH_SCOPE=\"name\" is not valid: expected global "
+            "(KP_METRICS_LAUNCH_SKIP/COUNT count launches of all selected kernels together, like "
+            "ncu) or per-name (each kernel symbol on its own) (default global); metrics are off, "
+            "tracing goes on");
+
+  EXPECT_EQ(Good("KP_METRICS_NVTX_INCLUDE", "step*,torch::fwd").metrics_nvtx_include,
+            (std::vector<std::string>{"step*", "torch::fwd"}));
+  e = Bad("KP_METRICS_NVTX_INCLUDE", "a,,b");
+  EXPECT_EQ(e.message,
+            "KP_METRICS_NVTX_INCLUDE=\"a,,b\" is not valid: expected a comma list of NVTX range "
+            "names or globs (* and ?), each optionally domain::glob (::glob for the default "
+            "domain), none empty (default: no NVTX condition); metrics are off, tracing goes on");
+
+  // Kernel targeting contradicts an explicit range mode: one line naming KP_METRICS_MODE.
+  std::vector<ConfigError> errors;
+  c = Parse({{"KP_METRICS_MODE", "range"}, {"KP_METRICS_KERNELS", "regex:gemm"}}, &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].variable, "KP_METRICS_MODE");
+  EXPECT_EQ(errors[0].scope, ConfigErrorScope::kMetrics);
+  EXPECT_NE(errors[0].message.find("need kernel"), std::string::npos) << errors[0].message;
+  errors.clear();
+  c = Parse({{"KP_METRICS_MODE", "kernel"}, {"KP_METRICS_LAUNCH_COUNT", "1"}}, &errors);
+  EXPECT_TRUE(errors.empty());
+  EXPECT_EQ(c.metrics_mode, MetricsMode::kKernel);
+  // Nothing set: range mode stays the default.
+  EXPECT_EQ(Good("KP_METRICS_LAUNCH_SCOPE", "").metrics_mode, MetricsMode::kRange);
 }
 
 TEST(ConfigTest, OutputPatternExpansion) {

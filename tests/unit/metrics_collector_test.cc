@@ -21,6 +21,7 @@
 
 #include "common/metric_plan.h"
 #include "inject/config/config.h"
+#include "inject/metrics/kernel_selector.h"
 #include "inject/metrics/profiler_session.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
@@ -38,6 +39,7 @@ struct Script {
   std::string fail_call;
   int fail_after = 0;  // that many successful calls first
   std::atomic<int> sessions_enabled{0};
+  std::atomic<int> sessions_created{0};
   std::atomic<int> calls_during_capture{0};
   std::atomic<bool> capture_open{false};  // set by the test strictly inside a capture
   std::atomic<int> pushes{0}, pops{0}, starts{0}, stops{0}, decodes{0}, sweeps{0};
@@ -48,7 +50,10 @@ struct Script {
 
 class ScriptedSession final : public ProfilerSession {
  public:
-  explicit ScriptedSession(Script* s) : s_(s) { s_->current = this; }
+  explicit ScriptedSession(Script* s) : s_(s) {
+    s_->current = this;
+    ++s_->sessions_created;
+  }
   ~ScriptedSession() override { Disable(); }
 
   // Kernel mode: CUPTI opens an auto range per kernel launched while the profiler runs,
@@ -259,6 +264,26 @@ class Harness {
     collector_->OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API,
                          CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
     if (script.current) script.current->KernelLaunched();
+    d.callbackSite = CUPTI_API_EXIT;
+    collector_->OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API,
+                         CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
+  }
+  // A cudaLaunchKernel whose runtime callback has no symbol name, with the cuLaunchKernel
+  // inside it that has one.
+  void LaunchThroughDriver(const char* symbol, uint32_t correlation) {
+    CUpti_CallbackData d{};
+    d.context = kCtx;
+    d.symbolName = "";
+    d.correlationId = correlation;
+    d.callbackSite = CUPTI_API_ENTER;
+    collector_->OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API,
+                         CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
+    CUpti_CallbackData drv = d;
+    drv.symbolName = symbol;
+    collector_->OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &drv);
+    if (script.current) script.current->KernelLaunched();
+    drv.callbackSite = CUPTI_API_EXIT;
+    collector_->OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &drv);
     d.callbackSite = CUPTI_API_EXIT;
     collector_->OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API,
                          CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
@@ -708,6 +733,230 @@ TEST(KernelMode, CaptureRacesWithLaunches) {
   EXPECT_EQ(h.script.calls_during_capture.load(), 0);
   EXPECT_GT(h.ranges.size(), 0u);
   EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+}
+
+// --- kernel targeting (kernel_selector.h) ---
+
+std::vector<std::string> Names(const Harness& h) {
+  std::vector<std::string> names;
+  for (const auto& r : h.ranges) names.push_back(h.Name(r));
+  return names;
+}
+std::vector<int64_t> Correlations(const Harness& h) {
+  std::vector<int64_t> ids;
+  for (const auto& r : h.ranges) ids.push_back(r.correlation());
+  return ids;
+}
+
+TEST(KernelTargeting, RegexSkipAndCountMeasureExactlyTheSelectedLaunchesThenTearDown) {
+  Config c = KernelConfig();
+  c.metrics_kernels = "regex:gemm";
+  c.metrics_launch_skip = 3;
+  c.metrics_launch_count = 2;
+  Harness h(c);
+  OnThread([&] {
+    // gemm launches have correlation 100+i, relu 200+i.
+    for (uint32_t i = 0; i < 10; ++i) {
+      h.Launch("sgemm_128x64", 100 + i);
+      int starts = h.script.starts.load(), stops = h.script.stops.load();
+      int decodes = h.script.decodes.load();
+      h.Launch("relu_kernel", 200 + i);
+      // A launch not selected at most stops a running profiler: no start, no decode; except
+      // the one after the count is reached (i = 4), which flushes and disables the profiler.
+      EXPECT_EQ(h.script.starts.load(), starts);
+      if (i != 4) EXPECT_EQ(h.script.decodes.load(), decodes) << i;
+      if (i == 4) EXPECT_EQ(h.script.decodes.load(), decodes + 1);
+      EXPECT_LE(h.script.stops.load(), stops + 1);
+    }
+    // The count was reached: every profiler was flushed and disabled at the next launch.
+    EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+  });
+  int starts = h.script.starts.load(), stops = h.script.stops.load();
+  h.Finish();
+  EXPECT_EQ(Names(h), (std::vector<std::string>{"sgemm_128x64", "sgemm_128x64"}));
+  EXPECT_EQ(Correlations(h), (std::vector<int64_t>{103, 104}));
+  for (const auto& r : h.ranges) EXPECT_EQ(r.values_size(), 3);
+  EXPECT_EQ(starts, 2);  // one start per selected launch (a relu launch stopped the first)
+  EXPECT_EQ(stops, 2);
+  EXPECT_EQ(h.script.starts.load(), starts);  // nothing after the tear-down
+  EXPECT_EQ(h.script.sessions_created.load(), 1);
+  EXPECT_TRUE(
+      h.Noticed("kernel selection complete (KP_METRICS_KERNELS=regex:gemm, "
+                "KP_METRICS_LAUNCH_SKIP=3, KP_METRICS_LAUNCH_COUNT=2): 2 launch(es) "
+                "measured"));
+}
+
+TEST(KernelTargeting, ConsecutiveSelectedLaunchesShareOneStart) {
+  Config c = KernelConfig();
+  c.metrics_kernels = "regex:^k";
+  Harness h(c);
+  OnThread([&] {
+    for (uint32_t i = 0; i < 20; ++i) h.Launch("k", i);
+    h.Launch("other", 20);
+    h.Launch("k", 21);
+  });
+  h.Finish();
+  EXPECT_EQ(h.ranges.size(), 21u);
+  EXPECT_EQ(h.ranges.back().correlation(), 21);
+  // 20 launches: one start, a batch boundary at 16 (stop, decode, start), the other kernel
+  // stops, the last k starts again.
+  EXPECT_EQ(h.script.starts.load(), 3);
+}
+
+TEST(KernelTargeting, UnselectedLaunchesNeverTouchTheProfiler) {
+  Config c = KernelConfig();
+  c.metrics_kernels = "regex:no_such_kernel";
+  Harness h(c);
+  OnThread([&] {
+    for (uint32_t i = 0; i < 100; ++i) h.Launch(i % 2 ? "a" : "b", i);
+  });
+  h.Finish();
+  EXPECT_TRUE(h.ranges.empty());
+  EXPECT_EQ(h.script.sessions_created.load(), 0);  // not even set up
+  EXPECT_EQ(h.script.starts.load(), 0);
+  EXPECT_TRUE(h.configs.empty());
+  EXPECT_TRUE(
+      h.Noticed("no kernel launch was selected by KP_METRICS_KERNELS=regex:no_such_kernel "
+                "(100 launch(es) seen, 0 passed the name and NVTX filters)"));
+}
+
+TEST(KernelTargeting, PerNameSkipAndCount) {
+  Config c = KernelConfig();
+  c.metrics_launch_skip = 1;
+  c.metrics_launch_count = 2;
+  c.metrics_launch_per_name = true;
+  Harness h(c);
+  OnThread([&] {
+    uint32_t corr = 0;
+    for (int round = 0; round < 5; ++round)
+      for (const char* name : {"a", "b", "c"}) h.Launch(name, corr++);
+  });
+  h.Finish();
+  // Each name: its first launch skipped, the next two measured, the rest not.
+  EXPECT_EQ(Names(h), (std::vector<std::string>{"a", "b", "c", "a", "b", "c"}));
+  EXPECT_EQ(Correlations(h), (std::vector<int64_t>{3, 4, 5, 6, 7, 8}));
+}
+
+TEST(KernelTargeting, ExactNameMatchesMangledDemangledAndBaseNames) {
+  EXPECT_EQ(DemangleKernelName("_ZN2at6native4gemmILi4EEEvPf"), "void at::native::gemm<4>(float*)");
+  EXPECT_EQ(KernelBaseName("void at::native::gemm<4>(float*)"), "gemm");
+  EXPECT_EQ(KernelBaseName("void (anonymous namespace)::k<(int)1>(int)"), "k");
+  EXPECT_EQ(KernelBaseName("gemm(float*, int)"), "gemm");
+  EXPECT_EQ(KernelBaseName("plain_c_kernel"), "plain_c_kernel");
+  EXPECT_EQ(DemangleKernelName("plain_c_kernel"), "plain_c_kernel");
+
+  for (const char* filter : {"gemm", "_Z4gemmPfi", "gemm(float*, int)"}) {
+    Config c = KernelConfig();
+    c.metrics_kernels = filter;
+    Harness h(c);
+    OnThread([&] {
+      h.Launch("_Z4gemmPfi", 1);
+      h.Launch("_Z5gemm2Pf", 2);  // gemm2: a longer name, not the same kernel
+      h.Launch("_ZN2at6native4gemmILi4EEEvPf", 3);
+    });
+    h.Finish();
+    if (std::string(filter) == "gemm")
+      EXPECT_EQ(Correlations(h), (std::vector<int64_t>{1, 3})) << filter;
+    else
+      EXPECT_EQ(Correlations(h), (std::vector<int64_t>{1})) << filter;
+  }
+  // A regex searches the demangled name too.
+  Config c = KernelConfig();
+  c.metrics_kernels = "regex:at::native::gemm<";
+  Harness h(c);
+  OnThread([&] {
+    h.Launch("_Z4gemmPfi", 1);
+    h.Launch("_ZN2at6native4gemmILi4EEEvPf", 2);
+  });
+  h.Finish();
+  EXPECT_EQ(Correlations(h), (std::vector<int64_t>{2}));
+}
+
+TEST(KernelTargeting, SkipBeforeMatchCountsEveryLaunch) {
+  Config c = KernelConfig();
+  c.metrics_kernels = "regex:^k$";
+  c.metrics_launch_skip_before_match = 3;
+  c.metrics_launch_count = 1;
+  Harness h(c);
+  OnThread([&] {
+    h.Launch("k", 1);  // 1st launch: before the match window
+    h.Launch("x", 2);  // 2nd
+    h.Launch("k", 3);  // 3rd
+    h.Launch("x", 4);  // filtered out
+    h.Launch("k", 5);  // the first match: measured
+    h.Launch("k", 6);  // count reached
+  });
+  h.Finish();
+  EXPECT_EQ(Correlations(h), (std::vector<int64_t>{5}));
+}
+
+TEST(KernelTargeting, NvtxIncludeMeasuresOnlyInsideMatchingRangesOfTheLaunchingThread) {
+  Config c = KernelConfig();
+  c.metrics_nvtx_include = {"step*", "torch::opt"};
+  Harness h(c);
+  EXPECT_TRUE(h.c().wants_nvtx_callbacks());
+  OnThread([&] {
+    h.Launch("k", 1);  // outside
+    h.Push("step 1");
+    h.Launch("k", 2);
+    h.Push("inner");  // nested inside a matching range: still selected
+    h.Launch("k", 3);
+    h.Pop();
+    h.Pop();
+    h.Launch("k", 4);  // outside again
+    h.Push("warmup");
+    h.Launch("k", 5);
+    h.Pop();
+    nvtxDomainHandle_t torch = h.CreateDomain("torch");
+    h.DomainPush(torch, "opt");
+    h.Launch("k", 6);
+    h.DomainPop(torch);
+    h.Push("opt");  // the default domain: "torch::opt" does not match it
+    h.Launch("k", 7);
+    h.Pop();
+  });
+  // Another thread's open range does not select this thread's launches.
+  std::atomic<bool> pushed{false}, launched{false};
+  std::thread other([&] {
+    h.Push("step 2");
+    pushed = true;
+    while (!launched.load()) std::this_thread::yield();
+    h.Pop();
+  });
+  while (!pushed.load()) std::this_thread::yield();
+  OnThread([&] { h.Launch("k", 8); });
+  launched = true;
+  other.join();
+  h.Finish();
+  EXPECT_EQ(Correlations(h), (std::vector<int64_t>{2, 3, 6}));
+}
+
+TEST(KernelTargeting, RuntimeLaunchWithoutANameIsDecidedAtTheDriverLaunch) {
+  Config c = KernelConfig();
+  c.metrics_kernels = "wanted";
+  Harness h(c);
+  OnThread([&] {
+    h.LaunchThroughDriver("other", 1);
+    h.LaunchThroughDriver("wanted", 2);
+    h.Launch("wanted", 3);
+    h.LaunchThroughDriver("other", 4);
+  });
+  h.Finish();
+  EXPECT_EQ(Names(h), (std::vector<std::string>{"wanted", "wanted"}));
+  EXPECT_EQ(Correlations(h), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(KernelTargeting, NoTargetingMeasuresEveryLaunchAsBefore) {
+  Config c = KernelConfig();
+  c.metrics_launch_per_name = false;
+  Harness h(c);
+  EXPECT_FALSE(h.c().wants_nvtx_callbacks());
+  OnThread([&] {
+    for (uint32_t i = 0; i < 5; ++i) h.LaunchThroughDriver("k", i);
+  });
+  h.Finish();
+  EXPECT_EQ(h.ranges.size(), 5u);
+  for (const auto& r : h.ranges) EXPECT_EQ(h.Name(r), "k");  // the driver's name filled in
 }
 
 }  // namespace
