@@ -60,7 +60,10 @@ pass() { echo "PASS [$1] ${2:-}"; passed=$((passed + 1)); }
 fail() { echo "FAIL [$1] ${2:-}"; failed=$((failed + 1)); failed_names+=("$1"); }
 
 # Runs compare_metrics.py and counts its PASS/FAIL lines (INFO lines are only shown).
-py_checks() {
+py_checks() { count_checks "$PYTHON" "$REPO/tests/gpu/compare_metrics.py" "$@"; }
+
+# Runs a checker command and counts its PASS/FAIL/KNOWN lines.
+count_checks() {
   local line
   while IFS= read -r line; do
     case "$line" in
@@ -77,7 +80,7 @@ py_checks() {
         ;;
       *) echo "$line" ;;
     esac
-  done < <("$PYTHON" "$REPO/tests/gpu/compare_metrics.py" "$@" 2>&1)
+  done < <("$@" 2>&1)
 }
 
 # kp_case NAME [kp flags...] -- CMD...: runs CMD under `kptrace run` (120 s limit), checks the
@@ -223,6 +226,43 @@ main() {
     pass build/metrics_capture
   else
     fail build/metrics_capture "$(tail -n 5 "$WORK/build-capture.log")"
+  fi
+
+  # (t) kernel targeting (KP_METRICS_KERNELS, KP_METRICS_LAUNCH_*, KP_METRICS_NVTX_INCLUDE):
+  # metrics_targeting launches target_scale (grid 64*(i+1)) and other_add in steps 0..9.
+  # `--metrics-kernels regex:target_scale --metrics-launch-skip 3 --metrics-launch-count 2`
+  # measures exactly the 4th and 5th target_scale (grids 256 and 320); every other launch keeps
+  # its real timing (not replayed). Then an NVTX include with per-name counts: step 7's two
+  # kernels, once each.
+  if "$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$BIN/metrics_targeting" \
+    "$REPO/tests/gpu/programs/metrics_targeting.cu" >"$WORK/build-targeting.log" 2>&1; then
+    pass build/metrics_targeting
+    if kp_case target --metrics "$M" --metrics-kernels regex:target_scale \
+      --metrics-launch-skip 3 --metrics-launch-count 2 -- "$BIN/metrics_targeting"; then
+      count_checks "$PYTHON" "$REPO/tests/gpu/check_targeting.py" --csv "$T/target_csv" \
+        --label target --expect target_scale:256,target_scale:320
+      if grep -q 'kernel selection complete' "$T/target.summary.txt"; then
+        pass target/torn_down "the profiler was disabled once the count was reached"
+      else
+        fail target/torn_down "no 'kernel selection complete' notice in the summary"
+      fi
+    fi
+    if kp_case target_nvtx --metrics "$M1" --metrics-nvtx-include 'step 7' \
+      --metrics-launch-scope per-name --metrics-launch-count 1 -- "$BIN/metrics_targeting"; then
+      count_checks "$PYTHON" "$REPO/tests/gpu/check_targeting.py" --csv "$T/target_nvtx_csv" \
+        --label target_nvtx --expect target_scale:512,other_add:32
+    fi
+    # A regex that does not compile: one line naming the variable, tracing goes on.
+    if kp_case target_badregex --metrics "$M1" --metrics-kernels 'regex:target(' -- \
+      "$BIN/metrics_targeting"; then
+      if [[ $(grep -c '^kp: .*KP_METRICS_KERNELS="regex:target(" is not valid: .*metrics are off, tracing goes on' "$T/target_badregex.err") -eq 1 ]]; then
+        pass target_badregex/message "one line naming KP_METRICS_KERNELS"
+      else
+        fail target_badregex/message "no single KP_METRICS_KERNELS line in stderr"
+      fi
+    fi
+  else
+    fail build/metrics_targeting "$(tail -n 5 "$WORK/build-targeting.log")"
   fi
 
   # (a) range mode, with KP_LOG=debug: the collector names every distinct kernel it sees.
