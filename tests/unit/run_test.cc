@@ -68,6 +68,24 @@ TEST(Launcher, SetsTheVariablesInTheChild) {
   EXPECT_EQ(env.count("KP_LOG"), 0u);
 }
 
+TEST(Launcher, KernelTargetingFlagsSetTheirVariables) {
+  std::string lib = FakeLibrary();
+  unlink("run_test_target_env.txt");
+  EXPECT_EQ(Launch({"--lib", lib, "--metrics", "sol", "--metrics-kernels", "regex:gemm|conv",
+                    "--metrics-launch-skip", "3", "--metrics-launch-count=2",
+                    "--metrics-launch-skip-before-match", "10", "--metrics-launch-scope",
+                    "per-name", "--metrics-nvtx-include", "step 7", "--", "sh", "-c",
+                    "env > run_test_target_env.txt"}),
+            0);
+  auto env = ReadEnvFile("run_test_target_env.txt");
+  EXPECT_EQ(env["KP_METRICS_KERNELS"], "regex:gemm|conv");
+  EXPECT_EQ(env["KP_METRICS_LAUNCH_SKIP"], "3");
+  EXPECT_EQ(env["KP_METRICS_LAUNCH_COUNT"], "2");
+  EXPECT_EQ(env["KP_METRICS_LAUNCH_SKIP_BEFORE_MATCH"], "10");
+  EXPECT_EQ(env["KP_METRICS_LAUNCH_SCOPE"], "per-name");
+  EXPECT_EQ(env["KP_METRICS_NVTX_INCLUDE"], "step 7");
+}
+
 TEST(Launcher, KilledChildGives128PlusSignal) {
   std::string lib = FakeLibrary();
   EXPECT_EQ(Launch({"--lib", lib, "--", "sh", "-c", "kill -TERM $$"}), 128 + 15);
