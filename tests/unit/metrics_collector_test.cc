@@ -748,12 +748,17 @@ std::vector<int64_t> Correlations(const Harness& h) {
   return ids;
 }
 
-TEST(KernelTargeting, RegexSkipAndCountMeasureExactlyTheSelectedLaunchesThenTearDown) {
+// Kernel mode with a name filter, a launch skip and a launch count (global scope).
+Config Targeting(const char* kernels, uint64_t skip, uint64_t count) {
   Config c = KernelConfig();
-  c.metrics_kernels = "regex:gemm";
-  c.metrics_launch_skip = 3;
-  c.metrics_launch_count = 2;
-  Harness h(c);
+  c.metrics_kernels = kernels;
+  c.metrics_launch_skip = skip;
+  c.metrics_launch_count = count;
+  return c;
+}
+
+TEST(KernelTargeting, RegexSkipAndCountMeasureExactlyTheSelectedLaunchesThenTearDown) {
+  Harness h(Targeting("regex:gemm", 3, 2));
   OnThread([&] {
     // gemm launches have correlation 100+i, relu 200+i.
     for (uint32_t i = 0; i < 10; ++i) {
@@ -872,10 +877,8 @@ TEST(KernelTargeting, ExactNameMatchesMangledDemangledAndBaseNames) {
 }
 
 TEST(KernelTargeting, SkipBeforeMatchCountsEveryLaunch) {
-  Config c = KernelConfig();
-  c.metrics_kernels = "regex:^k$";
+  Config c = Targeting("regex:^k$", 0, 1);
   c.metrics_launch_skip_before_match = 3;
-  c.metrics_launch_count = 1;
   Harness h(c);
   OnThread([&] {
     h.Launch("k", 1);  // 1st launch: before the match window
