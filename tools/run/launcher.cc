@@ -55,7 +55,13 @@ void PrintUsage(FILE* out) {
   for (const FlagVariable& f : kFlags) {
     std::string names = f.short_name != nullptr ? std::string(f.short_name) + ", " + f.long_name
                                                 : std::string("    ") + f.long_name;
-    std::fprintf(out, "  %-22s %-18s %s\n", (names + " V").c_str(), f.variable, f.help);
+    std::string left = names + " V";
+    if (left.size() > 22 || std::strlen(f.variable) > 18) {
+      // Too long for the columns: the flag on a line of its own, then variable and help.
+      std::fprintf(out, "  %s\n  %-22s %s  %s\n", left.c_str(), "", f.variable, f.help);
+    } else {
+      std::fprintf(out, "  %-22s %-18s %s\n", left.c_str(), f.variable, f.help);
+    }
   }
   std::fputs(
       "  --lib PATH             libkpinject.so to use (default: <kptrace dir>/../lib)\n"
