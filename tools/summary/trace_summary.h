@@ -33,7 +33,8 @@ double NearestRank(const std::vector<int64_t>& sorted, double p);
 struct NamedStats {
   std::string name, domain;
   DurationStats stats;
-  double share = 0;  // of GPU time (kernels) or of wall span (ranges)
+  double share = 0;              // of GPU time (kernels) or of wall span (ranges)
+  std::vector<int64_t> samples;  // every duration, sorted; only with SummaryOptions::keep_samples
 };
 
 struct CopyStats {
@@ -69,6 +70,8 @@ struct MetricRangeSummary {
   // so launch gaps and syncs inside a range do not make a saturated kernel look latency-bound.
   double busy_fraction = -1;
   double sm_pct_busy = -1, mem_pct_busy = -1;
+  // metric -> every occurrence's value; only with SummaryOptions::keep_samples
+  std::map<std::string, std::vector<double>> samples;
 };
 
 struct TraceSummary {
@@ -95,7 +98,15 @@ struct TraceSummary {
   bool anything_read = false;
 };
 
-TraceSummary SummarizeTraces(const std::vector<std::string>& paths);
+struct SummaryOptions {
+  // Keep every duration and metric value (kptrace diff tests distributions, not just medians).
+  bool keep_samples = false;
+  // Non-empty: a progress line under this label on stderr (only when it is a terminal).
+  std::string progress_label;
+};
+
+TraceSummary SummarizeTraces(const std::vector<std::string>& paths,
+                             const SummaryOptions& options = {});
 std::string FormatSummaryText(const TraceSummary& s, size_t top);
 std::string FormatSummaryCsv(const TraceSummary& s);
 std::string FormatSummaryJson(const TraceSummary& s);
