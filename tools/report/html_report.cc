@@ -75,6 +75,7 @@ charts.forEach(function(svg){
   if(box.width<50||box.height<20)problems.push('chart '+svg.id+' is not visible');
 });
 if(charts.length===0)problems.push('no charts');
+if(document.documentElement.scrollWidth>window.innerWidth+1)problems.push('page wider than the window ('+document.documentElement.scrollWidth+' px)');
 document.querySelectorAll('table.sortable').forEach(function(t){if(!t.tBodies[0]||t.tBodies[0].rows.length===0)problems.push('empty table');});
 if(errors.length)problems.push(errors.length+' script errors');
 document.body.dataset.charts=charts.length;
