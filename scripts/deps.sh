@@ -5,7 +5,6 @@
 #   scripts/deps.sh build test     # + the CPU test suite (gtest/gmock, Chromium for the report test)
 # Missing packages are installed when run as root on a system with apt-get (one `apt-get update`,
 # then one `apt-get install`); otherwise the exact install command is printed and it exits 1.
-# KP_SKIP_DEPS=1 skips the check (e.g. when the tools come from elsewhere than dpkg).
 # The CUDA toolkit (/usr/local/cuda) is not a Debian package and is not installed here.
 set -euo pipefail
 
@@ -15,7 +14,6 @@ profile[build]="cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compil
 # chromium + a font: the report's real-browser test (tests/report) loads and screenshots pages.
 profile[test]="libgtest-dev libgmock-dev chromium fonts-dejavu-core"
 
-[ "${KP_SKIP_DEPS:-0}" = 1 ] && exit 0
 [ $# -gt 0 ] || set -- build
 wanted=()
 for p in "$@"; do

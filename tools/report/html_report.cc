@@ -29,7 +29,7 @@ th{background:#f0f0f5;position:sticky;top:0}
 table.sortable th{cursor:pointer;user-select:none}
 table.sortable th[data-dir=asc]::after{content:" \25B2"}table.sortable th[data-dir=desc]::after{content:" \25BC"}
 td.name,th.name,td.text{text-align:left;word-break:break-all;max-width:560px}
-td.text{word-break:normal}
+td.text{word-break:normal}td[data-v]{white-space:nowrap}
 .losses{background:#fff0f0;border:1px solid #e99;padding:6px 10px;border-radius:4px}
 .ok{background:#f0fff0;border:1px solid #9c9;padding:6px 10px;border-radius:4px}
 .note{color:#666;font-size:12.5px}.bad{color:#c00;font-weight:600}
