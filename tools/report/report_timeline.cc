@@ -5,26 +5,10 @@
 
 #include "tools/kptrace/progress_line.h"
 #include "tools/reader/trace_reader.h"
+#include "tools/summary/time_intervals.h"
 
 namespace kp {
 namespace {
-
-struct Span {
-  uint64_t start, end;
-};
-
-std::vector<Span> Merge(std::vector<Span> v) {
-  std::sort(v.begin(), v.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
-  std::vector<Span> out;
-  for (const Span& s : v) {
-    if (!out.empty() && s.start <= out.back().end) {
-      out.back().end = std::max(out.back().end, s.end);
-    } else {
-      out.push_back(s);
-    }
-  }
-  return out;
-}
 
 double Median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -63,7 +47,7 @@ ReportTimeline BuildReportTimeline(const std::vector<std::string>& paths, size_t
   ReportTimeline t;
   t.bins = bins;
   t.multi_rank = paths.size() > 1;
-  std::map<std::pair<int, uint32_t>, std::vector<Span>> work;  // (rank, device) -> GPU work
+  std::map<std::pair<int, uint32_t>, std::vector<TimeInterval>> work;  // (rank, device) -> GPU work
   struct Occurrence {
     uint64_t start;
     double duration;
@@ -123,7 +107,7 @@ ReportTimeline BuildReportTimeline(const std::vector<std::string>& paths, size_t
       strip.label = (t.multi_rank ? "rank " + std::to_string(key.first) + " " : std::string()) +
                     "GPU " + std::to_string(key.second);
       std::vector<double> busy(bins, 0);
-      for (const Span& s : Merge(std::move(spans))) {
+      for (const TimeInterval& s : MergeIntervals(std::move(spans))) {
         // Spread each busy interval over the bins it covers.
         size_t b = static_cast<size_t>(static_cast<double>(s.start - first) / width);
         for (; b < bins; ++b) {

@@ -17,6 +17,7 @@
 #include "tools/metrics/speed_of_light.h"
 #include "tools/reader/trace_reader.h"
 #include "tools/summary/text_format.h"
+#include "tools/summary/time_intervals.h"
 
 namespace kp {
 namespace {
@@ -27,9 +28,7 @@ const char* CopyKindName(int k) {
   return (k >= 0 && k <= 10) ? kNames[k] : "unknown";
 }
 
-struct Interval {
-  uint64_t start, end;
-};
+using Interval = TimeInterval;
 
 double MergedLength(std::vector<Interval>* v) {
   std::sort(v->begin(), v->end(),
@@ -77,20 +76,6 @@ double CoveredLength(const std::vector<Interval>& merged, uint64_t start, uint64
     total += static_cast<double>(std::min(end, it->end) - std::max(start, it->start));
   }
   return total;
-}
-
-std::vector<Interval> Merge(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
-    if (!out.empty() && i.start <= out.back().end) {
-      out.back().end = std::max(out.back().end, i.end);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
 }
 
 std::vector<NamedStats> Finish(
@@ -319,7 +304,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     sum.copies.push_back(cs);
   }
   std::map<uint32_t, std::vector<Interval>> merged_work;
-  for (const auto& [dev, v] : device_work) merged_work[dev] = Merge(v);
+  for (const auto& [dev, v] : device_work) merged_work[dev] = MergeIntervals(v);
   for (auto& [dev, v] : device_work) {
     DeviceBusy b;
     b.device = dev;
