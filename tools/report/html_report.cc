@@ -357,8 +357,21 @@ std::string StepsChart(const RangeSteps& r, size_t index) {
     }
   }
   if (steps == 0 || max <= 0) return "";
-  const auto [unit, unit_name] = TimeUnit(max);
-  const double ymax = max / unit * 1.05;
+  // A warm-up step (compilation, allocator growth) can be many times the steady state and would
+  // flatten every other step into the axis: the axis stops at 3x the median step and taller
+  // steps are drawn clipped, with a triangle and their value in the tooltip.
+  std::vector<double> all;
+  for (const RankSteps& k : r.ranks) {
+    all.insert(all.end(), k.durations_ns.begin(),
+               k.durations_ns.begin() +
+                   static_cast<std::ptrdiff_t>(std::min(k.durations_ns.size(), kMaxStepPoints)));
+  }
+  std::nth_element(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(all.size() / 2),
+                   all.end());
+  const double cap = std::min(max, 3 * all[all.size() / 2]);
+  const bool clipped = cap < max;
+  const auto [unit, unit_name] = TimeUnit(cap);
+  const double ymax = cap / unit * 1.05;
   const double ystep = TickStep(ymax, 4);
   std::string o = StringPrintf(
       "<svg class=\"chart\" id=\"steps-chart-%zu\" viewBox=\"0 0 %d %d\" width=\"%d\" "
@@ -368,7 +381,7 @@ std::string StepsChart(const RangeSteps& r, size_t index) {
     return left +
            (steps > 1 ? static_cast<double>(i) / static_cast<double>(steps - 1) : 0.5) * width;
   };
-  auto y_of = [&](double ns) { return top + height - ns / unit / ymax * height; };
+  auto y_of = [&](double ns) { return top + height - std::min(ns / unit, ymax) / ymax * height; };
   for (double v = 0; v <= ymax; v += ystep) {
     o += StringPrintf(
         "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4ea\"/><text x=\"%d\" "
@@ -388,6 +401,15 @@ std::string StepsChart(const RangeSteps& r, size_t index) {
     }
     o += "<path class=\"mark\" d=\"" + line + "\" fill=\"none\" stroke=\"" + colour +
          "\" stroke-width=\"1.5\"><title>rank " + std::to_string(k.rank) + "</title></path>";
+    for (size_t i = 0; clipped && i < k.durations_ns.size() && i < kMaxStepPoints; ++i) {
+      if (k.durations_ns[i] <= cap * 1.05) continue;
+      const double x = x_of(i), y = y_of(k.durations_ns[i]);
+      o += StringPrintf(
+          "<path class=\"mark\" d=\"M%.1f %.1f L%.1f %.1f L%.1f %.1f Z\" fill=\"%s\"><title>rank "
+          "%d step %zu: %s (off the axis)</title></path>",
+          x - 5, y + 8, x + 5, y + 8, x, y, colour, k.rank, i + 1,
+          FormatDuration(k.durations_ns[i]).c_str());
+    }
     if (k.durations_ns.size() == 1) {
       o += StringPrintf("<circle class=\"mark\" cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>",
                         x_of(0), y_of(k.durations_ns[0]), colour);
@@ -403,6 +425,10 @@ std::string StepsChart(const RangeSteps& r, size_t index) {
     }
   }
   o += "</svg>";
+  if (clipped) {
+    o += "<p class=\"note\">The axis stops at 3&times; the median step; &#9650; marks a taller "
+         "step (its value in the tooltip), e.g. a warm-up step.</p>";
+  }
   if (r.ranks.size() > 1) {
     o += "<p class=\"note\">";
     for (size_t ri = 0; ri < r.ranks.size(); ++ri) {
