@@ -14,6 +14,7 @@
 
 #include "tools/export/nvtx_payload_text.h"
 #include "tools/export/output_buffer.h"
+#include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
 
 namespace kp {
@@ -141,12 +142,8 @@ class CsvFile {
   bool failed_ = false;
 };
 
-const char* CopyKindName(int k) {
-  static const char* const kNames[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-  return (k >= 0 && k <= 10) ? kNames[k] : "unknown";
-}
-const char* MemoryKindName(int k) {
+// CSV spells memory kinds as identifiers ("device_static"), unlike the timelines' labels.
+const char* MemoryKindColumn(int k) {
   static const char* const kNames[] = {"unknown", "pageable", "pinned",        "device",
                                        "array",   "managed",  "device_static", "managed_static"};
   return (k >= 0 && k <= 7) ? kNames[k] : "unknown";
@@ -407,8 +404,8 @@ class CsvExporter final : public Exporter {
     GpuIds(f, m.device(), m.context(), m.stream(), m.correlation());
     Times(f, m.start(), m.duration());
     f.Str(CopyKindName(m.copy_kind()));
-    f.Str(MemoryKindName(m.src_kind()));
-    f.Str(MemoryKindName(m.dst_kind()));
+    f.Str(MemoryKindColumn(m.src_kind()));
+    f.Str(MemoryKindColumn(m.dst_kind()));
     f.U(m.bytes());
     f.Fixed(GbPerS(m.bytes(), m.duration()), 3);
     f.U((m.flags() & RECORD_FLAG_ASYNC) ? 1 : 0);
@@ -434,7 +431,7 @@ class CsvExporter final : public Exporter {
     f.U(m.bytes());
     f.Fixed(GbPerS(m.bytes(), m.duration()), 3);
     f.U(m.value());
-    f.Str(MemoryKindName(m.memory_kind()));
+    f.Str(MemoryKindColumn(m.memory_kind()));
     f.U((m.flags() & RECORD_FLAG_ASYNC) ? 1 : 0);
     f.U(m.graph_id());
     f.U(m.graph_node_id());

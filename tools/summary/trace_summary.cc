@@ -9,7 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "common/stats_table.h"
 #include "tools/export/csv_exporter.h"
+#include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
 #include "tools/kptrace/commands.h"
 #include "tools/kptrace/progress_line.h"
@@ -21,12 +23,6 @@
 
 namespace kp {
 namespace {
-
-const char* CopyKindName(int k) {
-  static const char* const kNames[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-  return (k >= 0 && k <= 10) ? kNames[k] : "unknown";
-}
 
 using Interval = TimeInterval;
 
@@ -269,11 +265,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
                            " records dropped by CUPTI (buffers full): totals are low");
     }
     for (const auto& [name, v] : NonZeroStats(ts)) {
-      if (name == "cupti_dropped_records" || name == "buffers_completed" ||
-          name == "bytes_written" || name == "chunks_written" || name == "records_written" ||
-          name == "encoder_buffers_pending_max" || name == "profiler_internal_kernels") {
-        continue;
-      }
+      if (name == "cupti_dropped_records" || ClassifyStat(name) != StatClass::kLoss) continue;
       sum.losses.push_back(prefix + name + ": " + std::to_string(v));
     }
     if (rs.chunks_ok > 0 && reader->footer() == nullptr) {
