@@ -16,20 +16,8 @@
 namespace kp {
 namespace {
 
-// Every file written here is removed when the test program ends.
-struct TempFiles {
-  std::vector<std::string> paths;
-  ~TempFiles() {
-    for (const std::string& p : paths) std::remove(p.c_str());
-  }
-};
-TempFiles temp_files;
-
 std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  std::string path = ::testing::TempDir() + "/diff_test_" + std::to_string(getpid()) + "_" + name;
-  std::ofstream(path, std::ios::binary) << bytes;
-  temp_files.paths.push_back(path);
-  return path;
+  return WriteTestTrace("diff_test_" + name, bytes);
 }
 
 TraceSummary Summarize(const std::string& name, const StepTraceSpec& spec) {

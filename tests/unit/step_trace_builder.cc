@@ -1,9 +1,34 @@
 #include "step_trace_builder.h"
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <vector>
+
 #include "kptrace.pb.h"
 #include "tools/reader/proto_trace_writer.h"
 
 namespace kp {
+namespace {
+
+struct TempFiles {
+  std::vector<std::string> paths;
+  ~TempFiles() {
+    for (const std::string& p : paths) std::remove(p.c_str());
+  }
+};
+TempFiles temp_files;
+
+}  // namespace
+
+std::string WriteTestTrace(const std::string& name, const std::string& bytes) {
+  std::string path = ::testing::TempDir() + "/" + name + "_" + std::to_string(getpid());
+  std::ofstream(path, std::ios::binary) << bytes;
+  temp_files.paths.push_back(path);
+  return path;
+}
 
 std::string BuildStepTrace(const StepTraceSpec& spec) {
   constexpr uint64_t kT0 = 1700000000000000000ull;

@@ -26,4 +26,8 @@ struct StepTraceSpec {
 // The complete .kptrace bytes (written with tools/reader's ProtoTraceWriter).
 std::string BuildStepTrace(const StepTraceSpec& spec);
 
+// Writes `bytes` to a file named after `name` and the pid in the test temporary directory and
+// returns its path; every such file is removed when the test program ends.
+std::string WriteTestTrace(const std::string& name, const std::string& bytes);
+
 }  // namespace kp
