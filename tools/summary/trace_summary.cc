@@ -49,7 +49,8 @@ double MergedLength(std::vector<Interval>* v) {
 struct MetricAccum {
   std::string name, domain, chip;
   uint64_t occurrences = 0;
-  uint32_t passes = 0;
+  uint32_t passes = 0, skip = 0;
+  uint64_t inconsistent = 0;
   std::vector<std::string> names;
   std::map<std::string, std::vector<double>> values;
   std::vector<double> sm_clock_khz;
@@ -215,10 +216,15 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         MetricAccum& acc = metrics[{name, domain, m.config()}];
         acc.name = name;
         acc.domain = domain;
+        if (m.inconsistent()) {
+          ++acc.inconsistent;
+          if (!options.include_inconsistent) continue;  // counted, left out of the medians
+        }
         ++acc.occurrences;
         auto it = configs.find(m.config());
         if (it != configs.end()) {
           acc.passes = it->second.num_passes();
+          acc.skip = it->second.skip();
           acc.chip = it->second.chip();
           if (acc.names.empty()) {
             acc.names.assign(it->second.metric_names().begin(), it->second.metric_names().end());
@@ -337,6 +343,9 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     m.chip = acc.chip;
     m.occurrences = acc.occurrences;
     m.passes = acc.passes;
+    m.skip = acc.skip;
+    m.sets_inconsistent = acc.inconsistent;
+    m.inconsistent_included = options.include_inconsistent;
     m.order = acc.names;
     for (auto& [name, vals] : acc.values) {
       std::sort(vals.begin(), vals.end());
@@ -511,8 +520,14 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
     o += "\nMetrics per range (median over occurrences; a range's percentages include its idle "
          "gaps, so range mode also reads them while the GPU was busy)\n";
     for (const MetricRangeSummary& m : s.metrics) {
+      std::string sets = StringPrintf("%" PRIu64 " value set(s) used", m.occurrences);
+      if (m.sets_inconsistent > 0)
+        sets += m.inconsistent_included
+                    ? StringPrintf(" (%" PRIu64 " of them inconsistent)", m.sets_inconsistent)
+                    : StringPrintf(", %" PRIu64 " dropped as inconsistent (--all shows them)",
+                                   m.sets_inconsistent);
       o += "  " + (m.domain.empty() ? m.name : m.domain + ": " + m.name) +
-           StringPrintf("  [%" PRIu64 " occurrences, %u passes%s]\n", m.occurrences, m.passes,
+           StringPrintf("  [%s, %u passes, warm-up skip %u%s]\n", sets.c_str(), m.passes, m.skip,
                         m.sm_clock_mhz > 0
                             ? StringPrintf(", SM clock %.0f MHz", m.sm_clock_mhz).c_str()
                             : "");
@@ -651,6 +666,9 @@ std::string FormatSummaryJson(const TraceSummary& s) {
                        {"domain", m.domain},
                        {"occurrences", m.occurrences},
                        {"passes", m.passes},
+                       {"skip", m.skip},
+                       {"sets_inconsistent", m.sets_inconsistent},
+                       {"inconsistent_included", m.inconsistent_included},
                        {"sm_clock_mhz", m.sm_clock_mhz},
                        {"medians", m.medians},
                        {"verdict", m.verdict},
@@ -713,13 +731,17 @@ namespace cli {
 int RunSummary(int argc, char** argv) {
   static const char kUsage[] =
       "usage: kptrace summary FILE... [--format text|csv|json] [--append-log LOG.csv] "
-      "[--top N]\n";
+      "[--top N] [--all]\n"
+      "  --all  count multi-pass value sets flagged inconsistent in the metric medians too\n";
   std::vector<std::string> args;
   std::string format = "text", log;
   size_t top = 20;
+  bool all_sets = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--format" && i + 1 < argc) {
+    if (a == "--all") {
+      all_sets = true;
+    } else if (a == "--format" && i + 1 < argc) {
       format = argv[++i];
     } else if (a == "--append-log" && i + 1 < argc) {
       log = argv[++i];
@@ -755,6 +777,7 @@ int RunSummary(int argc, char** argv) {
   }
   SummaryOptions options;
   options.progress_label = "kptrace summary";
+  options.include_inconsistent = all_sets;
   TraceSummary s = SummarizeTraces(files, options);
   for (const std::string& e : s.errors) std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
   if (!s.anything_read) {
