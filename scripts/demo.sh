@@ -3,6 +3,7 @@
 # works on the shipped example trace (examples/pytorch_h200.kptrace) instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/deps.sh build
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 # Its own build folder: scripts/test.sh's build/ keeps the tests on.
@@ -30,7 +31,9 @@ fi
 "$KPTRACE" convert "$trace" --to perfetto -o out/demo.pftrace
 "$KPTRACE" convert "$trace" --to chrome -o out/demo.json
 "$KPTRACE" convert "$trace" --to csv -o out/demo_csv
-echo "== wrote out/demo.pftrace (open in https://ui.perfetto.dev), out/demo.json, out/demo_csv/"
+"$KPTRACE" report "$trace" -o out/demo_report.html
+echo "== wrote out/demo.pftrace (open in https://ui.perfetto.dev), out/demo.json, out/demo_csv/,"
+echo "   out/demo_report.html (open in any browser; works offline)"
 if [ "$trace" = examples/pytorch_h200.kptrace ]; then
   echo "== hardware metrics per NVTX range (KP_METRICS=sol), from examples/pytorch_h200_metrics.kptrace"
   "$KPTRACE" summary examples/pytorch_h200_metrics.kptrace | sed -n '/^Metrics per range/,$p'

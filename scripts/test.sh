@@ -5,6 +5,7 @@
 #   KP_SANITIZE=1 scripts/test.sh   # address+undefined sanitizers in build-asan/
 set -euo pipefail
 cd "$(dirname "$0")/.."
+scripts/deps.sh build test
 build=build
 extra=()
 if [ "${KP_SANITIZE:-0}" = 1 ]; then build=build-asan; extra=(-DKP_SANITIZE=ON); fi

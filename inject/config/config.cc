@@ -708,6 +708,7 @@ std::vector<std::string> UnknownKpVariables(char** envp) {
     std::string_view entry(*e);
     if (entry.substr(0, 3) != "KP_") continue;
     std::string_view name = entry.substr(0, entry.find('='));
+    if (name == "KP_PROGRESS_DELAY_MS") continue;  // kptrace's, not the injector's
     bool known = false;
     const char* closest = nullptr;
     size_t best = 4;  // suggest only names within 3 edits

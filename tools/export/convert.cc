@@ -1,11 +1,11 @@
 // convert.cc: `kptrace convert FILE... --to csv|chrome|perfetto [-o OUT] [--no-progress]`.
+// The progress line (tools/kptrace/progress_line.h) shows on a terminal only; --no-progress
+// turns it off there too.
 //
 // Streams every input file through one Exporter (exporter.h), in command-line order, so several
 // ranks or processes merge into one output. A file's first chunk is read before BeginFile so the
 // exporter sees its header and devices. Damage is reported per file on stderr; the exit code is
 // 1 only when nothing at all could be read.
-#include <unistd.h>
-
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -13,6 +13,8 @@
 
 #include "tools/export/exporter.h"
 #include "tools/kptrace/commands.h"
+#include "tools/kptrace/progress_line.h"
+#include "tools/kptrace/trace_inputs.h"
 
 namespace kp {
 namespace {
@@ -31,38 +33,14 @@ std::string StripTraceSuffix(const std::string& path) {
   return path;
 }
 
-// Redraws one stderr line at most every 1 % of progress.
-class ProgressBar {
- public:
-  ProgressBar(bool enabled, uint64_t total) : enabled_(enabled && total > 0), total_(total) {}
-  void Update(uint64_t done) {
-    if (!enabled_) return;
-    int pct = static_cast<int>(done * 100 / total_);
-    if (pct == last_pct_) return;
-    last_pct_ = pct;
-    int filled = pct * 40 / 100;
-    std::fprintf(stderr, "\r[%.*s%*s] %3d%%", filled, "########################################",
-                 40 - filled, "", pct);
-    std::fflush(stderr);
-  }
-  void Finish() {
-    if (enabled_ && last_pct_ >= 0) std::fputs("\r\033[K", stderr);
-  }
-
- private:
-  bool enabled_;
-  uint64_t total_;
-  int last_pct_ = -1;
-};
-
 }  // namespace
 
 namespace cli {
 
 int RunConvert(int argc, char** argv) {
-  std::vector<std::string> files;
+  std::vector<std::string> args;
   std::string to, out;
-  bool progress = isatty(STDERR_FILENO) != 0;
+  bool progress = ProgressLine::StderrIsTerminal();
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "--to" || a == "-o" || a == "--output") && i + 1 < argc) {
@@ -79,8 +57,14 @@ int RunConvert(int argc, char** argv) {
                    kUsage);
       return 2;
     } else {
-      files.push_back(a);
+      args.push_back(a);
     }
+  }
+  std::vector<std::string> files;
+  std::string input_error;
+  if (!ListTraceInputs(args, &files, &input_error)) {
+    std::fprintf(stderr, "kptrace convert: %s\n", input_error.c_str());
+    return 2;
   }
   if (files.empty() || to.empty()) {
     std::fprintf(stderr, "kptrace convert: %s\n%s",
@@ -149,7 +133,7 @@ int RunConvert(int argc, char** argv) {
     return 1;
   }
 
-  ProgressBar bar(options.progress, total_bytes);
+  ProgressLine bar("kptrace convert", total_bytes, options.progress);
   uint64_t done_bytes = 0, records = 0;
   int readable_files = 0;
   Chunk chunk;
@@ -161,10 +145,10 @@ int RunConvert(int argc, char** argv) {
       ++readable_files;
       exporter->BeginFile(index, *reader);
       exporter->AddChunk(index, *reader, *first_chunks[i]);
-      bar.Update(done_bytes + reader->position());
+      bar.Update(done_bytes + reader->position(), records + reader->stats().records);
       while (reader->Next(&chunk)) {
         exporter->AddChunk(index, *reader, chunk);
-        bar.Update(done_bytes + reader->position());
+        bar.Update(done_bytes + reader->position(), records + reader->stats().records);
       }
       first_chunks[i].reset();
     }

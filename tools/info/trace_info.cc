@@ -1,13 +1,13 @@
 #include "tools/info/trace_info.h"
 
 #include <cinttypes>
-#include <cstdarg>
 #include <cstdio>
 #include <ctime>
 #include <nlohmann/json.hpp>
 
 #include "common/stats_table.h"
 #include "tools/kptrace/commands.h"
+#include "tools/summary/text_format.h"
 
 namespace kp {
 namespace {
@@ -23,21 +23,11 @@ void Span(const List& list, TraceInfo* info) {
   }
 }
 
-std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Printf(const char* fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
 std::string FormatDuration(uint64_t ns) {
-  if (ns >= 1000000000ull) return Printf("%.3f s", ns / 1e9);
-  if (ns >= 1000000ull) return Printf("%.3f ms", ns / 1e6);
-  if (ns >= 1000ull) return Printf("%.3f us", ns / 1e3);
-  return Printf("%" PRIu64 " ns", ns);
+  if (ns >= 1000000000ull) return StringPrintf("%.3f s", ns / 1e9);
+  if (ns >= 1000000ull) return StringPrintf("%.3f ms", ns / 1e6);
+  if (ns >= 1000ull) return StringPrintf("%.3f us", ns / 1e3);
+  return StringPrintf("%" PRIu64 " ns", ns);
 }
 
 const char* SeverityName(NoticeSeverity s) {
@@ -77,14 +67,14 @@ std::string FormatUuid(const std::string& b) {
   std::string out = "GPU-";
   for (size_t i = 0; i < 16; ++i) {
     if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    out += Printf("%02x", static_cast<unsigned char>(b[i]));
+    out += StringPrintf("%02x", static_cast<unsigned char>(b[i]));
   }
   return out;
 }
 
 std::string FormatCudaVersion(int32_t v) {
   if (v <= 0) return "unknown";
-  return Printf("%d.%d", v / 1000, (v % 1000) / 10);
+  return StringPrintf("%d.%d", v / 1000, (v % 1000) / 10);
 }
 
 std::vector<std::pair<std::string, uint64_t>> NonZeroStats(const Stats& stats) {
@@ -158,20 +148,20 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
     const Header& h = info.header;
     std::string cmd;
     for (const auto& a : h.command_line()) cmd += (cmd.empty() ? "" : " ") + a;
-    o += Printf("  kp version      %s\n", h.kp_version().c_str());
-    o += Printf("  process         pid %u (ppid %u) on %s\n", h.pid(), h.ppid(),
-                h.hostname().c_str());
+    o += StringPrintf("  kp version      %s\n", h.kp_version().c_str());
+    o += StringPrintf("  process         pid %u (ppid %u) on %s\n", h.pid(), h.ppid(),
+                      h.hostname().c_str());
     o += "  command         " + cmd + "\n";
     if (h.rank() >= 0 || h.world_size() >= 0) {
-      o += Printf("  rank            %d (local %d) of %d\n", h.rank(), h.local_rank(),
-                  h.world_size());
+      o += StringPrintf("  rank            %d (local %d) of %d\n", h.rank(), h.local_rank(),
+                        h.world_size());
     }
     o += "  started         " + FormatUtcDate(h.start_time_unix_ns()) + "\n";
     o += "  clock           " + h.clock() + "\n";
     o += "  injection mode  " + h.injection_mode() + "\n";
-    o += Printf("  versions        driver %s, CUDA driver API %s, CUPTI API %u\n",
-                h.driver_version().c_str(), FormatCudaVersion(h.cuda_driver_version()).c_str(),
-                h.cupti_api_version());
+    o += StringPrintf("  versions        driver %s, CUDA driver API %s, CUPTI API %u\n",
+                      h.driver_version().c_str(),
+                      FormatCudaVersion(h.cuda_driver_version()).c_str(), h.cupti_api_version());
     if (h.config_size() > 0) {
       o += "  config         ";
       for (const KeyValue& kv : h.config()) o += " " + kv.key() + "=" + kv.value();
@@ -183,54 +173,55 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
   for (const Device& d : info.devices) {
     // CUPTI reports 0 for the memory clock on some GPUs (the H200 here): say unknown.
     const std::string memory_clock =
-        d.memory_clock_khz() > 0 ? Printf("memory clock %u MHz", d.memory_clock_khz() / 1000)
+        d.memory_clock_khz() > 0 ? StringPrintf("memory clock %u MHz", d.memory_clock_khz() / 1000)
                                  : std::string("memory clock unknown");
-    o +=
-        Printf("  device %u        %s, CC %u.%u, %u SMs, %.1f GiB, SM clock %u MHz, %s%s\n", d.id(),
-               d.name().c_str(), d.compute_capability_major(), d.compute_capability_minor(),
-               d.sm_count(), d.global_memory_bytes() / (1024.0 * 1024 * 1024),
-               d.core_clock_khz() / 1000, memory_clock.c_str(), d.is_mig() ? ", MIG" : "");
+    o += StringPrintf("  device %u        %s, CC %u.%u, %u SMs, %.1f GiB, SM clock %u MHz, %s%s\n",
+                      d.id(), d.name().c_str(), d.compute_capability_major(),
+                      d.compute_capability_minor(), d.sm_count(),
+                      d.global_memory_bytes() / (1024.0 * 1024 * 1024), d.core_clock_khz() / 1000,
+                      memory_clock.c_str(), d.is_mig() ? ", MIG" : "");
     o += "                  " + FormatUuid(d.uuid()) +
          (d.pci_bus_id().empty() ? "" : ", PCI " + d.pci_bus_id()) + "\n";
   }
-  o += Printf("  records         %" PRIu64 " in %" PRIu64 " chunks\n", info.records(),
-              info.reader.chunks_ok);
+  o += StringPrintf("  records         %" PRIu64 " in %" PRIu64 " chunks\n", info.records(),
+                    info.reader.chunks_ok);
   for (const char* k : kKinds) {
     auto it = info.counts.find(k);
     uint64_t n = it == info.counts.end() ? 0 : it->second;
-    if (n > 0) o += Printf("    %-15s %" PRIu64 "\n", k, n);
+    if (n > 0) o += StringPrintf("    %-15s %" PRIu64 "\n", k, n);
   }
   if (info.last_ns > info.first_ns) {
     uint64_t base = info.have_header ? info.header.start_time_trace_ns() : 0;
     if (base == 0 || base > info.first_ns) base = info.first_ns;
-    o += Printf("  time span       +%s .. +%s after start (%s)\n",
-                FormatDuration(info.first_ns - base).c_str(),
-                FormatDuration(info.last_ns - base).c_str(),
-                FormatDuration(info.last_ns - info.first_ns).c_str());
+    o += StringPrintf("  time span       +%s .. +%s after start (%s)\n",
+                      FormatDuration(info.first_ns - base).c_str(),
+                      FormatDuration(info.last_ns - base).c_str(),
+                      FormatDuration(info.last_ns - info.first_ns).c_str());
   }
-  o += Printf("  dropped records %" PRIu64 "%s\n", info.stats.cupti_dropped_records(),
-              info.stats.cupti_dropped_records() > 0 ? "  <-- CUPTI lost records" : "");
+  o += StringPrintf("  dropped records %" PRIu64 "%s\n", info.stats.cupti_dropped_records(),
+                    info.stats.cupti_dropped_records() > 0 ? "  <-- CUPTI lost records" : "");
   // Losses and anomalies first; the writer's own bookkeeping counters are not losses, nor are
   // the informational ones (common/stats_table.h decides which is which).
   std::string bookkeeping;
   for (const auto& [name, v] : NonZeroStats(info.stats)) {
     const StatClass severity = ClassifyStat(name);
     if (severity == StatClass::kBookkeeping) {
-      bookkeeping += Printf("%s%s %" PRIu64, bookkeeping.empty() ? "" : ", ", name.c_str(), v);
+      bookkeeping +=
+          StringPrintf("%s%s %" PRIu64, bookkeeping.empty() ? "" : ", ", name.c_str(), v);
     } else if (severity == StatClass::kInfo) {
-      o += Printf("    %-28s %" PRIu64 "\n", name.c_str(), v);
+      o += StringPrintf("    %-28s %" PRIu64 "\n", name.c_str(), v);
     } else if (name != "cupti_dropped_records") {
-      o += Printf("    %-28s %" PRIu64 "  <-- loss or anomaly\n", name.c_str(), v);
+      o += StringPrintf("    %-28s %" PRIu64 "  <-- loss or anomaly\n", name.c_str(), v);
     }
   }
   if (!bookkeeping.empty()) o += "  writer          " + bookkeeping + "\n";
   for (const MetricConfig& m : info.metric_configs) {
-    o += Printf("  metrics config %u: %d metrics, %u passes, %s mode on device %u (%s)\n", m.id(),
-                m.metric_names_size(), m.num_passes(), m.mode().c_str(), m.device(),
-                m.chip().c_str());
+    o += StringPrintf("  metrics config %u: %d metrics, %u passes, %s mode on device %u (%s)\n",
+                      m.id(), m.metric_names_size(), m.num_passes(), m.mode().c_str(), m.device(),
+                      m.chip().c_str());
   }
   if (info.notices_total > 0) {
-    o += Printf("  notices         %" PRIu64 "\n", info.notices_total);
+    o += StringPrintf("  notices         %" PRIu64 "\n", info.notices_total);
     for (const Notice& n : info.notices) {
       o += "    [" + std::string(SeverityName(n.severity())) + "] " + n.component() + ": " +
            n.message() + "\n";

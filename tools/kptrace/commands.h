@@ -9,5 +9,7 @@ int RunConvert(int argc, char** argv);   // tools/export
 int RunSummary(int argc, char** argv);   // tools/summary
 int RunMetrics(int argc, char** argv);   // tools/metrics
 int RunLauncher(int argc, char** argv);  // tools/run: `kptrace run [flags] -- cmd ...`
+int RunReport(int argc, char** argv);    // tools/report, entry in report_command.cc
+int RunDiff(int argc, char** argv);      // tools/diff, entry in diff_command.cc
 
 }  // namespace kp::cli

@@ -19,6 +19,11 @@ void PrintUsage(FILE* out) {
       "                               export for pandas, chrome://tracing or ui.perfetto.dev\n"
       "  summary FILE... [--format text|csv|json] [--append-log LOG.csv]\n"
       "                               per-kernel and per-range statistics, copies, API, metrics\n"
+      "  report FILE... -o REPORT.html\n"
+      "                               one self-contained HTML page: charts, tables, speed of "
+      "light\n"
+      "  diff A B [--threshold 5%] [--format text|csv|json] [--fail-on-regression]\n"
+      "                               per kernel/range/metric change with CI and significance\n"
       "  metrics list|check --chip CHIP [...]\n"
       "                               list or validate CUPTI metric names offline (no GPU)\n"
       "  version                      print the kp version\n"
@@ -54,6 +59,8 @@ int main(int argc, char** argv) {
     return kp::cli::RunMetrics(sub_argc, sub_argv);
   }
   if (cmd == "run") return kp::cli::RunLauncher(sub_argc, sub_argv);
+  if (cmd == "report") return kp::cli::RunReport(sub_argc, sub_argv);
+  if (cmd == "diff") return kp::cli::RunDiff(sub_argc, sub_argv);
   if (cmd == "version" || cmd == "--version") {
     std::printf("kptrace %s\n", KP_VERSION);
     return 0;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
-#include <cstdarg>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
@@ -15,64 +14,17 @@
 #include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
 #include "tools/kptrace/commands.h"
+#include "tools/kptrace/progress_line.h"
+#include "tools/kptrace/trace_inputs.h"
 #include "tools/metrics/speed_of_light.h"
 #include "tools/reader/trace_reader.h"
+#include "tools/summary/text_format.h"
+#include "tools/summary/time_intervals.h"
 
 namespace kp {
 namespace {
 
-std::string Printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string Printf(const char* fmt, ...) {
-  char buf[2048];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return buf;
-}
-
-std::string Dur(double ns) {
-  if (ns >= 1e9) return Printf("%.3f s", ns / 1e9);
-  if (ns >= 1e6) return Printf("%.3f ms", ns / 1e6);
-  if (ns >= 1e3) return Printf("%.2f us", ns / 1e3);
-  return Printf("%.0f ns", ns);
-}
-
-// Demangled C++ names are long: for the text table drop "(anonymous namespace)::", the
-// return type and the parameter list, then elide the middle so the kernel's own name (head) and
-// the template arguments that tell instances apart (tail) both stay visible.
-std::string ShortName(const std::string& name, size_t width) {
-  static const std::string kAnonymous = "(anonymous namespace)::";
-  std::string s;
-  s.reserve(name.size());
-  for (size_t i = 0; i < name.size();) {
-    if (name.compare(i, kAnonymous.size(), kAnonymous) == 0) {
-      i += kAnonymous.size();
-    } else {
-      s += name[i++];
-    }
-  }
-  int depth = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    const char c = s[i];
-    if (c == '<') ++depth;
-    if (c == '>') --depth;
-    if (c == '(' && depth == 0 && i > 0) {
-      s.resize(i);
-      break;
-    }
-  }
-  if (s.rfind("void ", 0) == 0) s.erase(0, 5);
-  if (s.size() > width && width > 10) {
-    const size_t tail = width / 3;
-    s = s.substr(0, width - 3 - tail) + "..." + s.substr(s.size() - tail);
-  }
-  return s;
-}
-
-struct Interval {
-  uint64_t start, end;
-};
+using Interval = TimeInterval;
 
 double MergedLength(std::vector<Interval>* v) {
   std::sort(v->begin(), v->end(),
@@ -123,23 +75,9 @@ double CoveredLength(const std::vector<Interval>& merged, uint64_t start, uint64
   return total;
 }
 
-std::vector<Interval> Merge(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
-    if (!out.empty() && i.start <= out.back().end) {
-      out.back().end = std::max(out.back().end, i.end);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
 std::vector<NamedStats> Finish(
-    std::map<std::pair<std::string, std::string>, std::vector<int64_t>>* groups,
-    double denominator) {
+    std::map<std::pair<std::string, std::string>, std::vector<int64_t>>* groups, double denominator,
+    bool keep_samples) {
   std::vector<NamedStats> out;
   for (auto& [key, durs] : *groups) {
     NamedStats n;
@@ -147,7 +85,8 @@ std::vector<NamedStats> Finish(
     n.domain = key.second;
     n.stats = ComputeDurationStats(&durs);
     n.share = denominator > 0 ? n.stats.total / denominator : 0;
-    out.push_back(n);
+    if (keep_samples) n.samples = durs;
+    out.push_back(std::move(n));
     std::vector<int64_t>().swap(durs);
   }
   std::sort(out.begin(), out.end(),
@@ -184,8 +123,11 @@ DurationStats ComputeDurationStats(std::vector<int64_t>* v) {
   return s;
 }
 
-TraceSummary SummarizeTraces(const std::vector<std::string>& paths, bool include_inconsistent) {
+TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const SummaryOptions& options) {
   TraceSummary sum;
+  ProgressLine progress(options.progress_label, ProgressLine::TotalFileBytes(paths),
+                        !options.progress_label.empty() && ProgressLine::StderrIsTerminal());
+  uint64_t bytes_before = 0;
   sum.paths = paths;
   std::map<std::pair<std::string, std::string>, std::vector<int64_t>> kernels, ranges, api;
   struct CopyAccum {
@@ -215,6 +157,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, bool include
     }
     std::map<uint32_t, MetricConfig> configs;
     while (reader->Next(&c)) {
+      progress.Update(bytes_before + reader->position(), sum.records + reader->stats().records);
       for (const MetricConfig& m : c.metric_configs()) configs[m.id()] = m;
       for (const Kernel& k : c.kernels()) {
         if (k.flags() & RECORD_FLAG_PROFILER_INTERNAL) {
@@ -275,7 +218,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, bool include
         acc.domain = domain;
         if (m.inconsistent()) {
           ++acc.inconsistent;
-          if (!include_inconsistent) continue;  // counted, left out of the medians
+          if (!options.include_inconsistent) continue;  // counted, left out of the medians
         }
         ++acc.occurrences;
         auto it = configs.find(m.config());
@@ -317,6 +260,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, bool include
       if (!known) sum.devices.push_back(d);
     }
     const ReaderStats& rs = reader->stats();
+    bytes_before += rs.file_bytes;
     sum.records += rs.records;
     if (rs.chunks_ok > 0) sum.anything_read = true;
     if (rs.chunks_ok == 0) sum.losses.push_back(prefix + "nothing could be read (no intact chunk)");
@@ -336,15 +280,16 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, bool include
                            "data up to the last chunk is intact");
     }
   }
+  progress.Finish();
   sum.span_ns = last > first ? static_cast<double>(last - first) : 0;
   double gpu_time = 0;
   for (auto& [k, v] : kernels) {
     for (int64_t d : v) gpu_time += static_cast<double>(std::max<int64_t>(d, 0));
   }
   sum.gpu_time_ns = gpu_time;
-  sum.kernels = Finish(&kernels, gpu_time);
-  sum.ranges = Finish(&ranges, sum.span_ns);
-  sum.api = Finish(&api, sum.span_ns);
+  sum.kernels = Finish(&kernels, gpu_time, options.keep_samples);
+  sum.ranges = Finish(&ranges, sum.span_ns, options.keep_samples);
+  sum.api = Finish(&api, sum.span_ns, options.keep_samples);
   for (auto& [kind, a] : copies) {
     CopyStats cs;
     cs.kind = CopyKindName(kind);
@@ -357,7 +302,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, bool include
     sum.copies.push_back(cs);
   }
   std::map<uint32_t, std::vector<Interval>> merged_work;
-  for (const auto& [dev, v] : device_work) merged_work[dev] = Merge(v);
+  for (const auto& [dev, v] : device_work) merged_work[dev] = MergeIntervals(v);
   for (auto& [dev, v] : device_work) {
     DeviceBusy b;
     b.device = dev;
@@ -400,13 +345,14 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, bool include
     m.passes = acc.passes;
     m.skip = acc.skip;
     m.sets_inconsistent = acc.inconsistent;
-    m.inconsistent_included = include_inconsistent;
+    m.inconsistent_included = options.include_inconsistent;
     m.order = acc.names;
     for (auto& [name, vals] : acc.values) {
       std::sort(vals.begin(), vals.end());
       size_t idx = (vals.size() + 1) / 2 - 1;  // nearest-rank median, as for durations
       m.medians[name] = vals[idx];
     }
+    if (options.keep_samples) m.samples = acc.values;
     auto clk = m.medians.find("gpc__cycles_elapsed.avg.per_second");
     if (clk != m.medians.end()) {
       m.sm_clock_mhz = clk->second / 1e6;
@@ -443,9 +389,9 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, bool include
       m.sm_pct_busy = busy_sol.sm_pct;
       m.mem_pct_busy = busy_sol.mem_pct;
       sol = busy_sol;
-      sol.explanation =
-          Printf("GPU busy %.0f%% of the range; percentages while busy: ", m.busy_fraction * 100) +
-          busy_sol.explanation;
+      sol.explanation = StringPrintf("GPU busy %.0f%% of the range; percentages while busy: ",
+                                     m.busy_fraction * 100) +
+                        busy_sol.explanation;
     }
     m.verdict = sol.verdict;
     m.explanation = sol.explanation;
@@ -466,13 +412,14 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
   o += "\nSetup\n";
   for (const Device& d : s.devices) {
     // CUPTI reports 0 for the memory clock on some GPUs (the H200 here): say unknown.
-    const std::string memory_clock = d.memory_clock_khz() > 0
-                                         ? Printf("memory %u MHz", d.memory_clock_khz() / 1000)
-                                         : std::string("memory clock unknown");
-    o += Printf("  GPU %u     %s (CC %u.%u, %u SMs, %.0f GiB, SM clock max %u MHz, %s)\n", d.id(),
-                d.name().c_str(), d.compute_capability_major(), d.compute_capability_minor(),
-                d.sm_count(), d.global_memory_bytes() / (1024.0 * 1024 * 1024),
-                d.core_clock_khz() / 1000, memory_clock.c_str());
+    const std::string memory_clock =
+        d.memory_clock_khz() > 0 ? StringPrintf("memory %u MHz", d.memory_clock_khz() / 1000)
+                                 : std::string("memory clock unknown");
+    o += StringPrintf("  GPU %u     %s (CC %u.%u, %u SMs, %.0f GiB, SM clock max %u MHz, %s)\n",
+                      d.id(), d.name().c_str(), d.compute_capability_major(),
+                      d.compute_capability_minor(), d.sm_count(),
+                      d.global_memory_bytes() / (1024.0 * 1024 * 1024), d.core_clock_khz() / 1000,
+                      memory_clock.c_str());
   }
   if (s.have_header) {
     const Header& h = s.header;
@@ -485,78 +432,85 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
     o += "  command   " + cmd + "\n";
     o += "  date      " + FormatUtcDate(h.start_time_unix_ns()) + "\n";
   }
-  o += Printf("  span      %s, %" PRIu64 " records, GPU kernel time %s\n", Dur(s.span_ns).c_str(),
-              s.records, Dur(s.gpu_time_ns).c_str());
+  o += StringPrintf("  span      %s, %" PRIu64 " records, GPU kernel time %s\n",
+                    FormatDuration(s.span_ns).c_str(), s.records,
+                    FormatDuration(s.gpu_time_ns).c_str());
 
   auto table = [&](const char* title, const std::vector<NamedStats>& rows, const char* share) {
     if (rows.empty()) return;
-    o += Printf("\n%s (times per call; %s; p = nearest rank, std = population)\n", title, share);
+    o += StringPrintf("\n%s (times per call; %s; p = nearest rank, std = population)\n", title,
+                      share);
     // Name last, as nsys prints it: the numbers stay aligned and long C++ names keep room.
-    o += Printf("  %7s %10s %6s %10s %10s %10s %10s %10s %7s %6s  %s\n", "count", "total", "share",
-                "min", "median", "p95", "p99", "max", "rel.std", "stable", "name");
+    o += StringPrintf("  %7s %10s %6s %10s %10s %10s %10s %10s %7s %6s  %s\n", "count", "total",
+                      "share", "min", "median", "p95", "p99", "max", "rel.std", "stable", "name");
     for (size_t i = 0; i < rows.size() && i < top; ++i) {
       const NamedStats& n = rows[i];
       std::string name = n.domain.empty() ? n.name : n.domain + ": " + n.name;
-      o += Printf("  %7" PRIu64 " %10s %5.1f%% %10s %10s %10s %10s %10s %6.1f%% %6s  %s\n",
-                  n.stats.count, Dur(n.stats.total).c_str(), n.share * 100,
-                  Dur(n.stats.min).c_str(), Dur(n.stats.median).c_str(), Dur(n.stats.p95).c_str(),
-                  Dur(n.stats.p99).c_str(), Dur(n.stats.max).c_str(), n.stats.rel_std * 100,
-                  n.stats.stable ? "yes" : "no", ShortName(name, 110).c_str());
+      o += StringPrintf("  %7" PRIu64 " %10s %5.1f%% %10s %10s %10s %10s %10s %6.1f%% %6s  %s\n",
+                        n.stats.count, FormatDuration(n.stats.total).c_str(), n.share * 100,
+                        FormatDuration(n.stats.min).c_str(), FormatDuration(n.stats.median).c_str(),
+                        FormatDuration(n.stats.p95).c_str(), FormatDuration(n.stats.p99).c_str(),
+                        FormatDuration(n.stats.max).c_str(), n.stats.rel_std * 100,
+                        n.stats.stable ? "yes" : "no", ShortKernelName(name, 110).c_str());
     }
-    if (rows.size() > top) o += Printf("  ... %zu more (--top N)\n", rows.size() - top);
+    if (rows.size() > top) o += StringPrintf("  ... %zu more (--top N)\n", rows.size() - top);
   };
   table("Kernels", s.kernels, "share of GPU kernel time");
   if (s.untimed_kernels > 0) {
-    o += Printf("  (%" PRIu64
-                " kernels without timestamps left out: CUPTI gives none to kernels it replays "
-                "for KP_METRICS_MODE=kernel (their gpu__time_duration.sum is in the metrics "
-                "table) or when its device buffer overflows)\n",
-                s.untimed_kernels);
+    o +=
+        StringPrintf("  (%" PRIu64
+                     " kernels without timestamps left out: CUPTI gives none to kernels it replays "
+                     "for KP_METRICS_MODE=kernel (their gpu__time_duration.sum is in the metrics "
+                     "table) or when its device buffer overflows)\n",
+                     s.untimed_kernels);
   }
   if (s.internal_kernels_excluded > 0) {
-    o +=
-        Printf("  (%" PRIu64 " profiler-internal kernels excluded)\n", s.internal_kernels_excluded);
+    o += StringPrintf("  (%" PRIu64 " profiler-internal kernels excluded)\n",
+                      s.internal_kernels_excluded);
   }
   table("NVTX ranges", s.ranges, "share of the wall span");
   if (!s.copies.empty()) {
     o += "\nCopies\n";
-    o += Printf("  %-8s %7s %14s %12s %14s %14s\n", "kind", "count", "bytes", "time", "median GB/s",
-                "total GB/s");
+    o += StringPrintf("  %-8s %7s %14s %12s %14s %14s\n", "kind", "count", "bytes", "time",
+                      "median GB/s", "total GB/s");
     for (const CopyStats& c : s.copies) {
-      o += Printf("  %-8s %7" PRIu64 " %14" PRIu64 " %12s %14.2f %14.2f\n", c.kind.c_str(), c.count,
-                  c.bytes, Dur(c.total_ns).c_str(), c.median_gbps, c.aggregate_gbps);
+      o += StringPrintf("  %-8s %7" PRIu64 " %14" PRIu64 " %12s %14.2f %14.2f\n", c.kind.c_str(),
+                        c.count, c.bytes, FormatDuration(c.total_ns).c_str(), c.median_gbps,
+                        c.aggregate_gbps);
     }
   }
   if (!s.api.empty()) {
     o += "\nCUDA API time\n";
     for (size_t i = 0; i < s.api.size() && i < top; ++i) {
       const NamedStats& n = s.api[i];
-      o += Printf("  %-36s %7" PRIu64 " calls %12s total %10s median %10s max\n", n.name.c_str(),
-                  n.stats.count, Dur(n.stats.total).c_str(), Dur(n.stats.median).c_str(),
-                  Dur(n.stats.max).c_str());
+      o +=
+          StringPrintf("  %-36s %7" PRIu64 " calls %12s total %10s median %10s max\n",
+                       n.name.c_str(), n.stats.count, FormatDuration(n.stats.total).c_str(),
+                       FormatDuration(n.stats.median).c_str(), FormatDuration(n.stats.max).c_str());
     }
   }
   if (!s.busy.empty()) {
     o += "\nGPU utilisation\n";
     for (const DeviceBusy& b : s.busy) {
-      o += Printf(
+      o += StringPrintf(
           "  GPU %u busy %.1f%% of the span (kernels, copies, memsets; overlap counted "
           "once)\n",
           b.device, b.fraction * 100);
     }
     for (const StreamGaps& g : s.streams) {
-      o += Printf("  GPU %u stream %-4u %6" PRIu64 " kernels, %6" PRIu64
-                  " gaps: median %s, p95 %s, idle %s of %s\n",
-                  g.device, g.stream, g.kernels, g.gaps, Dur(g.median_ns).c_str(),
-                  Dur(g.p95_ns).c_str(), Dur(g.idle_ns).c_str(), Dur(g.span_ns).c_str());
+      o += StringPrintf("  GPU %u stream %-4u %6" PRIu64 " kernels, %6" PRIu64
+                        " gaps: median %s, p95 %s, idle %s of %s\n",
+                        g.device, g.stream, g.kernels, g.gaps, FormatDuration(g.median_ns).c_str(),
+                        FormatDuration(g.p95_ns).c_str(), FormatDuration(g.idle_ns).c_str(),
+                        FormatDuration(g.span_ns).c_str());
     }
     if (s.idle_between_kernels_fraction > 0.2) {
-      o += Printf(
+      o += StringPrintf(
           "  => GPU idle %.0f%% of the span between kernels: launch-bound or CPU-bound; "
           "consider CUDA graphs / fewer syncs\n",
           s.idle_between_kernels_fraction * 100);
     } else {
-      o += Printf(
+      o += StringPrintf(
           "  => gaps between kernels are %.0f%% of the stream spans: the GPU is kept "
           "fed\n",
           s.idle_between_kernels_fraction * 100);
@@ -566,34 +520,36 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
     o += "\nMetrics per range (median over occurrences; a range's percentages include its idle "
          "gaps, so range mode also reads them while the GPU was busy)\n";
     for (const MetricRangeSummary& m : s.metrics) {
-      std::string sets = Printf("%" PRIu64 " value set(s) used", m.occurrences);
+      std::string sets = StringPrintf("%" PRIu64 " value set(s) used", m.occurrences);
       if (m.sets_inconsistent > 0)
         sets += m.inconsistent_included
-                    ? Printf(" (%" PRIu64 " of them inconsistent)", m.sets_inconsistent)
-                    : Printf(", %" PRIu64 " dropped as inconsistent (--all shows them)",
-                             m.sets_inconsistent);
+                    ? StringPrintf(" (%" PRIu64 " of them inconsistent)", m.sets_inconsistent)
+                    : StringPrintf(", %" PRIu64 " dropped as inconsistent (--all shows them)",
+                                   m.sets_inconsistent);
       o += "  " + (m.domain.empty() ? m.name : m.domain + ": " + m.name) +
-           Printf("  [%s, %u passes, warm-up skip %u%s]\n", sets.c_str(), m.passes, m.skip,
-                  m.sm_clock_mhz > 0 ? Printf(", SM clock %.0f MHz", m.sm_clock_mhz).c_str() : "");
+           StringPrintf("  [%s, %u passes, warm-up skip %u%s]\n", sets.c_str(), m.passes, m.skip,
+                        m.sm_clock_mhz > 0
+                            ? StringPrintf(", SM clock %.0f MHz", m.sm_clock_mhz).c_str()
+                            : "");
       for (const std::string& name : m.order) {
         auto it = m.medians.find(name);
         if (it == m.medians.end()) {
-          o += Printf("    %-66s (not collected)\n", name.c_str());
+          o += StringPrintf("    %-66s (not collected)\n", name.c_str());
         } else {
-          o += Printf("    %-66s %.4g\n", name.c_str(), it->second);
+          o += StringPrintf("    %-66s %.4g\n", name.c_str(), it->second);
         }
       }
       if (!m.verdict.empty()) {
         if (m.sm_pct_busy >= 0) {
           o += "    speed of light: " + m.verdict +
-               Printf(
+               StringPrintf(
                    " (while busy: SM %.1f%%, memory %.1f%%; over the whole range, GPU busy "
                    "%.0f%% of it: SM %.1f%%, memory %.1f%%)",
                    m.sm_pct_busy, m.mem_pct_busy, m.busy_fraction * 100, m.sm_pct, m.mem_pct) +
                "\n";
         } else {
           o += "    speed of light: " + m.verdict +
-               Printf(" (SM %.1f%%, memory %.1f%%)", m.sm_pct, m.mem_pct) + "\n";
+               StringPrintf(" (SM %.1f%%, memory %.1f%%)", m.sm_pct, m.mem_pct) + "\n";
         }
       }
       if (!m.explanation.empty()) o += "    " + m.explanation + "\n";
@@ -618,9 +574,9 @@ std::string FormatSummaryCsv(const TraceSummary& s) {
       o += ',';
       AppendCsvField(&o, n.domain);
       const DurationStats& d = n.stats;
-      o += Printf(",%" PRIu64 ",%.0f,%.6f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%d\r\n", d.count,
-                  d.total, n.share, d.min, d.median, d.p95, d.p99, d.max, d.mean, d.std, d.rel_std,
-                  d.stable ? 1 : 0);
+      o += StringPrintf(",%" PRIu64 ",%.0f,%.6f,%.0f,%.0f,%.0f,%.0f,%.0f,%.3f,%.3f,%.6f,%d\r\n",
+                        d.count, d.total, n.share, d.min, d.median, d.p95, d.p99, d.max, d.mean,
+                        d.std, d.rel_std, d.stable ? 1 : 0);
     }
   };
   rows("kernel", s.kernels);
@@ -759,8 +715,8 @@ bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::s
       AppendCsvField(&o, *field);
       o += ',';
     }
-    o += Printf("%" PRIu64 ",%.0f,%.0f,%.0f,%.3f,", n.stats.count, n.stats.median, n.stats.p95,
-                n.stats.p99, n.stats.mean);
+    o += StringPrintf("%" PRIu64 ",%.0f,%.0f,%.0f,%.3f,", n.stats.count, n.stats.median,
+                      n.stats.p95, n.stats.p99, n.stats.mean);
     AppendCsvField(&o, trace);
     o += "\r\n";
   }
@@ -777,7 +733,7 @@ int RunSummary(int argc, char** argv) {
       "usage: kptrace summary FILE... [--format text|csv|json] [--append-log LOG.csv] "
       "[--top N] [--all]\n"
       "  --all  count multi-pass value sets flagged inconsistent in the metric medians too\n";
-  std::vector<std::string> files;
+  std::vector<std::string> args;
   std::string format = "text", log;
   size_t top = 20;
   bool all_sets = false;
@@ -805,15 +761,24 @@ int RunSummary(int argc, char** argv) {
                    kUsage);
       return 2;
     } else {
-      files.push_back(a);
+      args.push_back(a);
     }
+  }
+  std::vector<std::string> files;
+  std::string input_error;
+  if (!ListTraceInputs(args, &files, &input_error)) {
+    std::fprintf(stderr, "kptrace summary: %s\n", input_error.c_str());
+    return 2;
   }
   if (files.empty() || (format != "text" && format != "csv" && format != "json")) {
     std::fprintf(stderr, "kptrace summary: %s\n%s",
                  files.empty() ? "no input file" : "--format must be text, csv or json", kUsage);
     return 2;
   }
-  TraceSummary s = SummarizeTraces(files, all_sets);
+  SummaryOptions options;
+  options.progress_label = "kptrace summary";
+  options.include_inconsistent = all_sets;
+  TraceSummary s = SummarizeTraces(files, options);
   for (const std::string& e : s.errors) std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
   if (!s.anything_read) {
     std::fprintf(stderr, "kptrace summary: nothing could be read from the input\n");

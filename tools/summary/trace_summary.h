@@ -33,7 +33,8 @@ double NearestRank(const std::vector<int64_t>& sorted, double p);
 struct NamedStats {
   std::string name, domain;
   DurationStats stats;
-  double share = 0;  // of GPU time (kernels) or of wall span (ranges)
+  double share = 0;              // of GPU time (kernels) or of wall span (ranges)
+  std::vector<int64_t> samples;  // every duration, sorted; only with SummaryOptions::keep_samples
 };
 
 struct CopyStats {
@@ -72,6 +73,8 @@ struct MetricRangeSummary {
   // so launch gaps and syncs inside a range do not make a saturated kernel look latency-bound.
   double busy_fraction = -1;
   double sm_pct_busy = -1, mem_pct_busy = -1;
+  // metric -> every occurrence's value; only with SummaryOptions::keep_samples
+  std::map<std::string, std::vector<double>> samples;
 };
 
 struct TraceSummary {
@@ -98,10 +101,24 @@ struct TraceSummary {
   bool anything_read = false;
 };
 
-// include_inconsistent (--all): multi-pass value sets flagged inconsistent count in the
-// medians too (by default they are left out and counted).
+struct SummaryOptions {
+  // Keep every duration and metric value (kptrace diff tests distributions, not just medians).
+  bool keep_samples = false;
+  // Non-empty: a progress line under this label on stderr (only when it is a terminal).
+  std::string progress_label;
+  // --all: multi-pass value sets flagged inconsistent count in the medians too (by default
+  // they are left out and counted).
+  bool include_inconsistent = false;
+};
+
 TraceSummary SummarizeTraces(const std::vector<std::string>& paths,
-                             bool include_inconsistent = false);
+                             const SummaryOptions& options = {});
+inline TraceSummary SummarizeTraces(const std::vector<std::string>& paths,
+                                    bool include_inconsistent) {
+  SummaryOptions options;
+  options.include_inconsistent = include_inconsistent;
+  return SummarizeTraces(paths, options);
+}
 std::string FormatSummaryText(const TraceSummary& s, size_t top);
 std::string FormatSummaryCsv(const TraceSummary& s);
 std::string FormatSummaryJson(const TraceSummary& s);
