@@ -454,7 +454,8 @@ size_t TraceEncoder::pending_bytes() const { return impl_->chunk.size(); }
 
 void TraceEncoder::SetHeader(const HeaderInfo& h) {
   size_t bound = 512 + h.kp_version.size() + h.hostname.size() + h.clock.size() +
-                 h.driver_version.size() + h.injection_mode.size() + h.output_path.size();
+                 h.driver_version.size() + h.injection_mode.size() + h.output_path.size() +
+                 h.run_id.size() + h.boot_id.size();
   for (const auto& arg : h.command_line) bound += arg.size() + 16;
   for (const auto& kv : h.config) bound += kv.first.size() + kv.second.size() + 48;
   WireBuffer& b = impl_->scratch;
@@ -484,6 +485,9 @@ void TraceEncoder::SetHeader(const HeaderInfo& h) {
   w.String(15, h.driver_version);
   w.String(16, h.injection_mode);
   w.String(17, h.output_path);
+  w.String(18, h.run_id);
+  w.Uint(19, h.start_time_monotonic_ns);
+  w.String(20, h.boot_id);
   b.Commit(w);
   impl_->header_bytes.assign(b.data(), b.data() + b.size());
   impl_->has_header = true;

@@ -6,6 +6,7 @@
 // 1 only when nothing at all could be read.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -13,12 +14,15 @@
 
 #include "tools/export/exporter.h"
 #include "tools/kptrace/commands.h"
+#include "tools/run/clock_alignment.h"
+#include "tools/run/run_inputs.h"
 
 namespace kp {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: kptrace convert FILE... --to csv|chrome|perfetto [-o OUT] [--no-progress]\n"
+    "usage: kptrace convert FILE|RUN... --to csv|chrome|perfetto [-o OUT] [--no-progress]\n"
+    "                       [--file-only] [--align collectives]\n"
     "  csv:      OUT is a directory of tables (default <first file>_csv/)\n"
     "  chrome:   OUT is a trace-event JSON file (default <first file>.json)\n"
     "  perfetto: OUT is a Perfetto protobuf trace (default <first file>.perfetto-trace)\n";
@@ -60,9 +64,10 @@ class ProgressBar {
 namespace cli {
 
 int RunConvert(int argc, char** argv) {
-  std::vector<std::string> files;
+  std::vector<std::string> args;
   std::string to, out;
   bool progress = isatty(STDERR_FILENO) != 0;
+  bool file_only = false, align = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "--to" || a == "-o" || a == "--output") && i + 1 < argc) {
@@ -71,6 +76,15 @@ int RunConvert(int argc, char** argv) {
       to = a.substr(5);
     } else if (a == "--no-progress") {
       progress = false;
+    } else if (a == "--file-only") {
+      file_only = true;
+    } else if (a == "--align" && i + 1 < argc) {
+      const std::string what = argv[++i];
+      if (what != "collectives" && what != "none") {
+        std::fprintf(stderr, "kptrace convert: --align takes collectives or none\n%s", kUsage);
+        return 2;
+      }
+      align = what == "collectives";
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -79,9 +93,16 @@ int RunConvert(int argc, char** argv) {
                    kUsage);
       return 2;
     } else {
-      files.push_back(a);
+      args.push_back(a);
     }
   }
+  // One argument may name a whole run (tools/run/run_inputs.h).
+  const TraceInputs inputs = ExpandTraceInputs(args, file_only);
+  for (const std::string& n : inputs.notes)
+    std::fprintf(stderr, "kptrace convert: %s\n", n.c_str());
+  for (const std::string& e : inputs.errors)
+    std::fprintf(stderr, "kptrace convert: %s\n", e.c_str());
+  const std::vector<std::string>& files = inputs.files;
   if (files.empty() || to.empty()) {
     std::fprintf(stderr, "kptrace convert: %s\n%s",
                  files.empty() ? "no input file" : "--to is required", kUsage);
@@ -98,6 +119,14 @@ int RunConvert(int argc, char** argv) {
   // the total size, a missing file is reported before minutes of work, and the Chrome time base
   // is the earliest start across all inputs. Each first chunk is kept (the reader's string
   // tables point into it) and exported in the file's turn below.
+  std::vector<int64_t> clock_offsets(files.size(), 0);
+  if (align && files.size() > 1) {
+    const ClockAlignment alignment = AlignOnCollectives(files);
+    clock_offsets = alignment.offset_ns;
+    for (const std::string& line : alignment.lines) {
+      std::fprintf(stderr, "kptrace convert: align: %s\n", line.c_str());
+    }
+  }
   std::vector<std::unique_ptr<TraceReader>> readers(files.size());
   std::vector<std::unique_ptr<Chunk>> first_chunks(files.size());
   uint64_t total_bytes = 0, earliest_ns = 0;
@@ -111,9 +140,13 @@ int RunConvert(int argc, char** argv) {
     total_bytes += readers[i]->stats().file_bytes;
     auto first = std::make_unique<Chunk>();
     if (!readers[i]->Next(first.get())) continue;
+    ShiftChunkTimes(first.get(), clock_offsets[i]);
     const Header* h = readers[i]->header();
-    uint64_t start = h != nullptr && h->start_time_trace_ns() != 0 ? h->start_time_trace_ns()
-                                                                   : first->time_base_ns();
+    uint64_t start =
+        h != nullptr && h->start_time_trace_ns() != 0
+            ? static_cast<uint64_t>(std::max<int64_t>(
+                  0, static_cast<int64_t>(h->start_time_trace_ns()) + clock_offsets[i]))
+            : first->time_base_ns();
     if (start != 0 && (earliest_ns == 0 || start < earliest_ns)) earliest_ns = start;
     first_chunks[i] = std::move(first);
   }
@@ -163,6 +196,7 @@ int RunConvert(int argc, char** argv) {
       exporter->AddChunk(index, *reader, *first_chunks[i]);
       bar.Update(done_bytes + reader->position());
       while (reader->Next(&chunk)) {
+        ShiftChunkTimes(&chunk, clock_offsets[i]);
         exporter->AddChunk(index, *reader, chunk);
         bar.Update(done_bytes + reader->position());
       }

@@ -39,11 +39,16 @@ inline constexpr size_t kMaxNotices = 100;
 TraceInfo CollectTraceInfo(const std::string& path);
 std::string FormatTraceInfoText(const TraceInfo& info);
 std::string FormatTraceInfoJson(const std::vector<TraceInfo>& infos);  // a JSON array
+// One line per process (rank, pid, ppid, host, kernels, how it ended, file) for a run.
+std::string FormatProcessTable(const std::vector<TraceInfo>& infos);
 
 // Helpers shared with summary and the CSV exporter.
 std::string FormatUtcDate(uint64_t unix_ns);       // "2023-11-14 22:13:20 UTC"
 std::string FormatUuid(const std::string& bytes);  // "GPU-01234567-89ab-..."
 std::string FormatCudaVersion(int32_t v);          // 13000 -> "13.0"
+// False for counters that are not data loss: open NVTX ranges, unmatched range ends, records
+// outside the capture window, record kinds kp does not decode.
+bool IsLossStat(const std::string& name);
 // Every non-zero Stats counter as "name: value", in schema order.
 std::vector<std::pair<std::string, uint64_t>> NonZeroStats(const Stats& stats);
 
