@@ -158,7 +158,12 @@ def case_torchrun_nccl(work):
     log("\n=== torchrun, 2 ranks, NCCL backend, through kptrace run -o")
     root = os.path.join(work, "nccl.kptrace")
     env = dict(os.environ, PT_STEPS="8", PT_BACKEND="nccl")
-    p = sh([KPTRACE, "run", "-o", root, "--"] + torchrun_cmd("ddp_steps.py", ["--standalone"]), env)
+    try:
+        p = sh([KPTRACE, "run", "-o", root, "--"] + torchrun_cmd("ddp_steps.py", ["--standalone"]),
+               env, timeout=120)
+    except subprocess.TimeoutExpired:
+        log("SKIP [torchrun-nccl] NCCL did not finish within 120 s (two ranks on one GPU hang)")
+        return
     gpus = int(subprocess.run([PY, "-c", "import torch; print(torch.cuda.device_count())"],
                               capture_output=True, text=True).stdout.strip() or 0)
     if p.returncode != 0 and gpus < 2:
