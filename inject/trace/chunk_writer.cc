@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -125,7 +126,9 @@ bool FileChunkWriter::CreateClaimedFile() {
   options_.entry.root = claimed.is_root;
   options_.entry.file = path_.substr(DirName(path_).size());
   manifest_dir_ = ManifestDirFor(claimed.root);
-  if (!WriteManifestEntry(manifest_dir_, options_.entry, &error)) {
+  // Members list themselves at once. The root writes its entry at the end, and only when others
+  // joined (the manifest exists then): a run of one process leaves no manifest behind.
+  if (!claimed.is_root && !WriteManifestEntry(manifest_dir_, options_.entry, &error)) {
     // The trace itself is fine; only `kptrace` cannot gather this file with its run.
     std::fprintf(stderr, "kp: %s; the trace %s is written all the same\n", error.c_str(),
                  path_.c_str());
@@ -148,6 +151,8 @@ bool FileChunkWriter::CreateClaimedFile() {
 
 void FileChunkWriter::MarkEnded(const std::string& end_reason) {
   if (manifest_dir_.empty()) return;
+  struct stat st {};
+  if (options_.entry.root && ::stat(manifest_dir_.c_str(), &st) != 0) return;  // nobody joined
   options_.entry.state = "ended";
   options_.entry.end_reason = end_reason;
   std::string error;

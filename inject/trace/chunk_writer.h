@@ -29,7 +29,9 @@ class ChunkSink {
 // The injector's trace file: created lazily, claimed so that it has exactly one writer.
 struct DeferredFileOptions {
   ClaimRequest claim;
-  ManifestEntry entry;  // this process's manifest entry; file/root/state are filled in here
+  // This process's manifest entry (file/root/state are filled in here): a member writes it when
+  // its file is created, the root at its end and only if others joined its run.
+  ManifestEntry entry;
   // The file is created at the first chunk written after this turns true (the process created
   // a CUDA context). A process that never does leaves no file and no manifest entry.
   const std::atomic<bool>* create_when = nullptr;

@@ -1,14 +1,16 @@
 #include "inject/trace/trace_file_claim.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <cstring>
+#include <vector>
 
+#include "common/frame.h"
 #include "common/run_files.h"
 
 namespace kp {
@@ -39,37 +41,93 @@ std::string CreateError(const std::string& path, int err) {
 
 }  // namespace
 
-std::string RootRunId(const std::string& root_path) {
-  const std::string dir = ManifestDirFor(root_path);
-  const std::string want_file = "\"file\":\"" + BaseName(root_path) + "\"";
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return "";
-  std::string run_id;
-  while (dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.size() < 6 || name.compare(name.size() - 5, 5, ".json") != 0 || name[0] == '.') {
-      continue;
-    }
-    const int fd = ::open((dir + "/" + name).c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
-    char buf[8192];
-    const ssize_t n = ::read(fd, buf, sizeof(buf) - 1);
-    ::close(fd);
-    if (n <= 0) continue;
-    const std::string text(buf, static_cast<size_t>(n));
-    if (text.find("\"root\":true") == std::string::npos ||
-        text.find(want_file) == std::string::npos) {
-      continue;
-    }
-    // Run ids are [A-Za-z0-9._:-] (checked when read from the environment): no escapes inside.
-    const std::string key = "\"run_id\":\"";
-    const size_t at = text.find(key);
-    if (at == std::string::npos) continue;
-    const size_t end = text.find('"', at + key.size());
-    if (end != std::string::npos) run_id = text.substr(at + key.size(), end - at - key.size());
-    break;
+namespace {
+
+// Protobuf wire scanning, just enough to find one length-delimited field.
+bool ReadVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
+  *v = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    const uint8_t b = *(*p)++;
+    *v |= static_cast<uint64_t>(b & 0x7F) << shift;
+    if ((b & 0x80) == 0) return true;
   }
-  ::closedir(d);
+  return false;
+}
+
+// The bytes of length-delimited field `field` in [p, end), or false.
+bool FindBytesField(const uint8_t* p, const uint8_t* end, uint32_t field, const uint8_t** out,
+                    size_t* size) {
+  while (p < end) {
+    uint64_t key = 0, value = 0;
+    if (!ReadVarint(&p, end, &key)) return false;
+    switch (key & 7) {
+      case 0:
+        if (!ReadVarint(&p, end, &value)) return false;
+        break;
+      case 1:
+        if (end - p < 8) return false;
+        p += 8;
+        break;
+      case 5:
+        if (end - p < 4) return false;
+        p += 4;
+        break;
+      case 2:
+        if (!ReadVarint(&p, end, &value) || value > static_cast<uint64_t>(end - p)) return false;
+        if ((key >> 3) == field) {
+          *out = p;
+          *size = static_cast<size_t>(value);
+          return true;
+        }
+        p += value;
+        break;
+      default:
+        return false;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string RootRunId(const std::string& root_path) {
+  // Chunk 0 starts right after the file magic and holds the Header (Chunk field 4), whose
+  // run_id is field 18.
+  constexpr uint32_t kChunkHeaderField = 4, kHeaderRunIdField = 18;
+  const int fd = ::open(root_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) return "";
+  std::string run_id;
+  uint8_t head[kFileMagicSize + kFrameHeaderSize];
+  FrameHeader frame;
+  if (::pread(fd, head, sizeof head, 0) == static_cast<ssize_t>(sizeof head) &&
+      std::memcmp(head, kFileMagic, kFileMagicSize) == 0 &&
+      DecodeFrameHeader(head + kFileMagicSize, &frame) == FrameHeaderStatus::kOk &&
+      frame.stored_size <= (1u << 20) && frame.raw_size <= (16u << 20)) {
+    std::vector<uint8_t> stored(frame.stored_size);
+    if (::pread(fd, stored.data(), stored.size(), sizeof head) ==
+            static_cast<ssize_t>(stored.size()) &&
+        Crc32c(stored.data(), stored.size()) == frame.payload_crc) {
+      std::vector<uint8_t> raw;
+      bool ok = true;
+      if ((frame.flags & kFrameFlagZstd) != 0) {
+        raw.resize(frame.raw_size);
+        const size_t n = ZSTD_decompress(raw.data(), raw.size(), stored.data(), stored.size());
+        ok = !ZSTD_isError(n) && n == raw.size();
+      } else {
+        raw.swap(stored);
+      }
+      const uint8_t* header = nullptr;
+      const uint8_t* id = nullptr;
+      size_t header_size = 0, id_size = 0;
+      if (ok &&
+          FindBytesField(raw.data(), raw.data() + raw.size(), kChunkHeaderField, &header,
+                         &header_size) &&
+          FindBytesField(header, header + header_size, kHeaderRunIdField, &id, &id_size)) {
+        run_id.assign(reinterpret_cast<const char*>(id), id_size);
+      }
+    }
+  }
+  ::close(fd);
   return run_id;
 }
 

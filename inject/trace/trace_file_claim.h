@@ -36,7 +36,8 @@ struct ClaimedFile {
 // False with *error (naming the path and the reason) when no file could be created.
 bool ClaimTraceFile(const ClaimRequest& request, ClaimedFile* claimed, std::string* error);
 
-// The run id recorded in `root`'s manifest entry, or "" when there is none.
+// The run id in the header of the trace at `root_path` (its first chunk), or "" when it has
+// none or the chunk cannot be read.
 std::string RootRunId(const std::string& root_path);
 
 }  // namespace kp

@@ -103,30 +103,49 @@ TEST(TraceFileClaim, AFileLeftByAnEarlierRunIsKeptAndTheRunGetsTheNextRootName) 
   close(c.fd);
 }
 
+// A root trace whose first chunk carries `run_id` in its header (zstd-compressed or not).
+std::string RootBytes(const std::string& run_id, int zstd_level) {
+  ProtoTraceWriter w(zstd_level);
+  Chunk c;
+  c.set_sequence(0);
+  Header* h = c.mutable_header();
+  h->set_pid(300);
+  h->set_hostname("node1");
+  h->add_command_line(std::string(300, 'x'));  // something to compress
+  h->set_run_id(run_id);
+  w.Add(c);
+  return w.bytes();
+}
+
 TEST(TraceFileClaim, AProcessOfTheSameRunJoinsARootWhoseWriterHasEnded) {
+  for (int zstd_level : {0, 3}) {
+    const std::string dir = TempDir();
+    const std::string path = dir + "/t.kptrace";
+    ClaimedFile root;
+    std::string error;
+    ASSERT_TRUE(ClaimTraceFile(Request(path, 300, 0, "job-7"), &root, &error));
+    const std::string bytes = RootBytes("job-7", zstd_level);
+    ASSERT_EQ(write(root.fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+    close(root.fd);  // the root's writer ended
+    EXPECT_EQ(RootRunId(path), "job-7");
+    ClaimedFile late, other_run;
+    ASSERT_TRUE(ClaimTraceFile(Request(path, 301, 1, "job-7"), &late, &error));
+    EXPECT_FALSE(late.is_root);
+    EXPECT_EQ(late.root, path);
+    ASSERT_TRUE(ClaimTraceFile(Request(path, 302, 1, "job-8"), &other_run, &error));
+    EXPECT_TRUE(other_run.is_root);
+    EXPECT_EQ(other_run.path, dir + "/t.2.kptrace");
+    close(late.fd);
+    close(other_run.fd);
+  }
+  // Not a trace, a damaged first chunk: no run id (the file counts as an earlier run's).
   const std::string dir = TempDir();
-  const std::string path = dir + "/t.kptrace";
-  ClaimedFile root;
-  std::string error;
-  ASSERT_TRUE(ClaimTraceFile(Request(path, 300, 0, "job-7"), &root, &error));
-  ASSERT_EQ(write(root.fd, "KPTRACE1", 8), 8);
-  ManifestEntry e;
-  e.run_id = "job-7";
-  e.root = true;
-  e.file = "t.kptrace";
-  e.host = "node1";
-  e.pid = 300;
-  ASSERT_TRUE(WriteManifestEntry(ManifestDirFor(path), e, &error)) << error;
-  close(root.fd);  // the root's writer ended
-  ClaimedFile late, other_run;
-  ASSERT_TRUE(ClaimTraceFile(Request(path, 301, 1, "job-7"), &late, &error));
-  EXPECT_FALSE(late.is_root);
-  EXPECT_EQ(late.root, path);
-  ASSERT_TRUE(ClaimTraceFile(Request(path, 302, 1, "job-8"), &other_run, &error));
-  EXPECT_TRUE(other_run.is_root);
-  EXPECT_EQ(other_run.path, dir + "/t.2.kptrace");
-  close(late.fd);
-  close(other_run.fd);
+  std::ofstream(dir + "/junk.kptrace") << "KPTRACE1 and then no frame at all";
+  EXPECT_EQ(RootRunId(dir + "/junk.kptrace"), "");
+  std::string damaged = RootBytes("job-7", 0);
+  damaged[damaged.size() - 3] ^= 0x40;
+  std::ofstream(dir + "/damaged.kptrace", std::ios::binary) << damaged;
+  EXPECT_EQ(RootRunId(dir + "/damaged.kptrace"), "");
 }
 
 TEST(TraceFileClaim, ThreadsRacingOnOnePathGetOneFileEach) {
@@ -232,14 +251,17 @@ TEST(DeferredTraceFile, TheFileAppearsWithEveryChunkOnceAContextExists) {
   const std::string dir = TempDir();
   const std::string path = dir + "/lazy.kptrace";
   std::atomic<bool> context{false};
-  DeferredFileOptions o;
-  o.claim = Request(path, 401, 0);
-  o.entry.host = "node1";
-  o.entry.pid = 401;
-  o.entry.rank = 0;
-  o.entry.run_id = "r1";
-  o.create_when = &context;
-  std::unique_ptr<FileChunkWriter> w(FileChunkWriter::CreateDeferred(o, 0));
+  auto options = [&](uint32_t pid, int rank) {
+    DeferredFileOptions o;
+    o.claim = Request(path, pid, rank);
+    o.entry.host = "node1";
+    o.entry.pid = pid;
+    o.entry.rank = rank;
+    o.entry.run_id = "r1";
+    o.create_when = &context;
+    return o;
+  };
+  std::unique_ptr<FileChunkWriter> w(FileChunkWriter::CreateDeferred(options(401, 0), 0));
   MemoryChunkSink expected(0);
   const uint8_t a[] = {8, 1}, b[] = {8, 2};  // sequence = 1, 2
   EXPECT_TRUE(w->WriteChunk(a, sizeof a));
@@ -253,16 +275,47 @@ TEST(DeferredTraceFile, TheFileAppearsWithEveryChunkOnceAContextExists) {
   const std::string bytes = ReadAll(path);
   EXPECT_EQ(bytes, std::string(expected.file().begin(), expected.file().end()));
   EXPECT_EQ(ProbeTraceFile(path), TraceFileState::kHeld);
+  // Alone, the root leaves no manifest.
+  EXPECT_FALSE(Exists(ManifestDirFor(path)));
+  // A second process joins: it lists itself at once; the root lists itself when it ends.
+  std::unique_ptr<FileChunkWriter> member(FileChunkWriter::CreateDeferred(options(402, 1), 0));
+  EXPECT_TRUE(member->WriteChunk(a, sizeof a));
+  EXPECT_EQ(member->path(), dir + "/lazy.r1.node1.402.kptrace");
+  // (These chunks carry no header, so the root's rank is unknown until its entry exists: it is
+  // listed after the ranked member.)
   RunManifest m;
   ASSERT_TRUE(ReadRunManifest(path, &m));
-  ASSERT_EQ(m.processes.size(), 1u);
+  ASSERT_EQ(m.processes.size(), 2u);
+  EXPECT_EQ(m.processes[0].file, member->path());
   EXPECT_EQ(m.processes[0].state, "writing");
-  EXPECT_TRUE(m.processes[0].root);
+  EXPECT_FALSE(m.processes[0].root);
+  EXPECT_EQ(m.processes[1].file, path);  // from the root's file while it has no entry
+  EXPECT_TRUE(m.processes[1].root);
   w->MarkEnded("signal SIGTERM");
+  member->MarkEnded("exit");
   ASSERT_TRUE(ReadRunManifest(path, &m));
+  ASSERT_EQ(m.processes.size(), 2u);
+  EXPECT_EQ(m.processes[0].file, path);  // rank 0 now, from its entry
   EXPECT_EQ(m.processes[0].state, "ended");
   EXPECT_EQ(m.processes[0].end_reason, "signal SIGTERM");
   EXPECT_EQ(m.processes[0].run_id, "r1");
+  EXPECT_EQ(m.processes[1].end_reason, "exit");
+}
+
+TEST(DeferredTraceFile, ARunOfOneProcessLeavesNoManifest) {
+  const std::string dir = TempDir();
+  std::atomic<bool> context{true};
+  DeferredFileOptions o;
+  o.claim = Request(dir + "/one.kptrace", 403);
+  o.entry.host = "node1";
+  o.entry.pid = 403;
+  o.create_when = &context;
+  std::unique_ptr<FileChunkWriter> w(FileChunkWriter::CreateDeferred(o, 3));
+  const uint8_t a[] = {8, 1};
+  EXPECT_TRUE(w->WriteChunk(a, sizeof a));
+  w->MarkEnded("exit");
+  EXPECT_TRUE(Exists(dir + "/one.kptrace"));
+  EXPECT_FALSE(Exists(dir + "/one.kptrace.procs"));
 }
 
 // ---- manifest ----

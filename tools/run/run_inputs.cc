@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "common/run_files.h"
+#include "tools/reader/trace_reader.h"
 
 namespace kp {
 namespace {
@@ -93,6 +94,29 @@ std::string DescribeRun(const RunManifest& m) {
   return o.str();
 }
 
+RunProcess ProcessFromHeader(const std::string& path) {
+  RunProcess p;
+  p.root = true;
+  p.file = path;
+  p.file_exists = true;
+  std::string error;
+  auto reader = TraceReader::Open(path, &error);
+  Chunk chunk;
+  if (reader && reader->Next(&chunk) && reader->header() != nullptr) {
+    const Header& h = *reader->header();
+    p.run_id = h.run_id();
+    p.pid = h.pid();
+    p.ppid = h.ppid();
+    p.host = h.hostname();
+    p.rank = h.rank();
+    p.local_rank = h.local_rank();
+    p.world_size = h.world_size();
+    p.command.assign(h.command_line().begin(), h.command_line().end());
+    p.start_unix_ns = h.start_time_unix_ns();
+  }
+  return p;
+}
+
 }  // namespace
 
 bool ReadRunManifest(const std::string& root_path, RunManifest* manifest) {
@@ -137,6 +161,12 @@ bool ReadRunManifest(const std::string& root_path, RunManifest* manifest) {
     p.file_exists = Exists(p.file);
     manifest->processes.push_back(std::move(p));
   }
+  // The root lists itself only when it ended after others had joined: take what its header
+  // says when its entry is missing (still running, killed, or alone).
+  bool root_listed = false;
+  for (const RunProcess& p : manifest->processes) root_listed |= p.file == root_path;
+  if (!root_listed && Exists(root_path))
+    manifest->processes.push_back(ProcessFromHeader(root_path));
   std::stable_sort(manifest->processes.begin(), manifest->processes.end(), RankOrder);
   return true;
 }
