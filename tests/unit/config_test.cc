@@ -322,3 +322,31 @@ TEST(ConfigTest, UnknownVariablesAreWarnedWithSuggestion) {
 
 }  // namespace
 }  // namespace kp
+
+namespace kp {
+namespace {
+
+TEST(ConfigTest, RunIdFromTheVariableOrTheLauncher) {
+  EXPECT_EQ(Good("KP_RUN_ID", "kprun-node1-42-1700000000").run_id, "kprun-node1-42-1700000000");
+  EXPECT_EQ(Bad("KP_RUN_ID", "has space").message,
+            "KP_RUN_ID=\"has space\" is not valid: expected 1 to 128 characters from A-Z, a-z, "
+            "0-9, '.', '_', ':' and '-' (default: set by kptrace run, else the launcher's job "
+            "id); kp is off for this process");
+  EXPECT_EQ(Bad("KP_RUN_ID", std::string(129, 'a')).variable, "KP_RUN_ID");
+  Config none;
+  Config given = Good("KP_RUN_ID", "mine");
+  Env torch{{{"TORCHELASTIC_RUN_ID", "3f2a"}, {"SLURM_JOB_ID", "77"}}};
+  EXPECT_EQ(RunIdFromEnv(given, torch.fn()), "mine");
+  EXPECT_EQ(RunIdFromEnv(none, torch.fn()), "torchelastic-3f2a");
+  // torchrun's default rendezvous id "none" names no run.
+  Env torch_default{{{"TORCHELASTIC_RUN_ID", "none"}}};
+  EXPECT_EQ(RunIdFromEnv(none, torch_default.fn()), "");
+  Env slurm{{{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "3"}}};
+  EXPECT_EQ(RunIdFromEnv(none, slurm.fn()), "slurm-77.3");
+  Env pmix{{{"PMIX_NAMESPACE", "prterun-host-1@1"}}};
+  EXPECT_EQ(RunIdFromEnv(none, pmix.fn()), "pmix-prterun-host-1-1");
+  EXPECT_EQ(RunIdFromEnv(none, Env{}.fn()), "");
+}
+
+}  // namespace
+}  // namespace kp

@@ -23,6 +23,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/run_manifest.h"
 #include "inject/trace/trace_file_claim.h"
+#include "tools/info/trace_info.h"
 #include "tools/reader/proto_trace_writer.h"
 #include "tools/reader/trace_reader.h"
 #include "tools/run/clock_alignment.h"
@@ -553,6 +554,14 @@ TEST(CrossRankSummary, StepsSideBySideStragglerCollectivesAndOverlap) {
   EXPECT_NE(text.find("rank 0     +1.000 ms (+10.0%)"), std::string::npos) << text;
   EXPECT_NE(text.find("40.0%"), std::string::npos);
   EXPECT_NE(text.find("50.0%"), std::string::npos);
+  // kptrace info: the same counter is marked as not a loss.
+  TraceInfo root_info = CollectTraceInfo(root);
+  const std::string info_text = FormatTraceInfoText(root_info);
+  EXPECT_NE(info_text.find("nvtx_open_ranges             2  (ranges the program left open; kept, "
+                           "ending at the trace end; not a loss)"),
+            std::string::npos)
+      << info_text;
+  EXPECT_EQ(info_text.find("loss or anomaly"), std::string::npos);
   const nlohmann::json j = nlohmann::json::parse(FormatSummaryJson(s));
   EXPECT_EQ(j["processes"].size(), 2u);
   EXPECT_EQ(j["step_range"], "train_step");
