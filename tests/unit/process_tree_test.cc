@@ -231,15 +231,21 @@ TEST(TraceFileClaim, ForkedProcessesRacingOnOnePathNeverShareAFile) {
 
 // ---- the deferred file ----
 
+DeferredFileOptions Deferred(const std::string& path, uint32_t pid,
+                             const std::atomic<bool>* context) {
+  DeferredFileOptions o;
+  o.claim = Request(path, pid);
+  o.entry.host = "node1";
+  o.entry.pid = pid;
+  o.create_when = context;
+  return o;
+}
+
 TEST(DeferredTraceFile, NoContextNoFileNoManifest) {
   const std::string dir = TempDir();
   std::atomic<bool> context{false};
-  DeferredFileOptions o;
-  o.claim = Request(dir + "/lazy.kptrace", 400);
-  o.entry.host = "node1";
-  o.entry.pid = 400;
-  o.create_when = &context;
-  std::unique_ptr<FileChunkWriter> w(FileChunkWriter::CreateDeferred(o, 3));
+  std::unique_ptr<FileChunkWriter> w(
+      FileChunkWriter::CreateDeferred(Deferred(dir + "/lazy.kptrace", 400, &context), 3));
   const uint8_t chunk[] = {1, 2, 3};
   EXPECT_TRUE(w->WriteChunk(chunk, sizeof chunk));
   w->MarkEnded("exit");
@@ -253,13 +259,10 @@ TEST(DeferredTraceFile, TheFileAppearsWithEveryChunkOnceAContextExists) {
   const std::string path = dir + "/lazy.kptrace";
   std::atomic<bool> context{false};
   auto options = [&](uint32_t pid, int rank) {
-    DeferredFileOptions o;
-    o.claim = Request(path, pid, rank);
-    o.entry.host = "node1";
-    o.entry.pid = pid;
+    DeferredFileOptions o = Deferred(path, pid, &context);
+    o.claim.rank = rank;
     o.entry.rank = rank;
     o.entry.run_id = "r1";
-    o.create_when = &context;
     return o;
   };
   std::unique_ptr<FileChunkWriter> w(FileChunkWriter::CreateDeferred(options(401, 0), 0));
@@ -306,12 +309,8 @@ TEST(DeferredTraceFile, TheFileAppearsWithEveryChunkOnceAContextExists) {
 TEST(DeferredTraceFile, ARunOfOneProcessLeavesNoManifest) {
   const std::string dir = TempDir();
   std::atomic<bool> context{true};
-  DeferredFileOptions o;
-  o.claim = Request(dir + "/one.kptrace", 403);
-  o.entry.host = "node1";
-  o.entry.pid = 403;
-  o.create_when = &context;
-  std::unique_ptr<FileChunkWriter> w(FileChunkWriter::CreateDeferred(o, 3));
+  std::unique_ptr<FileChunkWriter> w(
+      FileChunkWriter::CreateDeferred(Deferred(dir + "/one.kptrace", 403, &context), 3));
   const uint8_t a[] = {8, 1};
   EXPECT_TRUE(w->WriteChunk(a, sizeof a));
   w->MarkEnded("exit");

@@ -96,28 +96,39 @@ TEST(TerminationSignals, DefaultActionAfterTheFinishKeepsTheStatus) {
   EXPECT_EQ(h.events, "F");
 }
 
-TEST(TerminationSignals, HandlerInstalledBeforeKpRunsAfterTheFinish) {
+// Runs `body` (which ends with _exit) in a child and collects its reports and status.
+template <typename Body>
+Outcome RunToEnd(Body body) {
   int report[2];
-  ASSERT_EQ(pipe(report), 0);
+  EXPECT_EQ(pipe(report), 0);
   const pid_t pid = fork();
   if (pid == 0) {
     close(report[0]);
     g_report = report[1];
+    body();
+    _exit(95);
+  }
+  close(report[1]);
+  Outcome out;
+  EXPECT_EQ(waitpid(pid, &out.status, 0), pid);
+  char buf[64];
+  ssize_t n;
+  while ((n = read(report[0], buf, sizeof buf)) > 0) out.events.append(buf, static_cast<size_t>(n));
+  close(report[0]);
+  return out;
+}
+
+TEST(TerminationSignals, HandlerInstalledBeforeKpRunsAfterTheFinish) {
+  Outcome o = RunToEnd([] {
     signal(SIGTERM, &AppHandler);  // before kp
     std::string error;
     if (!InstallTerminationSignals(&FinishReportsTheSignal, 1000, &error)) _exit(90);
     raise(SIGTERM);
     _exit(92);
-  }
-  close(report[1]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  char buf[8] = {};
-  ASSERT_EQ(read(report[0], buf, sizeof buf), 2);
-  EXPECT_STREQ(buf, "TA");
-  EXPECT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 43);
-  close(report[0]);
+  });
+  EXPECT_EQ(o.events, "TA");
+  EXPECT_TRUE(WIFEXITED(o.status));
+  EXPECT_EQ(WEXITSTATUS(o.status), 43);
 }
 
 TEST(TerminationSignals, HandlerInstalledAfterKpIsWrappedAgain) {
@@ -139,12 +150,7 @@ TEST(TerminationSignals, AnIgnoredSignalStaysIgnored) {
 }
 
 TEST(TerminationSignals, AForkedChildOnlyChains) {
-  int report[2];
-  ASSERT_EQ(pipe(report), 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    close(report[0]);
-    g_report = report[1];
+  Outcome o = RunToEnd([] {
     std::string error;
     if (!InstallTerminationSignals(&FinishReportsTheSignal, 1000, &error)) _exit(90);
     const pid_t grandchild = fork();
@@ -155,15 +161,10 @@ TEST(TerminationSignals, AForkedChildOnlyChains) {
     int status = 0;
     waitpid(grandchild, &status, 0);
     _exit(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM ? 0 : 94);
-  }
-  close(report[1]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  char buf[8];
-  EXPECT_EQ(read(report[0], buf, sizeof buf), 0);  // no finish
-  close(report[0]);
+  });
+  EXPECT_TRUE(WIFEXITED(o.status));
+  EXPECT_EQ(WEXITSTATUS(o.status), 0);
+  EXPECT_EQ(o.events, "");  // no finish
 }
 
 TEST(TerminationSignals, AFinishThatHangsIsCutAtTheTimeout) {

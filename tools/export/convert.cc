@@ -67,7 +67,8 @@ int RunConvert(int argc, char** argv) {
   std::vector<std::string> args;
   std::string to, out;
   bool progress = isatty(STDERR_FILENO) != 0;
-  bool file_only = false, align = false;
+  RunInputFlags run_flags;
+  std::string flag_error;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "--to" || a == "-o" || a == "--output") && i + 1 < argc) {
@@ -76,15 +77,12 @@ int RunConvert(int argc, char** argv) {
       to = a.substr(5);
     } else if (a == "--no-progress") {
       progress = false;
-    } else if (a == "--file-only") {
-      file_only = true;
-    } else if (a == "--align" && i + 1 < argc) {
-      const std::string what = argv[++i];
-      if (what != "collectives" && what != "none") {
-        std::fprintf(stderr, "kptrace convert: --align takes collectives or none\n%s", kUsage);
+    } else if (FlagTaken t = TakeRunInputFlag(argc, argv, &i, &run_flags, &flag_error);
+               t != FlagTaken::kNo) {
+      if (t == FlagTaken::kBadValue) {
+        std::fprintf(stderr, "kptrace convert: %s\n%s", flag_error.c_str(), kUsage);
         return 2;
       }
-      align = what == "collectives";
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -97,7 +95,7 @@ int RunConvert(int argc, char** argv) {
     }
   }
   // One argument may name a whole run (tools/run/run_inputs.h).
-  const TraceInputs inputs = ExpandTraceInputs(args, file_only);
+  const TraceInputs inputs = ExpandTraceInputs(args, run_flags.file_only);
   for (const std::string& n : inputs.notes)
     std::fprintf(stderr, "kptrace convert: %s\n", n.c_str());
   for (const std::string& e : inputs.errors)
@@ -120,7 +118,7 @@ int RunConvert(int argc, char** argv) {
   // is the earliest start across all inputs. Each first chunk is kept (the reader's string
   // tables point into it) and exported in the file's turn below.
   std::vector<int64_t> clock_offsets(files.size(), 0);
-  if (align && files.size() > 1) {
+  if (run_flags.align_collectives && files.size() > 1) {
     const ClockAlignment alignment = AlignOnCollectives(files);
     clock_offsets = alignment.offset_ns;
     for (const std::string& line : alignment.lines) {

@@ -1023,8 +1023,8 @@ int RunSummary(int argc, char** argv) {
       "usage: kptrace summary FILE|RUN... [--format text|csv|json] [--append-log LOG.csv] "
       "[--top N] [--file-only] [--align collectives]\n";
   std::vector<std::string> args;
-  SummaryOptions options;
-  bool file_only = false;
+  RunInputFlags run_flags;
+  std::string flag_error;
   std::string format = "text", log;
   size_t top = 20;
   for (int i = 0; i < argc; ++i) {
@@ -1041,15 +1041,12 @@ int RunSummary(int argc, char** argv) {
         return 2;
       }
       top = static_cast<size_t>(n);
-    } else if (a == "--file-only") {
-      file_only = true;
-    } else if (a == "--align" && i + 1 < argc) {
-      const std::string what = argv[++i];
-      if (what != "collectives" && what != "none") {
-        std::fprintf(stderr, "kptrace summary: --align takes collectives or none\n%s", kUsage);
+    } else if (FlagTaken t = TakeRunInputFlag(argc, argv, &i, &run_flags, &flag_error);
+               t != FlagTaken::kNo) {
+      if (t == FlagTaken::kBadValue) {
+        std::fprintf(stderr, "kptrace summary: %s\n%s", flag_error.c_str(), kUsage);
         return 2;
       }
-      options.align_collectives = what == "collectives";
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -1061,7 +1058,9 @@ int RunSummary(int argc, char** argv) {
       args.push_back(a);
     }
   }
-  TraceInputs inputs = ExpandTraceInputs(args, file_only);
+  TraceInputs inputs = ExpandTraceInputs(args, run_flags.file_only);
+  SummaryOptions options;
+  options.align_collectives = run_flags.align_collectives;
   for (const std::string& n : inputs.notes)
     std::fprintf(stderr, "kptrace summary: %s\n", n.c_str());
   for (const std::string& e : inputs.errors)
