@@ -11,6 +11,7 @@
 
 #include "common/frame.h"
 #include "common/run_files.h"
+#include "inject/log/log.h"
 
 namespace kp {
 namespace {
@@ -115,14 +116,14 @@ bool FileChunkWriter::CreateClaimedFile() {
   std::string error;
   if (!ClaimTraceFile(options_.claim, &claimed, &error)) {
     failed_ = true;
-    std::fprintf(stderr, "kp: %s (%s); nothing is traced\n", error.c_str(), WriteErrorFix(EACCES));
+    Log(LogSeverity::kError, "%s (%s); nothing is traced", error.c_str(), WriteErrorFix(EACCES));
     pending_.clear();
     pending_.shrink_to_fit();
     return false;
   }
   fd_ = claimed.fd;
   path_ = claimed.path;
-  if (!claimed.note.empty()) std::fprintf(stderr, "%s\n", claimed.note.c_str());
+  if (!claimed.note.empty()) Log(LogSeverity::kInfo, "%s", claimed.note.c_str());
   options_.entry.root = claimed.is_root;
   options_.entry.file = path_.substr(DirName(path_).size());
   manifest_dir_ = ManifestDirFor(claimed.root);
@@ -130,15 +131,15 @@ bool FileChunkWriter::CreateClaimedFile() {
   // joined (the manifest exists then): a run of one process leaves no manifest behind.
   if (!claimed.is_root && !WriteManifestEntry(manifest_dir_, options_.entry, &error)) {
     // The trace itself is fine; only `kptrace` cannot gather this file with its run.
-    std::fprintf(stderr, "kp: %s; the trace %s is written all the same\n", error.c_str(),
-                 path_.c_str());
+    Log(LogSeverity::kWarning, "%s; the trace %s is written all the same", error.c_str(),
+        path_.c_str());
     manifest_dir_.clear();
   }
   const int err = WriteFully(fd_, pending_.data(), pending_.size());
   if (err != 0) {
     failed_ = true;
-    std::fprintf(stderr, "kp: cannot write trace %s: %s (%s); nothing is traced\n", path_.c_str(),
-                 std::strerror(err), WriteErrorFix(err));
+    Log(LogSeverity::kError, "cannot write trace %s: %s (%s); nothing is traced", path_.c_str(),
+        std::strerror(err), WriteErrorFix(err));
     if (::ftruncate(fd_, 0) != 0) {
     }
   } else {
@@ -157,7 +158,7 @@ void FileChunkWriter::MarkEnded(const std::string& end_reason) {
   options_.entry.end_reason = end_reason;
   std::string error;
   if (!WriteManifestEntry(manifest_dir_, options_.entry, &error)) {
-    std::fprintf(stderr, "kp: %s\n", error.c_str());
+    Log(LogSeverity::kWarning, "%s", error.c_str());
   }
 }
 
@@ -196,11 +197,11 @@ bool FileChunkWriter::WriteChunk(const uint8_t* data, size_t size) {
   int err = WriteFully(fd_, scratch_.data(), n);
   if (err != 0) {
     failed_ = true;
-    std::fprintf(stderr,
-                 "kp: cannot write trace %s: %s (%s); tracing stops here, the %llu chunks "
-                 "written so far stay readable\n",
-                 path_.c_str(), std::strerror(err), WriteErrorFix(err),
-                 static_cast<unsigned long long>(chunks_written_));
+    Log(LogSeverity::kError,
+        "cannot write trace %s: %s (%s); tracing stops here, the %llu chunks written so far "
+        "stay readable",
+        path_.c_str(), std::strerror(err), WriteErrorFix(err),
+        static_cast<unsigned long long>(chunks_written_));
     // Cut a partial frame off so the file ends on a chunk boundary (fails harmlessly on
     // devices and pipes).
     if (::ftruncate(fd_, static_cast<off_t>(bytes_written_)) != 0) {

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "common/stats_table.h"
 #include "tools/kptrace/commands.h"
 #include "tools/run/run_inputs.h"
 
@@ -98,14 +99,6 @@ std::vector<std::pair<std::string, uint64_t>> NonZeroStats(const Stats& stats) {
     if (v != 0) out.emplace_back(f->name(), v);
   }
   return out;
-}
-
-bool IsLossStat(const std::string& name) {
-  // Open ranges are the program's own (it never popped them), unmatched ends come from ranges
-  // opened before capture started, filtered records lie outside the capture window the user
-  // asked for, and unknown records are kinds kp does not decode: none of them is data lost.
-  return name != "nvtx_open_ranges" && name != "nvtx_unmatched_ends" &&
-         name != "records_filtered" && name != "unknown_records";
 }
 
 TraceInfo CollectTraceInfo(const std::string& path) {
@@ -219,24 +212,19 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
   }
   o += Printf("  dropped records %" PRIu64 "%s\n", info.stats.cupti_dropped_records(),
               info.stats.cupti_dropped_records() > 0 ? "  <-- CUPTI lost records" : "");
-  // Losses and anomalies first; the writer's own bookkeeping counters are not losses.
-  static const std::set<std::string> kBookkeeping = {"bytes_written",
-                                                     "chunks_written",
-                                                     "records_written",
-                                                     "buffers_completed",
-                                                     "encoder_buffers_pending_max",
-                                                     "profiler_internal_kernels"};
+  // Losses and anomalies first; the writer's own bookkeeping counters are not losses, nor are
+  // the informational ones (common/stats_table.h decides which is which).
   std::string bookkeeping;
   for (const auto& [name, v] : NonZeroStats(info.stats)) {
-    if (kBookkeeping.count(name) != 0) {
+    const StatClass severity = ClassifyStat(name);
+    if (severity == StatClass::kBookkeeping) {
       bookkeeping += Printf("%s%s %" PRIu64, bookkeeping.empty() ? "" : ", ", name.c_str(), v);
     } else if (name == "nvtx_open_ranges") {
       o += Printf("    %-28s %" PRIu64
-                  "  (ranges the program left open; kept, ending at the "
-                  "trace end; not a loss)\n",
+                  "  (ranges the program left open; kept, ending at the trace end; not a loss)\n",
                   name.c_str(), v);
-    } else if (!IsLossStat(name)) {
-      o += Printf("    %-28s %" PRIu64 "  (not a loss)\n", name.c_str(), v);
+    } else if (severity == StatClass::kInfo) {
+      o += Printf("    %-28s %" PRIu64 "\n", name.c_str(), v);
     } else if (name != "cupti_dropped_records") {
       o += Printf("    %-28s %" PRIu64 "  <-- loss or anomaly\n", name.c_str(), v);
     }

@@ -46,9 +46,6 @@ std::string FormatProcessTable(const std::vector<TraceInfo>& infos);
 std::string FormatUtcDate(uint64_t unix_ns);       // "2023-11-14 22:13:20 UTC"
 std::string FormatUuid(const std::string& bytes);  // "GPU-01234567-89ab-..."
 std::string FormatCudaVersion(int32_t v);          // 13000 -> "13.0"
-// False for counters that are not data loss: open NVTX ranges, unmatched range ends, records
-// outside the capture window, record kinds kp does not decode.
-bool IsLossStat(const std::string& name);
 // Every non-zero Stats counter as "name: value", in schema order.
 std::vector<std::pair<std::string, uint64_t>> NonZeroStats(const Stats& stats);
 

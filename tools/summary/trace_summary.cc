@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "common/stats_table.h"
 #include "common/time_math.h"
 #include "tools/export/csv_exporter.h"
+#include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
 #include "tools/kptrace/commands.h"
 #include "tools/metrics/speed_of_light.h"
@@ -71,12 +73,6 @@ std::string ShortName(const std::string& name, size_t width) {
   return s;
 }
 
-const char* CopyKindName(int k) {
-  static const char* const kNames[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-  return (k >= 0 && k <= 10) ? kNames[k] : "unknown";
-}
-
 struct Interval {
   uint64_t start, end;
 };
@@ -104,7 +100,8 @@ double MergedLength(std::vector<Interval>* v) {
 struct MetricAccum {
   std::string name, domain, chip;
   uint64_t occurrences = 0;
-  uint32_t passes = 0;
+  uint32_t passes = 0, skip = 0;
+  uint64_t inconsistent = 0;
   std::vector<std::string> names;
   std::map<std::string, std::vector<double>> values;
   std::vector<double> sm_clock_khz;
@@ -271,7 +268,14 @@ DurationStats ComputeDurationStats(std::vector<int64_t>* v) {
   return s;
 }
 
+TraceSummary SummarizeTraces(const std::vector<std::string>& paths, bool include_inconsistent) {
+  SummaryOptions options;
+  options.include_inconsistent = include_inconsistent;
+  return SummarizeTraces(paths, options);
+}
+
 TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const SummaryOptions& options) {
+  const bool include_inconsistent = options.include_inconsistent;
   TraceSummary sum;
   sum.paths = paths;
   const bool several = paths.size() > 1;
@@ -396,10 +400,15 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         MetricAccum& acc = metrics[{name, domain, m.config()}];
         acc.name = name;
         acc.domain = domain;
+        if (m.inconsistent()) {
+          ++acc.inconsistent;
+          if (!include_inconsistent) continue;  // counted, left out of the medians
+        }
         ++acc.occurrences;
         auto it = configs.find(m.config());
         if (it != configs.end()) {
           acc.passes = it->second.num_passes();
+          acc.skip = it->second.skip();
           acc.chip = it->second.chip();
           if (acc.names.empty()) {
             acc.names.assign(it->second.metric_names().begin(), it->second.metric_names().end());
@@ -445,16 +454,13 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
                            " records dropped by CUPTI (buffers full): totals are low");
     }
     for (const auto& [name, v] : NonZeroStats(ts)) {
-      if (name == "cupti_dropped_records" || name == "buffers_completed" ||
-          name == "bytes_written" || name == "chunks_written" || name == "records_written" ||
-          name == "encoder_buffers_pending_max" || name == "profiler_internal_kernels") {
-        continue;
-      }
+      const StatClass severity = ClassifyStat(name);
+      if (name == "cupti_dropped_records" || severity == StatClass::kBookkeeping) continue;
       if (name == "nvtx_open_ranges") {
         sum.trace_notes.push_back(prefix + std::to_string(v) +
                                   " NVTX ranges were still open at the end (the program did not "
                                   "close them; they are shown ending at the trace end)");
-      } else if (!IsLossStat(name)) {
+      } else if (severity == StatClass::kInfo) {
         sum.trace_notes.push_back(prefix + name + ": " + std::to_string(v));
       } else {
         sum.losses.push_back(prefix + name + ": " + std::to_string(v));
@@ -555,6 +561,9 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     m.chip = acc.chip;
     m.occurrences = acc.occurrences;
     m.passes = acc.passes;
+    m.skip = acc.skip;
+    m.sets_inconsistent = acc.inconsistent;
+    m.inconsistent_included = include_inconsistent;
     m.order = acc.names;
     for (auto& [name, vals] : acc.values) {
       std::sort(vals.begin(), vals.end());
@@ -801,8 +810,14 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
     o += "\nMetrics per range (median over occurrences; a range's percentages include its idle "
          "gaps, so range mode also reads them while the GPU was busy)\n";
     for (const MetricRangeSummary& m : s.metrics) {
+      std::string sets = Printf("%" PRIu64 " value set(s) used", m.occurrences);
+      if (m.sets_inconsistent > 0)
+        sets += m.inconsistent_included
+                    ? Printf(" (%" PRIu64 " of them inconsistent)", m.sets_inconsistent)
+                    : Printf(", %" PRIu64 " dropped as inconsistent (--all shows them)",
+                             m.sets_inconsistent);
       o += "  " + (m.domain.empty() ? m.name : m.domain + ": " + m.name) +
-           Printf("  [%" PRIu64 " occurrences, %u passes%s]\n", m.occurrences, m.passes,
+           Printf("  [%s, %u passes, warm-up skip %u%s]\n", sets.c_str(), m.passes, m.skip,
                   m.sm_clock_mhz > 0 ? Printf(", SM clock %.0f MHz", m.sm_clock_mhz).c_str() : "");
       for (const std::string& name : m.order) {
         auto it = m.medians.find(name);
@@ -939,6 +954,9 @@ std::string FormatSummaryJson(const TraceSummary& s) {
                        {"domain", m.domain},
                        {"occurrences", m.occurrences},
                        {"passes", m.passes},
+                       {"skip", m.skip},
+                       {"sets_inconsistent", m.sets_inconsistent},
+                       {"inconsistent_included", m.inconsistent_included},
                        {"sm_clock_mhz", m.sm_clock_mhz},
                        {"medians", m.medians},
                        {"verdict", m.verdict},
@@ -1021,15 +1039,19 @@ namespace cli {
 int RunSummary(int argc, char** argv) {
   static const char kUsage[] =
       "usage: kptrace summary FILE|RUN... [--format text|csv|json] [--append-log LOG.csv] "
-      "[--top N] [--file-only] [--align collectives]\n";
+      "[--top N] [--all] [--file-only] [--align collectives]\n"
+      "  --all  count multi-pass value sets flagged inconsistent in the metric medians too\n";
   std::vector<std::string> args;
   RunInputFlags run_flags;
   std::string flag_error;
   std::string format = "text", log;
   size_t top = 20;
+  bool all_sets = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--format" && i + 1 < argc) {
+    if (a == "--all") {
+      all_sets = true;
+    } else if (a == "--format" && i + 1 < argc) {
       format = argv[++i];
     } else if (a == "--append-log" && i + 1 < argc) {
       log = argv[++i];
@@ -1061,6 +1083,7 @@ int RunSummary(int argc, char** argv) {
   TraceInputs inputs = ExpandTraceInputs(args, run_flags.file_only);
   SummaryOptions options;
   options.align_collectives = run_flags.align_collectives;
+  options.include_inconsistent = all_sets;
   for (const std::string& n : inputs.notes)
     std::fprintf(stderr, "kptrace summary: %s\n", n.c_str());
   for (const std::string& e : inputs.errors)
