@@ -219,10 +219,6 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
     const StatClass severity = ClassifyStat(name);
     if (severity == StatClass::kBookkeeping) {
       bookkeeping += Printf("%s%s %" PRIu64, bookkeeping.empty() ? "" : ", ", name.c_str(), v);
-    } else if (name == "nvtx_open_ranges") {
-      o += Printf("    %-28s %" PRIu64
-                  "  (ranges the program left open; kept, ending at the trace end; not a loss)\n",
-                  name.c_str(), v);
     } else if (severity == StatClass::kInfo) {
       o += Printf("    %-28s %" PRIu64 "\n", name.c_str(), v);
     } else if (name != "cupti_dropped_records") {
