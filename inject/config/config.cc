@@ -38,6 +38,7 @@ constexpr const char* kKnownVariables[] = {
     "KP_METRICS_LAUNCH_SKIP_BEFORE_MATCH",
     "KP_METRICS_LAUNCH_SCOPE",
     "KP_METRICS_NVTX_INCLUDE",
+    "KP_RUN_ID",
 };
 
 constexpr const char* kActivityNames[] = {"kernel", "memcpy", "memset", "api",
@@ -205,6 +206,27 @@ size_t EditDistance(std::string_view a, std::string_view b) {
     }
   }
   return row[b.size()];
+}
+
+bool ValidRunId(std::string_view v) {
+  if (v.empty() || v.size() > 128) return false;
+  for (char c : v) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// A launcher's job id as a run id: characters outside the run-id set become '-'.
+std::string SanitizedRunId(std::string_view v) {
+  std::string out;
+  for (char c : v.substr(0, 120)) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == ':' || c == '-';
+    out += ok ? c : '-';
+  }
+  return out;
 }
 
 int FirstIntFromEnv(const GetEnvFn& getenv, std::initializer_list<const char*> names) {
@@ -585,6 +607,17 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     }
   }
 
+  if (const char* v = get("KP_RUN_ID")) {
+    if (!ValidRunId(v)) {
+      AddError(errors, "KP_RUN_ID", v,
+               "expected 1 to 128 characters from A-Z, a-z, 0-9, '.', '_', ':' and '-' (default: "
+               "set by kptrace run, else the launcher's job id)",
+               kProfiler);
+    } else {
+      c.run_id = v;
+    }
+  }
+
   if (const char* v = get("KP_DUMP_BUFFERS")) {
     if (HasControlCharacters(v)) {
       AddError(errors, "KP_DUMP_BUFFERS", v,
@@ -634,6 +667,7 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
       {"KP_CAPTURE_RANGE", c.capture_range},
       {"KP_LOG", log},
       {"KP_DUMP_BUFFERS", c.dump_buffers_dir},
+      {"KP_RUN_ID", c.run_id},
   };
 }
 
@@ -684,6 +718,25 @@ bool ExpandOutputPattern(const std::string& pattern, uint32_t pid, const std::st
   }
   *out = std::move(result);
   return true;
+}
+
+std::string RunIdFromEnv(const Config& config, const GetEnvFn& getenv) {
+  if (!config.run_id.empty()) return config.run_id;
+  auto get = [&](const char* name) -> std::string {
+    const char* v = getenv(name);
+    return v != nullptr ? std::string(v) : std::string();
+  };
+  // torchrun's rendezvous id ("none" unless --rdzv-id/--standalone gives one).
+  const std::string elastic = get("TORCHELASTIC_RUN_ID");
+  if (!elastic.empty() && elastic != "none") return SanitizedRunId("torchelastic-" + elastic);
+  const std::string slurm = get("SLURM_JOB_ID");
+  if (!slurm.empty()) {
+    const std::string step = get("SLURM_STEP_ID");
+    return SanitizedRunId("slurm-" + slurm + (step.empty() ? "" : "." + step));
+  }
+  const std::string pmix = get("PMIX_NAMESPACE");
+  if (!pmix.empty()) return SanitizedRunId("pmix-" + pmix);
+  return "";
 }
 
 int RankFromEnv(const GetEnvFn& getenv) {

@@ -54,6 +54,7 @@ struct Config {
   std::string capture_range;       // KP_CAPTURE_RANGE: NVTX range that starts capture
   LogLevel log = LogLevel::kInfo;  // KP_LOG=quiet|info|debug
   std::string dump_buffers_dir;    // KP_DUMP_BUFFERS: save raw CUPTI buffers (tests)
+  std::string run_id;  // KP_RUN_ID: names the run this process belongs to (kptrace run sets it)
 };
 
 enum class ConfigErrorScope { kProfiler, kMetrics };
@@ -77,6 +78,10 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& co
 // YYYYMMDD-HHMMSS), %% in KP_OUTPUT. An unknown %x is an error (message names it).
 bool ExpandOutputPattern(const std::string& pattern, uint32_t pid, const std::string& host,
                          int rank, uint64_t start_unix_ns, std::string* out, std::string* error);
+
+// The run id: KP_RUN_ID, else TORCHELASTIC_RUN_ID (unless "none"), SLURM_JOB_ID[.SLURM_STEP_ID]
+// or PMIX_NAMESPACE with a prefix naming the launcher; "" when none is set.
+std::string RunIdFromEnv(const Config& config, const GetEnvFn& getenv);
 
 // Rank from RANK, then LOCAL_RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK; -1 if none.
 int RankFromEnv(const GetEnvFn& getenv);

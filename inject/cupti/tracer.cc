@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "inject/config/config.h"
@@ -24,6 +26,7 @@
 #include "inject/cupti/encoder_thread.h"
 #include "inject/log/log.h"
 #include "inject/metrics/metrics_collector.h"
+#include "inject/signals/termination_signals.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 
@@ -36,6 +39,8 @@ namespace {
 
 constexpr size_t kBufferBytes = 8u << 20;
 constexpr size_t kDeviceBufferPoolLimit = 1024;
+// A terminating signal waits at most this long for the trace to be finished (issue: <= 1 s).
+constexpr uint32_t kSignalFinishTimeoutMs = 1000;
 
 // Process-wide state. Deliberately never destroyed: CUPTI threads may still call back while
 // static destructors run at exit.
@@ -58,6 +63,10 @@ std::atomic<bool> g_in_fork_child{false};  // CUPTI calls hang in a fork child (
 std::atomic<bool> g_exit_done{false};
 std::mutex g_shutdown_mutex;  // serializes exit-time shutdown with cudaDeviceReset's flush
 thread_local bool t_in_callback = false;
+// Set when the process creates its first CUDA context: only then is the trace file created, so
+// a process that never uses the GPU (a launcher, a compile worker that only queries the device)
+// leaves no file behind.
+std::atomic<bool> g_context_seen{false};
 
 std::atomic<bool> g_cupti_fatal{false};  // CUPTI reported a fatal error and finalized itself
 bool CuptiUsable() { return g_active.load(std::memory_order_acquire) && !g_in_fork_child.load(); }
@@ -173,6 +182,11 @@ void FlushForReset() {
 
 void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
   if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
+    if (!g_context_seen.exchange(true)) {
+      // Write a chunk now so the file (and the run's manifest entry) appear at once, not a
+      // KP_FLUSH_MS later: a process killed early still leaves its header behind.
+      g_state->thread->Post([](TraceEncoder& encoder) { encoder.Flush(true); });
+    }
     if (g_state->collector) {
       uint32_t device = 0;
       cuptiGetDeviceId(data->context, &device);
@@ -232,21 +246,52 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
 
 // ---- exit ----
 
+// Flushes CUPTI, drains kp's queue, writes the footer and marks the manifest entry ended.
+// Caller holds g_shutdown_mutex.
+void FinishTrace(const std::string& reason) {
+  if (g_state == nullptr || g_in_fork_child.load() || g_exit_done.load()) return;
+  const bool cupti_ok = CuptiUsable();
+  if (cupti_ok) {
+    if (g_state->collector) g_state->collector->Shutdown();
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  }
+  g_active.store(false);
+  g_state->thread->Stop(cupti_ok ? reason : "cupti fatal error");
+  g_exit_done.store(true);
+  FileChunkWriter& writer = *g_state->writer;
+  writer.MarkEnded(cupti_ok ? reason : "cupti fatal error");
+  if (!writer.created()) {
+    Log(LogSeverity::kDebug, "this process created no CUDA context; no trace written");
+    return;
+  }
+  Log(LogSeverity::kInfo, "wrote %s (%llu records, %s)%s%s", writer.path().c_str(),
+      static_cast<unsigned long long>(g_state->encoder->stats().records_written),
+      HumanBytes(writer.bytes_written()).c_str(), reason == "exit" ? "" : " at ",
+      reason == "exit" ? "" : reason.c_str());
+}
+
 void AtExit() {
   try {
+    DisarmTerminationSignals();  // a signal during exit only chains: this finish covers it
     if (g_state == nullptr || g_in_fork_child.load() || g_exit_done.load()) return;
     std::lock_guard<std::mutex> lock(g_shutdown_mutex);
-    const bool cupti_ok = CuptiUsable();
-    if (cupti_ok) {
-      if (g_state->collector) g_state->collector->Shutdown();
-      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    FinishTrace("exit");
+  } catch (...) {
+  }
+}
+
+// On kp's signal thread (termination_signals.h). The signal may have interrupted a thread that
+// holds g_shutdown_mutex (exit or cudaDeviceReset in progress): try for a bounded time only.
+void FinishOnSignal(int signo) {
+  try {
+    using Clock = std::chrono::steady_clock;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kSignalFinishTimeoutMs);
+    std::unique_lock<std::mutex> lock(g_shutdown_mutex, std::defer_lock);
+    while (!lock.try_lock()) {
+      if (Clock::now() >= deadline) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    g_active.store(false);
-    g_state->thread->Stop(cupti_ok ? "exit" : "cupti fatal error");
-    g_exit_done.store(true);
-    Log(LogSeverity::kInfo, "wrote %s (%llu records, %s)", g_state->output_path.c_str(),
-        static_cast<unsigned long long>(g_state->encoder->stats().records_written),
-        HumanBytes(g_state->writer->bytes_written()).c_str());
+    FinishTrace(std::string("signal ") + TerminationSignalName(signo));
   } catch (...) {
   }
 }
@@ -342,10 +387,17 @@ void EnableCallbacks(CUpti_SubscriberHandle sub, MetricsCollector* collector) {
   }
 }
 
-uint64_t WallClockNs() {
+uint64_t ClockNs(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(clock, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+std::string ReadBootId() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  std::getline(in, id);
+  return id;
 }
 
 void DoToolInit(InjectionMode mode) {
@@ -372,9 +424,12 @@ void DoToolInit(InjectionMode mode) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   const int rank = RankFromEnv([](const char* name) { return std::getenv(name); });
-  const uint64_t start_unix_ns = WallClockNs();
+  const uint64_t start_unix_ns = ClockNs(CLOCK_REALTIME);
+  const uint64_t start_monotonic_ns = ClockNs(CLOCK_MONOTONIC);
   uint64_t start_trace_ns = 0;
   cuptiGetTimestamp(&start_trace_ns);
+  auto getenv_fn = [](const char* name) { return std::getenv(name); };
+  const std::string run_id = RunIdFromEnv(config, getenv_fn);
 
   std::string expand_error;
   if (!ExpandOutputPattern(config.output_pattern, pid, host, rank, start_unix_ns,
@@ -402,14 +457,26 @@ void DoToolInit(InjectionMode mode) {
     return;
   }
 
-  std::string open_error;
-  state->writer = FileChunkWriter::Open(state->output_path, config.zstd_level, &open_error);
-  if (state->writer == nullptr) {
-    // The writer's message is whole: it names the path, the reason and the fix.
-    Log(LogSeverity::kError, "%s", open_error.c_str());
-    cuptiUnsubscribe(state->subscriber);
-    return;
-  }
+  // The file is claimed (trace_file_claim.h) and created only once the process has a CUDA
+  // context; until then chunks wait in memory.
+  DeferredFileOptions file_options;
+  file_options.claim.requested = state->output_path;
+  file_options.claim.run_id = run_id;
+  file_options.claim.rank = rank;
+  file_options.claim.host = host;
+  file_options.claim.pid = pid;
+  file_options.create_when = &g_context_seen;
+  ManifestEntry& entry = file_options.entry;
+  entry.run_id = run_id;
+  entry.pid = pid;
+  entry.ppid = static_cast<uint32_t>(getppid());
+  entry.host = host;
+  entry.rank = rank;
+  entry.local_rank = LocalRankFromEnv(getenv_fn);
+  entry.world_size = WorldSizeFromEnv(getenv_fn);
+  entry.command = ReadCommandLine();
+  entry.start_unix_ns = start_unix_ns;
+  state->writer = FileChunkWriter::CreateDeferred(std::move(file_options), config.zstd_level);
 
   cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
   size_t pool_limit = kDeviceBufferPoolLimit;
@@ -423,7 +490,6 @@ void DoToolInit(InjectionMode mode) {
   header.ppid = static_cast<uint32_t>(getppid());
   header.hostname = host;
   header.command_line = ReadCommandLine();
-  auto getenv_fn = [](const char* name) { return std::getenv(name); };
   header.rank = rank;
   header.local_rank = LocalRankFromEnv(getenv_fn);
   header.world_size = WorldSizeFromEnv(getenv_fn);
@@ -438,6 +504,9 @@ void DoToolInit(InjectionMode mode) {
   header.driver_version = ReadDriverVersion();
   header.injection_mode = ModeName(mode);
   header.output_path = state->output_path;
+  header.run_id = run_id;
+  header.start_time_monotonic_ns = start_monotonic_ns;
+  header.boot_id = ReadBootId();
   state->encoder->SetHeader(header);
 
   state->pool = new BufferPool(kBufferBytes, static_cast<size_t>(config.buffer_mb) << 20);
@@ -519,7 +588,13 @@ void DoToolInit(InjectionMode mode) {
   EnableActivities(g_state->config);
   EnableCallbacks(g_state->subscriber, g_state->collector.get());
   std::atexit(&AtExit);
-  Log(LogSeverity::kDebug, "tracing to %s (%s mode)", g_state->output_path.c_str(), ModeName(mode));
+  std::string signal_error;
+  if (!InstallTerminationSignals(&FinishOnSignal, kSignalFinishTimeoutMs, &signal_error)) {
+    Log(LogSeverity::kWarning, "%s; a signal that ends the process leaves no footer",
+        signal_error.c_str());
+  }
+  Log(LogSeverity::kDebug, "tracing for %s (%s mode)", g_state->output_path.c_str(),
+      ModeName(mode));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "common/frame.h"
+#include "common/run_files.h"
 #include "inject/log/log.h"
 
 namespace kp {
@@ -101,6 +103,65 @@ FileChunkWriter* FileChunkWriter::Open(const std::string& path, int zstd_level,
   return writer;
 }
 
+FileChunkWriter* FileChunkWriter::CreateDeferred(DeferredFileOptions options, int zstd_level) {
+  auto* writer = new FileChunkWriter(-1, "", zstd_level);
+  writer->deferred_ = true;
+  writer->options_ = std::move(options);
+  writer->pending_.assign(kFileMagic, kFileMagic + kFileMagicSize);
+  return writer;
+}
+
+bool FileChunkWriter::CreateClaimedFile() {
+  ClaimedFile claimed;
+  std::string error;
+  if (!ClaimTraceFile(options_.claim, &claimed, &error)) {
+    failed_ = true;
+    Log(LogSeverity::kError, "%s (%s); nothing is traced", error.c_str(), WriteErrorFix(EACCES));
+    pending_.clear();
+    pending_.shrink_to_fit();
+    return false;
+  }
+  fd_ = claimed.fd;
+  path_ = claimed.path;
+  if (!claimed.note.empty()) Log(LogSeverity::kInfo, "%s", claimed.note.c_str());
+  options_.entry.root = claimed.is_root;
+  options_.entry.file = path_.substr(DirName(path_).size());
+  manifest_dir_ = ManifestDirFor(claimed.root);
+  // Members list themselves at once. The root writes its entry at the end, and only when others
+  // joined (the manifest exists then): a run of one process leaves no manifest behind.
+  if (!claimed.is_root && !WriteManifestEntry(manifest_dir_, options_.entry, &error)) {
+    // The trace itself is fine; only `kptrace` cannot gather this file with its run.
+    Log(LogSeverity::kWarning, "%s; the trace %s is written all the same", error.c_str(),
+        path_.c_str());
+    manifest_dir_.clear();
+  }
+  const int err = WriteFully(fd_, pending_.data(), pending_.size());
+  if (err != 0) {
+    failed_ = true;
+    Log(LogSeverity::kError, "cannot write trace %s: %s (%s); nothing is traced", path_.c_str(),
+        std::strerror(err), WriteErrorFix(err));
+    if (::ftruncate(fd_, 0) != 0) {
+    }
+  } else {
+    bytes_written_ = pending_.size();
+  }
+  pending_.clear();
+  pending_.shrink_to_fit();
+  return !failed_;
+}
+
+void FileChunkWriter::MarkEnded(const std::string& end_reason) {
+  if (manifest_dir_.empty()) return;
+  struct stat st {};
+  if (options_.entry.root && ::stat(manifest_dir_.c_str(), &st) != 0) return;  // nobody joined
+  options_.entry.state = "ended";
+  options_.entry.end_reason = end_reason;
+  std::string error;
+  if (!WriteManifestEntry(manifest_dir_, options_.entry, &error)) {
+    Log(LogSeverity::kWarning, "%s", error.c_str());
+  }
+}
+
 FileChunkWriter::FileChunkWriter(int fd, std::string path, int zstd_level)
     : fd_(fd), path_(std::move(path)), zstd_level_(zstd_level) {
   if (zstd_level_ > 0) zstd_ctx_ = ZSTD_createCCtx();
@@ -113,6 +174,18 @@ FileChunkWriter::~FileChunkWriter() {
 
 bool FileChunkWriter::WriteChunk(const uint8_t* data, size_t size) {
   if (failed_) return false;
+  if (deferred_ && fd_ < 0) {
+    const size_t offset = pending_.size();
+    const size_t n =
+        AppendFrame(static_cast<ZSTD_CCtx*>(zstd_ctx_), zstd_level_, data, size, &pending_, offset);
+    pending_.resize(offset + n);
+    ++chunks_written_;
+    const bool create = (options_.create_when != nullptr && options_.create_when->load()) ||
+                        options_.create_when == nullptr ||
+                        pending_.size() > options_.max_pending_bytes;
+    if (!create) return true;
+    return CreateClaimedFile();
+  }
   size_t offset = 0;
   if (magic_pending_) {
     if (scratch_.size() < kFileMagicSize) scratch_.resize(kFileMagicSize);

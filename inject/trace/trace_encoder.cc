@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "inject/trace/chunk_writer.h"
 #include "common/proto_wire.h"
+#include "inject/trace/chunk_writer.h"
 
 namespace kp {
 namespace {
@@ -444,7 +444,8 @@ size_t TraceEncoder::pending_bytes() const { return impl_->chunk.size(); }
 void TraceEncoder::SetHeader(const HeaderInfo& h) {
   using F = schema::Header;
   size_t bound = 512 + h.kp_version.size() + h.hostname.size() + h.clock.size() +
-                 h.driver_version.size() + h.injection_mode.size() + h.output_path.size();
+                 h.driver_version.size() + h.injection_mode.size() + h.output_path.size() +
+                 h.run_id.size() + h.boot_id.size();
   for (const auto& arg : h.command_line) bound += arg.size() + 16;
   for (const auto& kv : h.config) bound += kv.first.size() + kv.second.size() + 48;
   WireBuffer& b = impl_->scratch;
@@ -474,6 +475,9 @@ void TraceEncoder::SetHeader(const HeaderInfo& h) {
   w.String(F::kDriverVersion, h.driver_version);
   w.String(F::kInjectionMode, h.injection_mode);
   w.String(F::kOutputPath, h.output_path);
+  w.String(F::kRunId, h.run_id);
+  w.Uint(F::kStartTimeMonotonicNs, h.start_time_monotonic_ns);
+  w.String(F::kBootId, h.boot_id);
   b.Commit(w);
   impl_->header_bytes.assign(b.data(), b.data() + b.size());
   impl_->has_header = true;

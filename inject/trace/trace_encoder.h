@@ -35,6 +35,9 @@ struct HeaderInfo {
   std::string driver_version;
   std::string injection_mode;
   std::string output_path;
+  std::string run_id;                    // KP_RUN_ID or the launcher's job id; may be empty
+  uint64_t start_time_monotonic_ns = 0;  // CLOCK_MONOTONIC at the same moment as the two above
+  std::string boot_id;                   // /proc/sys/kernel/random/boot_id
 };
 
 struct DeviceInfo {

@@ -31,7 +31,6 @@ PENDING = {
     "docs/timeline.md",
     "docs/robustness.md",
     "docs/report-and-diff.md",
-    "docs/process-trees.md",
 }
 
 # Written in two parts so that this file does not match its own patterns.

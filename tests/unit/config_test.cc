@@ -267,7 +267,7 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   Config c = Good("KP_COMPRESSION", "zstd:7");
   c.metrics = {"a.sum", "b.sum"};
   auto pairs = DescribeConfig(c);
-  ASSERT_EQ(pairs.size(), 23u);
+  ASSERT_EQ(pairs.size(), 24u);
   std::map<std::string, std::string> m(pairs.begin(), pairs.end());
   EXPECT_EQ(m["KP_COMPRESSION"], "zstd:7");
   EXPECT_EQ(m["KP_METRICS"], "a.sum,b.sum");
@@ -395,6 +395,34 @@ TEST(ConfigTest, UnknownVariablesAreWarnedWithSuggestion) {
   EXPECT_EQ(w[1], "KP_METRIC is not a kp variable (did you mean KP_METRICS?); it is ignored");
   EXPECT_EQ(w[2], "KP_ZZZZZZZZZZ is not a kp variable; it is ignored");
   EXPECT_TRUE(UnknownKpVariables(nullptr).empty());
+}
+
+}  // namespace
+}  // namespace kp
+
+namespace kp {
+namespace {
+
+TEST(ConfigTest, RunIdFromTheVariableOrTheLauncher) {
+  EXPECT_EQ(Good("KP_RUN_ID", "kprun-node1-42-1700000000").run_id, "kprun-node1-42-1700000000");
+  EXPECT_EQ(Bad("KP_RUN_ID", "has space").message,
+            "KP_RUN_ID=\"has space\" is not valid: expected 1 to 128 characters from A-Z, a-z, "
+            "0-9, '.', '_', ':' and '-' (default: set by kptrace run, else the launcher's job "
+            "id); kp is off for this process");
+  EXPECT_EQ(Bad("KP_RUN_ID", std::string(129, 'a')).variable, "KP_RUN_ID");
+  Config none;
+  Config given = Good("KP_RUN_ID", "mine");
+  Env torch{{{"TORCHELASTIC_RUN_ID", "3f2a"}, {"SLURM_JOB_ID", "77"}}};
+  EXPECT_EQ(RunIdFromEnv(given, torch.fn()), "mine");
+  EXPECT_EQ(RunIdFromEnv(none, torch.fn()), "torchelastic-3f2a");
+  // torchrun's default rendezvous id "none" names no run.
+  Env torch_default{{{"TORCHELASTIC_RUN_ID", "none"}}};
+  EXPECT_EQ(RunIdFromEnv(none, torch_default.fn()), "");
+  Env slurm{{{"SLURM_JOB_ID", "77"}, {"SLURM_STEP_ID", "3"}}};
+  EXPECT_EQ(RunIdFromEnv(none, slurm.fn()), "slurm-77.3");
+  Env pmix{{{"PMIX_NAMESPACE", "prterun-host-1@1"}}};
+  EXPECT_EQ(RunIdFromEnv(none, pmix.fn()), "pmix-prterun-host-1-1");
+  EXPECT_EQ(RunIdFromEnv(none, Env{}.fn()), "");
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 // ranks or processes merge into one output. A file's first chunk is read before BeginFile so the
 // exporter sees its header and devices. Damage is reported per file on stderr; the exit code is
 // 1 only when nothing at all could be read.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
@@ -15,12 +18,15 @@
 #include "tools/kptrace/commands.h"
 #include "tools/kptrace/progress_line.h"
 #include "tools/kptrace/trace_inputs.h"
+#include "tools/run/clock_alignment.h"
+#include "tools/run/run_inputs.h"
 
 namespace kp {
 namespace {
 
 constexpr char kUsage[] =
-    "usage: kptrace convert FILE... --to csv|chrome|perfetto [-o OUT] [--no-progress]\n"
+    "usage: kptrace convert FILE|RUN... --to csv|chrome|perfetto [-o OUT] [--no-progress]\n"
+    "                       [--file-only] [--align collectives]\n"
     "  csv:      OUT is a directory of tables (default <first file>_csv/)\n"
     "  chrome:   OUT is a trace-event JSON file (default <first file>.json)\n"
     "  perfetto: OUT is a Perfetto protobuf trace (default <first file>.perfetto-trace)\n";
@@ -41,6 +47,8 @@ int RunConvert(int argc, char** argv) {
   std::vector<std::string> args;
   std::string to, out;
   bool progress = ProgressLine::StderrIsTerminal();
+  RunInputFlags run_flags;
+  std::string flag_error;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "--to" || a == "-o" || a == "--output") && i + 1 < argc) {
@@ -49,6 +57,12 @@ int RunConvert(int argc, char** argv) {
       to = a.substr(5);
     } else if (a == "--no-progress") {
       progress = false;
+    } else if (FlagTaken t = TakeRunInputFlag(argc, argv, &i, &run_flags, &flag_error);
+               t != FlagTaken::kNo) {
+      if (t == FlagTaken::kBadValue) {
+        std::fprintf(stderr, "kptrace convert: %s\n%s", flag_error.c_str(), kUsage);
+        return 2;
+      }
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -60,12 +74,13 @@ int RunConvert(int argc, char** argv) {
       args.push_back(a);
     }
   }
-  std::vector<std::string> files;
-  std::string input_error;
-  if (!ListTraceInputs(args, &files, &input_error)) {
-    std::fprintf(stderr, "kptrace convert: %s\n", input_error.c_str());
-    return 2;
-  }
+  // One argument may name a whole run (tools/run/run_inputs.h).
+  const TraceInputs inputs = ExpandTraceInputs(args, run_flags.file_only);
+  for (const std::string& n : inputs.notes)
+    std::fprintf(stderr, "kptrace convert: %s\n", n.c_str());
+  for (const std::string& e : inputs.errors)
+    std::fprintf(stderr, "kptrace convert: %s\n", e.c_str());
+  const std::vector<std::string>& files = inputs.files;
   if (files.empty() || to.empty()) {
     std::fprintf(stderr, "kptrace convert: %s\n%s",
                  files.empty() ? "no input file" : "--to is required", kUsage);
@@ -82,6 +97,14 @@ int RunConvert(int argc, char** argv) {
   // the total size, a missing file is reported before minutes of work, and the Chrome time base
   // is the earliest start across all inputs. Each first chunk is kept (the reader's string
   // tables point into it) and exported in the file's turn below.
+  std::vector<int64_t> clock_offsets(files.size(), 0);
+  if (run_flags.align_collectives && files.size() > 1) {
+    const ClockAlignment alignment = AlignOnCollectives(files);
+    clock_offsets = alignment.offset_ns;
+    for (const std::string& line : alignment.lines) {
+      std::fprintf(stderr, "kptrace convert: align: %s\n", line.c_str());
+    }
+  }
   std::vector<std::unique_ptr<TraceReader>> readers(files.size());
   std::vector<std::unique_ptr<Chunk>> first_chunks(files.size());
   uint64_t total_bytes = 0, earliest_ns = 0;
@@ -95,9 +118,13 @@ int RunConvert(int argc, char** argv) {
     total_bytes += readers[i]->stats().file_bytes;
     auto first = std::make_unique<Chunk>();
     if (!readers[i]->Next(first.get())) continue;
+    ShiftChunkTimes(first.get(), clock_offsets[i]);
     const Header* h = readers[i]->header();
-    uint64_t start = h != nullptr && h->start_time_trace_ns() != 0 ? h->start_time_trace_ns()
-                                                                   : first->time_base_ns();
+    uint64_t start =
+        h != nullptr && h->start_time_trace_ns() != 0
+            ? static_cast<uint64_t>(std::max<int64_t>(
+                  0, static_cast<int64_t>(h->start_time_trace_ns()) + clock_offsets[i]))
+            : first->time_base_ns();
     if (start != 0 && (earliest_ns == 0 || start < earliest_ns)) earliest_ns = start;
     first_chunks[i] = std::move(first);
   }
@@ -147,6 +174,7 @@ int RunConvert(int argc, char** argv) {
       exporter->AddChunk(index, *reader, *first_chunks[i]);
       bar.Update(done_bytes + reader->position(), records + reader->stats().records);
       while (reader->Next(&chunk)) {
+        ShiftChunkTimes(&chunk, clock_offsets[i]);
         exporter->AddChunk(index, *reader, chunk);
         bar.Update(done_bytes + reader->position(), records + reader->stats().records);
       }

@@ -7,6 +7,7 @@
 
 #include "common/stats_table.h"
 #include "tools/kptrace/commands.h"
+#include "tools/run/run_inputs.h"
 #include "tools/summary/text_format.h"
 
 namespace kp {
@@ -159,6 +160,7 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
     o += "  started         " + FormatUtcDate(h.start_time_unix_ns()) + "\n";
     o += "  clock           " + h.clock() + "\n";
     o += "  injection mode  " + h.injection_mode() + "\n";
+    if (!h.run_id().empty()) o += "  run id          " + h.run_id() + "\n";
     o += StringPrintf("  versions        driver %s, CUDA driver API %s, CUPTI API %u\n",
                       h.driver_version().c_str(),
                       FormatCudaVersion(h.cuda_driver_version()).c_str(), h.cupti_api_version());
@@ -238,6 +240,24 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
   return o;
 }
 
+std::string FormatProcessTable(const std::vector<TraceInfo>& infos) {
+  std::string o = StringPrintf("%zu processes\n  %5s %8s %8s %-16s %9s %-22s %s\n", infos.size(),
+                               "rank", "pid", "ppid", "host", "kernels", "end", "file");
+  for (const TraceInfo& info : infos) {
+    const Header& h = info.header;
+    const std::string rank = info.have_header && h.rank() >= 0 ? std::to_string(h.rank()) : "-";
+    auto kernels = info.counts.find("kernels");
+    std::string end = !info.opened                                  ? "unreadable"
+                      : info.have_footer && info.footer.clean_end() ? info.footer.end_reason()
+                                                                    : "no footer (killed?)";
+    o +=
+        StringPrintf("  %5s %8u %8u %-16s %9" PRIu64 " %-22s %s\n", rank.c_str(), h.pid(), h.ppid(),
+                     h.hostname().c_str(), kernels == info.counts.end() ? 0 : kernels->second,
+                     end.c_str(), info.path.c_str());
+  }
+  return o;
+}
+
 std::string FormatTraceInfoJson(const std::vector<TraceInfo>& infos) {
   using nlohmann::json;
   json arr = json::array();
@@ -266,6 +286,9 @@ std::string FormatTraceInfoJson(const std::vector<TraceInfo>& infos) {
       hj["start_time_utc"] = FormatUtcDate(h.start_time_unix_ns());
       hj["clock"] = h.clock();
       hj["injection_mode"] = h.injection_mode();
+      hj["run_id"] = h.run_id();
+      hj["start_time_monotonic_ns"] = h.start_time_monotonic_ns();
+      hj["boot_id"] = h.boot_id();
       hj["driver_version"] = h.driver_version();
       hj["cuda_driver_version"] = FormatCudaVersion(h.cuda_driver_version());
       hj["cupti_api_version"] = h.cupti_api_version();
@@ -316,29 +339,32 @@ std::string FormatTraceInfoJson(const std::vector<TraceInfo>& infos) {
 namespace cli {
 
 int RunInfo(int argc, char** argv) {
-  bool json_out = false;
-  std::vector<std::string> files;
+  static const char kUsage[] = "usage: kptrace info [--json] [--file-only] FILE|RUN...\n";
+  bool json_out = false, file_only = false;
+  std::vector<std::string> args;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--json") {
       json_out = true;
+    } else if (a == "--file-only") {
+      file_only = true;
     } else if (a == "-h" || a == "--help") {
-      std::printf("usage: kptrace info [--json] FILE...\n");
+      std::fputs(kUsage, stdout);
       return 0;
     } else if (a.size() > 1 && a[0] == '-') {
-      std::fprintf(stderr,
-                   "kptrace info: unknown flag '%s' (usage: kptrace info [--json] "
-                   "FILE...)\n",
-                   a.c_str());
+      std::fprintf(stderr, "kptrace info: unknown flag '%s' (%s)\n", a.c_str(), kUsage);
       return 2;
     } else {
-      files.push_back(a);
+      args.push_back(a);
     }
   }
-  if (files.empty()) {
-    std::fprintf(stderr, "usage: kptrace info [--json] FILE...\n");
+  if (args.empty()) {
+    std::fputs(kUsage, stderr);
     return 2;
   }
+  TraceInputs inputs = ExpandTraceInputs(args, file_only);
+  for (const std::string& e : inputs.errors) std::fprintf(stderr, "kptrace info: %s\n", e.c_str());
+  const std::vector<std::string>& files = inputs.files;
   std::vector<TraceInfo> infos;
   bool any = false;
   for (const std::string& f : files) {
@@ -348,10 +374,13 @@ int RunInfo(int argc, char** argv) {
       std::fprintf(stderr, "kptrace info: %s\n", infos.back().open_error.c_str());
   }
   if (json_out) {
+    for (const std::string& n : inputs.notes) std::fprintf(stderr, "kptrace info: %s\n", n.c_str());
     std::fputs(FormatTraceInfoJson(infos).c_str(), stdout);
   } else {
+    for (const std::string& n : inputs.notes) std::printf("%s\n", n.c_str());
+    if (infos.size() > 1) std::fputs(FormatProcessTable(infos).c_str(), stdout);
     for (size_t i = 0; i < infos.size(); ++i) {
-      if (i > 0) std::fputs("\n", stdout);
+      if (i > 0 || infos.size() > 1) std::fputs("\n", stdout);
       std::fputs(FormatTraceInfoText(infos[i]).c_str(), stdout);
     }
   }

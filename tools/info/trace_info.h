@@ -39,6 +39,8 @@ inline constexpr size_t kMaxNotices = 100;
 TraceInfo CollectTraceInfo(const std::string& path);
 std::string FormatTraceInfoText(const TraceInfo& info);
 std::string FormatTraceInfoJson(const std::vector<TraceInfo>& infos);  // a JSON array
+// One line per process (rank, pid, ppid, host, kernels, how it ended, file) for a run.
+std::string FormatProcessTable(const std::vector<TraceInfo>& infos);
 
 // Helpers shared with summary and the CSV exporter.
 std::string FormatUtcDate(uint64_t unix_ns);       // "2023-11-14 22:13:20 UTC"

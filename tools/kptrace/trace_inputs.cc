@@ -1,13 +1,18 @@
 #include "tools/kptrace/trace_inputs.h"
 
+#include "tools/run/run_inputs.h"
+
 namespace kp {
 
 bool ListTraceInputs(const std::vector<std::string>& args, std::vector<std::string>* paths,
-                     std::string* error) {
-  // Files that cannot be opened are not an error here: the readers name them and go on with
-  // the rest, so one bad rank does not hide the others.
-  (void)error;
-  paths->insert(paths->end(), args.begin(), args.end());
+                     std::string* error, std::vector<std::string>* notes) {
+  TraceInputs inputs = ExpandTraceInputs(args);
+  if (notes != nullptr) notes->insert(notes->end(), inputs.notes.begin(), inputs.notes.end());
+  if (!inputs.errors.empty()) {
+    *error = inputs.errors.front();
+    return false;
+  }
+  paths->insert(paths->end(), inputs.files.begin(), inputs.files.end());
   return true;
 }
 

@@ -1,6 +1,7 @@
-// trace_inputs.h: turns the input arguments of kptrace's reading commands (summary, convert,
-// report, diff) into the list of trace files to read. Every such command goes through this one
-// function, so a new kind of input (e.g. a run directory) is accepted by all of them at once.
+// trace_inputs.h: turns the input arguments of kptrace's reading commands (report, diff) into the
+// list of trace files to read. It goes through ExpandTraceInputs (tools/run/run_inputs.h), the
+// expansion info, summary and convert use, so a run (several processes of one job) is one
+// argument everywhere.
 #pragma once
 
 #include <string>
@@ -8,9 +9,11 @@
 
 namespace kp {
 
-// Today every argument names one trace file, kept in command-line order. Returns false with
-// *error naming the argument and the problem when an argument cannot be used.
+// Expands every argument (a trace file, or a run: its first file, any member or its .procs
+// directory) into *paths, in rank order per run. Notes about gathered runs go to *notes when
+// given. Returns false with *error naming the argument and the problem when an argument names
+// nothing readable.
 bool ListTraceInputs(const std::vector<std::string>& args, std::vector<std::string>* paths,
-                     std::string* error);
+                     std::string* error, std::vector<std::string>* notes = nullptr);
 
 }  // namespace kp

@@ -1,5 +1,6 @@
 #include "tools/run/launcher.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -10,8 +11,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
+#include "common/run_files.h"
 #include "tools/kptrace/commands.h"
+#include "tools/run/run_inputs.h"
 
 namespace kp {
 namespace {
@@ -67,6 +71,7 @@ void PrintUsage(FILE* out) {
       "  --lib PATH             libkpinject.so to use (default: <kptrace dir>/../lib)\n"
       "  --preload              also LD_PRELOAD it (kp then loads into every child process at "
       "start)\n"
+      "  --force                replace the trace (and its run) an earlier run left at -o\n"
       "  -h, --help             this help\n",
       out);
 }
@@ -88,6 +93,10 @@ bool ParseLaunchArgs(int argc, char** argv, LaunchPlan* plan, std::string* error
     }
     if (arg == "--preload") {
       plan->preload = true;
+      continue;
+    }
+    if (arg == "--force") {
+      plan->force = true;
       continue;
     }
     std::string name = arg, value;
@@ -141,6 +150,115 @@ std::string DefaultInjectionLibrary() {
   return dir + "/../lib/libkpinject.so";
 }
 
+std::string RequestedOutput(const LaunchPlan& plan) {
+  std::string out;
+  for (const auto& [k, v] : plan.env) {
+    if (k == "KP_OUTPUT") out = v;
+  }
+  return out;
+}
+
+bool IsFixedOutputPath(const std::string& pattern) {
+  for (size_t i = 0; i + 1 < pattern.size(); ++i) {
+    if (pattern[i] != '%') continue;
+    if (pattern[i + 1] != '%') return false;
+    ++i;
+  }
+  return true;
+}
+
+// "%%" -> "%" (the only escape a fixed path can hold).
+std::string UnescapeFixedPath(const std::string& pattern) {
+  std::string out;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    out += pattern[i];
+    if (pattern[i] == '%' && i + 1 < pattern.size() && pattern[i + 1] == '%') ++i;
+  }
+  return out;
+}
+
+bool RemoveEarlierRun(const std::string& root, std::string* error) {
+  std::vector<std::string> files = {root};
+  RunManifest manifest;
+  const bool have_manifest = ReadRunManifest(root, &manifest);
+  for (const RunProcess& p : manifest.processes) {
+    if (p.file != root) files.push_back(p.file);
+  }
+  for (const std::string& f : files) {
+    if (ProbeTraceFile(f) == TraceFileState::kHeld) {
+      *error =
+          f + " is being written by a running process; wait for it to end or choose another -o";
+      return false;
+    }
+  }
+  for (const std::string& f : files) {
+    if (::unlink(f.c_str()) != 0 && errno != ENOENT) {
+      *error = "cannot remove " + f + ": " + std::strerror(errno);
+      return false;
+    }
+  }
+  if (have_manifest) {
+    if (DIR* d = ::opendir(manifest.dir.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        const std::string name = e->d_name;
+        if (name != "." && name != "..") ::unlink((manifest.dir + "/" + name).c_str());
+      }
+      ::closedir(d);
+    }
+    if (::rmdir(manifest.dir.c_str()) != 0) {
+      *error = "cannot remove " + manifest.dir + ": " + std::strerror(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+namespace {
+
+pid_t g_child = 0;
+
+// SIGTERM and SIGHUP sent to kptrace itself (a batch system ending the job, a closed terminal)
+// go on to the program, which then ends the way it chooses, and its trace with it.
+void ForwardSignal(int signo) {
+  if (g_child > 0) ::kill(g_child, signo);
+}
+
+std::string RunId() {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  std::string id = "kprun-";
+  for (const char* c = host; *c != '\0' && id.size() < 70; ++c) {
+    const bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                    (*c >= '0' && *c <= '9') || *c == '-' || *c == '.' || *c == '_';
+    id += ok ? *c : '-';
+  }
+  return id + "-" + std::to_string(getpid()) + "-" + std::to_string(time(nullptr));
+}
+
+// After the program: which trace files the run left, in one or two lines.
+void ReportRun(const std::string& root) {
+  RunManifest manifest;
+  if (!ReadRunManifest(root, &manifest)) {
+    struct stat st {};
+    if (::stat(root.c_str(), &st) != 0) {
+      std::fprintf(stderr,
+                   "kptrace run: no process created a CUDA context: no trace written to %s\n",
+                   root.c_str());
+    }
+    return;
+  }
+  size_t files = 0;
+  for (const RunProcess& p : manifest.processes) files += p.file_exists ? 1 : 0;
+  if (files > 1) {
+    std::fprintf(stderr,
+                 "kptrace run: %zu processes traced: %s and %zu more files listed in %s/ (give "
+                 "%s to info, summary or convert: they read the whole run)\n",
+                 files, root.c_str(), files - 1, manifest.dir.c_str(), root.c_str());
+  }
+}
+
+}  // namespace
+
 namespace cli {
 
 int RunLauncher(int argc, char** argv) {
@@ -166,7 +284,33 @@ int RunLauncher(int argc, char** argv) {
   }
   library = resolved;
 
+  // A fixed -o path left by an earlier run is kept unless --force (like nsys): replacing it
+  // silently would lose that run, and writing elsewhere would surprise whoever reads -o next.
+  const std::string requested = RequestedOutput(plan);
+  const std::string root = IsFixedOutputPath(requested) ? UnescapeFixedPath(requested) : "";
+  if (!root.empty()) {
+    struct stat st {};
+    if (::stat(root.c_str(), &st) == 0) {
+      if (!plan.force) {
+        std::fprintf(stderr,
+                     "kptrace run: %s exists (an earlier run's trace); pass --force to replace it "
+                     "and its run, or choose another -o\n",
+                     root.c_str());
+        return 1;
+      }
+      std::string remove_error;
+      if (!RemoveEarlierRun(root, &remove_error)) {
+        std::fprintf(stderr, "kptrace run: --force: %s\n", remove_error.c_str());
+        return 1;
+      }
+    }
+  }
+
   std::vector<std::pair<std::string, std::string>> env = plan.env;
+  // Every process of this run carries the same id, so a process that starts after the root's
+  // writer ended still joins the run instead of starting a numbered root of its own.
+  const char* user_run_id = std::getenv("KP_RUN_ID");
+  if (user_run_id == nullptr || user_run_id[0] == '\0') env.emplace_back("KP_RUN_ID", RunId());
   env.emplace_back("CUDA_INJECTION64_PATH", library);
   env.emplace_back("NVTX_INJECTION64_PATH", library);
   if (plan.preload) {
@@ -192,11 +336,18 @@ int RunLauncher(int argc, char** argv) {
   }
   // The terminal sends SIGINT/SIGQUIT to the whole foreground group: the child gets them and
   // decides; we wait for it and report its status.
-  struct sigaction ignore = {}, old_int = {}, old_quit = {};
+  struct sigaction ignore = {}, old_int = {}, old_quit = {}, forward = {}, old_term = {},
+                   old_hup = {};
   ignore.sa_handler = SIG_IGN;
   sigemptyset(&ignore.sa_mask);
   sigaction(SIGINT, &ignore, &old_int);
   sigaction(SIGQUIT, &ignore, &old_quit);
+  g_child = child;
+  forward.sa_handler = &ForwardSignal;
+  sigemptyset(&forward.sa_mask);
+  forward.sa_flags = SA_RESTART;
+  sigaction(SIGTERM, &forward, &old_term);
+  sigaction(SIGHUP, &forward, &old_hup);
   int status = 0;
   pid_t r;
   do {
@@ -204,10 +355,14 @@ int RunLauncher(int argc, char** argv) {
   } while (r < 0 && errno == EINTR);
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGQUIT, &old_quit, nullptr);
+  sigaction(SIGTERM, &old_term, nullptr);
+  sigaction(SIGHUP, &old_hup, nullptr);
+  g_child = 0;
   if (r < 0) {
     std::fprintf(stderr, "kptrace run: waitpid failed: %s\n", std::strerror(errno));
     return 1;
   }
+  if (!root.empty()) ReportRun(root);
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;

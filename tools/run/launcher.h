@@ -18,8 +18,20 @@ struct LaunchPlan {
   std::vector<std::string> command;                      // argv of the child
   std::string library;  // libkpinject.so to inject (from --lib, else next to kptrace)
   bool preload = false;
+  bool force = false;  // --force: replace a run left at the same -o path
   bool help = false;
 };
+
+// The -o/--output value given, or "" (the injector's default pattern).
+std::string RequestedOutput(const LaunchPlan& plan);
+
+// True when `pattern` names one path for every process (no %p, %h, %r or %t).
+bool IsFixedOutputPath(const std::string& pattern);
+
+// Removes the run rooted at `root` (its file, every member listed in its manifest and the
+// manifest). False with *error when one of them is being written by a live process or cannot be
+// removed; nothing is removed then unless it could be removed safely.
+bool RemoveEarlierRun(const std::string& root, std::string* error);
 
 // Parses the arguments after "run". False with *error (one line, naming the flag) on a usage
 // error. Does not look at the file system.

@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "common/stats_table.h"
+#include "common/time_math.h"
 #include "tools/export/csv_exporter.h"
 #include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
@@ -18,6 +19,8 @@
 #include "tools/kptrace/trace_inputs.h"
 #include "tools/metrics/speed_of_light.h"
 #include "tools/reader/trace_reader.h"
+#include "tools/run/clock_alignment.h"
+#include "tools/run/run_inputs.h"
 #include "tools/summary/text_format.h"
 #include "tools/summary/time_intervals.h"
 
@@ -94,6 +97,87 @@ std::vector<NamedStats> Finish(
   return out;
 }
 
+// One NVTX range occurrence, for the cross-process step analysis.
+struct RangeOccurrence {
+  uint32_t key;  // index into the file's range keys
+  uint32_t thread;
+  uint64_t start, end;
+};
+
+bool ContainsNccl(const std::string& s) { return IsCollectiveKernelName(s); }
+
+// Marks which occurrences are outermost on their thread (no other range of the thread encloses
+// them). Sorted by thread, then start, longest first.
+std::vector<bool> Outermost(std::vector<RangeOccurrence>* v) {
+  std::sort(v->begin(), v->end(), [](const RangeOccurrence& a, const RangeOccurrence& b) {
+    if (a.thread != b.thread) return a.thread < b.thread;
+    if (a.start != b.start) return a.start < b.start;
+    return a.end > b.end;
+  });
+  std::vector<bool> outer(v->size(), false);
+  uint32_t thread = 0;
+  uint64_t enclosing_end = 0;
+  bool have = false;
+  for (size_t i = 0; i < v->size(); ++i) {
+    const RangeOccurrence& r = (*v)[i];
+    if (!have || r.thread != thread || r.start >= enclosing_end) {
+      outer[i] = true;
+      thread = r.thread;
+      enclosing_end = r.end;
+      have = true;
+    }
+  }
+  return outer;
+}
+
+struct FileRanges {
+  std::vector<std::pair<std::string, std::string>> keys;  // (name, domain)
+  std::map<std::pair<std::string, std::string>, uint32_t> index;
+  std::vector<RangeOccurrence> occurrences;
+};
+
+// The step range: the outermost range (not a library's NCCL domain) that repeats at least twice
+// on the most processes; ties go to the one with the most time in the first process.
+std::pair<std::string, std::string> ChooseStepRange(std::vector<FileRanges>* files,
+                                                    std::vector<std::vector<double>>* steps) {
+  std::map<std::pair<std::string, std::string>, std::vector<std::vector<double>>> per_key;
+  for (size_t fi = 0; fi < files->size(); ++fi) {
+    FileRanges& f = (*files)[fi];
+    std::vector<bool> outer = Outermost(&f.occurrences);
+    std::map<uint32_t, std::vector<std::pair<uint64_t, double>>> by_key;
+    for (size_t i = 0; i < f.occurrences.size(); ++i) {
+      if (!outer[i]) continue;
+      const RangeOccurrence& r = f.occurrences[i];
+      by_key[r.key].emplace_back(r.start, static_cast<double>(r.end - r.start));
+    }
+    for (auto& [key, occ] : by_key) {
+      const auto& name = f.keys[key];
+      if (occ.size() < 2 || ContainsNccl(name.second) || ContainsNccl(name.first)) continue;
+      std::sort(occ.begin(), occ.end());
+      auto& slot = per_key[name];
+      slot.resize(files->size());
+      for (const auto& [start, dur] : occ) slot[fi].push_back(dur);
+    }
+  }
+  std::pair<std::string, std::string> best;
+  size_t best_files = 0;
+  double best_total = -1;
+  for (const auto& [key, per_file] : per_key) {
+    size_t present = 0;
+    for (const auto& v : per_file) present += v.empty() ? 0 : 1;
+    double total = 0;
+    for (double d : per_file[0]) total += d;
+    if (present > best_files || (present == best_files && total > best_total)) {
+      best = key;
+      best_files = present;
+      best_total = total;
+    }
+  }
+  if (best_files >= 2) *steps = per_key[best];
+  if (best_files < 2) best = {};
+  return best;
+}
+
 }  // namespace
 
 double NearestRank(const std::vector<int64_t>& sorted, double p) {
@@ -129,6 +213,17 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
                         !options.progress_label.empty() && ProgressLine::StderrIsTerminal());
   uint64_t bytes_before = 0;
   sum.paths = paths;
+  const bool several = paths.size() > 1;
+  std::vector<FileRanges> file_ranges(several ? paths.size() : 0);
+  if (several && options.align_collectives) {
+    ClockAlignment alignment = AlignOnCollectives(paths);
+    sum.alignment = alignment.lines;
+    sum.processes.resize(paths.size());
+    for (size_t i = 0; i < paths.size(); ++i) {
+      sum.processes[i].clock_offset_ns = alignment.offset_ns[i];
+    }
+  }
+  sum.processes.resize(several ? paths.size() : 0);
   std::map<std::pair<std::string, std::string>, std::vector<int64_t>> kernels, ranges, api;
   struct CopyAccum {
     uint64_t count = 0, bytes = 0;
@@ -156,8 +251,12 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       continue;
     }
     std::map<uint32_t, MetricConfig> configs;
+    std::vector<Interval> collective_work, compute_work;
+    ProcessSummary* process = several ? &sum.processes[fi] : nullptr;
+    const int64_t clock_offset = process != nullptr ? process->clock_offset_ns : 0;
     while (reader->Next(&c)) {
       progress.Update(bytes_before + reader->position(), sum.records + reader->stats().records);
+      ShiftChunkTimes(&c, clock_offset);
       for (const MetricConfig& m : c.metric_configs()) configs[m.id()] = m;
       for (const Kernel& k : c.kernels()) {
         if (k.flags() & RECORD_FLAG_PROFILER_INTERNAL) {
@@ -171,6 +270,18 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         const KernelShape* shape = reader->Shape(k.shape());
         std::string name = shape ? std::string(reader->Str(shape->demangled()))
                                  : "<unknown kernel shape " + std::to_string(k.shape()) + ">";
+        if (process != nullptr) {
+          ++process->kernels;
+          const double d = static_cast<double>(std::max<int64_t>(k.duration(), 0));
+          process->kernel_ns += d;
+          const bool collective = IsCollectiveKernelName(name);
+          if (collective) process->collective_ns += d;
+          if (k.start() > 0 && k.duration() >= 0) {
+            (collective ? collective_work : compute_work)
+                .push_back({static_cast<uint64_t>(k.start()),
+                            static_cast<uint64_t>(SaturatingAdd(k.start(), k.duration()))});
+          }
+        }
         kernels[{name, ""}].push_back(k.duration());
         span(k.start(), k.duration());
         if (k.start() > 0 && k.duration() >= 0) {
@@ -203,8 +314,17 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         }
       }
       for (const NvtxRange& r : c.nvtx_ranges()) {
-        ranges[{std::string(reader->Str(r.name())), std::string(reader->Str(r.domain()))}]
-            .push_back(r.duration());
+        std::pair<std::string, std::string> key{std::string(reader->Str(r.name())),
+                                                std::string(reader->Str(r.domain()))};
+        if (several && r.start() > 0 && r.duration() >= 0 &&
+            (r.end_thread_id() == 0 || r.end_thread_id() == r.thread_id())) {
+          FileRanges& fr = file_ranges[fi];
+          auto [it, added] = fr.index.emplace(key, static_cast<uint32_t>(fr.keys.size()));
+          if (added) fr.keys.push_back(key);
+          fr.occurrences.push_back({it->second, r.thread_id(), static_cast<uint64_t>(r.start()),
+                                    static_cast<uint64_t>(SaturatingAdd(r.start(), r.duration()))});
+        }
+        ranges[key].push_back(r.duration());
         span(r.start(), r.duration());
       }
       for (const ApiCall& a : c.api_calls()) {
@@ -271,8 +391,34 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
                            " records dropped by CUPTI (buffers full): totals are low");
     }
     for (const auto& [name, v] : NonZeroStats(ts)) {
-      if (name == "cupti_dropped_records" || ClassifyStat(name) != StatClass::kLoss) continue;
-      sum.losses.push_back(prefix + name + ": " + std::to_string(v));
+      const StatClass severity = ClassifyStat(name);
+      if (name == "cupti_dropped_records" || severity == StatClass::kBookkeeping) continue;
+      if (name == "nvtx_open_ranges") {
+        sum.trace_notes.push_back(prefix + std::to_string(v) +
+                                  " NVTX ranges were still open at the end (the program did not "
+                                  "close them; they are shown ending at the trace end)");
+      } else if (severity == StatClass::kInfo) {
+        sum.trace_notes.push_back(prefix + name + ": " + std::to_string(v));
+      } else {
+        sum.losses.push_back(prefix + name + ": " + std::to_string(v));
+      }
+    }
+    if (process != nullptr) {
+      const Header* h = reader->header();
+      process->path = paths[fi];
+      if (h != nullptr) {
+        process->rank = h->rank();
+        process->pid = h->pid();
+        process->host = h->hostname();
+      }
+      process->clean_end = reader->footer() != nullptr && reader->footer()->clean_end();
+      process->end_reason = process->clean_end ? reader->footer()->end_reason() : "no footer";
+      const std::vector<Interval> coll = MergeIntervals(collective_work);
+      const std::vector<Interval> comp = MergeIntervals(compute_work);
+      for (const Interval& iv : coll) {
+        process->collective_busy_ns += static_cast<double>(iv.end - iv.start);
+        process->overlap_ns += CoveredLength(comp, iv.start, iv.end);
+      }
     }
     if (rs.chunks_ok > 0 && reader->footer() == nullptr) {
       sum.losses.push_back(prefix +
@@ -281,6 +427,16 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     }
   }
   progress.Finish();
+  if (several) {
+    std::vector<std::vector<double>> steps;
+    const auto step = ChooseStepRange(&file_ranges, &steps);
+    if (!step.first.empty()) {
+      sum.step_range = step.second.empty() ? step.first : step.second + ": " + step.first;
+      for (size_t i = 0; i < steps.size() && i < sum.processes.size(); ++i) {
+        sum.processes[i].step_ns = steps[i];
+      }
+    }
+  }
   sum.span_ns = last > first ? static_cast<double>(last - first) : 0;
   double gpu_time = 0;
   for (auto& [k, v] : kernels) {
@@ -400,6 +556,84 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
   return sum;
 }
 
+std::string FormatCrossProcessText(const TraceSummary& s) {
+  if (s.processes.size() < 2) return "";
+  auto rank_name = [](const ProcessSummary& p) {
+    return p.rank >= 0 ? StringPrintf("rank %d", p.rank) : StringPrintf("pid %u", p.pid);
+  };
+  std::string o =
+      StringPrintf("\nProcesses (%zu; collectives = NCCL kernels)\n", s.processes.size());
+  o += StringPrintf("  %-10s %8s %-16s %8s %12s %12s %10s %12s  %s\n", "process", "pid", "host",
+                    "kernels", "kernel time", "collectives", "overlap", "clock shift", "end");
+  for (const ProcessSummary& p : s.processes) {
+    const double share = p.kernel_ns > 0 ? p.collective_ns / p.kernel_ns * 100 : 0;
+    const double overlap = p.collective_busy_ns > 0 ? p.overlap_ns / p.collective_busy_ns * 100 : 0;
+    o += StringPrintf(
+        "  %-10s %8u %-16s %8" PRIu64 " %12s %11.1f%% %9.1f%% %12s  %s\n", rank_name(p).c_str(),
+        p.pid, p.host.c_str(), p.kernels, FormatDuration(p.kernel_ns).c_str(), share, overlap,
+        p.clock_offset_ns == 0 ? "-" : StringPrintf("%+.3f ms", p.clock_offset_ns / 1e6).c_str(),
+        p.end_reason.c_str());
+  }
+  o += "  (collectives: share of the process's kernel time; overlap: share of the time collective "
+       "kernels ran during which a compute kernel ran too)\n";
+  for (const std::string& line : s.alignment) o += "  align: " + line + "\n";
+  if (s.step_range.empty()) {
+    o += "  no NVTX range repeats at the outermost level on two or more processes: no per-step "
+         "comparison (wrap each training step in an NVTX range)\n";
+    return o;
+  }
+  size_t steps = 0;
+  for (const ProcessSummary& p : s.processes) steps = std::max(steps, p.step_ns.size());
+  o += StringPrintf("\nSteps across processes: outermost repeated range \"%s\"\n",
+                    s.step_range.c_str());
+  o += StringPrintf("  %6s", "step");
+  for (const ProcessSummary& p : s.processes) o += StringPrintf(" %12s", rank_name(p).c_str());
+  o += StringPrintf("  %-10s %s\n", "slowest", "by (vs fastest)");
+  std::map<size_t, size_t> slowest_count;
+  const size_t kShown = 20;
+  for (size_t i = 0; i < steps; ++i) {
+    double lo = 0, hi = 0;
+    size_t slowest = 0, present = 0;
+    std::string row = StringPrintf("  %6zu", i);
+    for (size_t pi = 0; pi < s.processes.size(); ++pi) {
+      const ProcessSummary& p = s.processes[pi];
+      if (i >= p.step_ns.size()) {
+        row += StringPrintf(" %12s", "-");
+        continue;
+      }
+      const double d = p.step_ns[i];
+      row += StringPrintf(" %12s", FormatDuration(d).c_str());
+      if (present == 0 || d < lo) lo = d;
+      if (present == 0 || d > hi) {
+        hi = d;
+        slowest = pi;
+      }
+      ++present;
+    }
+    if (present >= 2) {
+      ++slowest_count[slowest];
+      row += StringPrintf("  %-10s +%s (+%.1f%%)", rank_name(s.processes[slowest]).c_str(),
+                          FormatDuration(hi - lo).c_str(), lo > 0 ? (hi - lo) / lo * 100 : 0);
+    }
+    if (i < kShown) o += row + "\n";
+  }
+  if (steps > kShown)
+    o += StringPrintf("  ... %zu more steps (--format json has them all)\n", steps - kShown);
+  o += StringPrintf("  %6s", "median");
+  for (const ProcessSummary& p : s.processes) {
+    std::vector<int64_t> v;
+    for (double d : p.step_ns) v.push_back(static_cast<int64_t>(d));
+    std::sort(v.begin(), v.end());
+    o += StringPrintf(" %12s", v.empty() ? "-" : FormatDuration(NearestRank(v, 50)).c_str());
+  }
+  o += "\n";
+  for (const auto& [pi, n] : slowest_count) {
+    o += StringPrintf("  %s was the slowest in %zu of %zu steps\n",
+                      rank_name(s.processes[pi]).c_str(), n, steps);
+  }
+  return o;
+}
+
 std::string FormatSummaryText(const TraceSummary& s, size_t top) {
   std::string o;
   o += "== kp summary: " +
@@ -435,6 +669,11 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
   o += StringPrintf("  span      %s, %" PRIu64 " records, GPU kernel time %s\n",
                     FormatDuration(s.span_ns).c_str(), s.records,
                     FormatDuration(s.gpu_time_ns).c_str());
+  if (!s.trace_notes.empty()) {
+    o += "\nTrace notes (not losses)\n";
+    for (const std::string& n : s.trace_notes) o += "  " + n + "\n";
+  }
+  o += FormatCrossProcessText(s);
 
   auto table = [&](const char* title, const std::vector<NamedStats>& rows, const char* share) {
     if (rows.empty()) return;
@@ -685,6 +924,26 @@ std::string FormatSummaryJson(const TraceSummary& s) {
   j["profiler_internal_kernels_excluded"] = s.internal_kernels_excluded;
   j["untimed_kernels"] = s.untimed_kernels;
   j["losses"] = s.losses;
+  j["trace_notes"] = s.trace_notes;
+  json processes = json::array();
+  for (const ProcessSummary& p : s.processes) {
+    processes.push_back({{"path", p.path},
+                         {"rank", p.rank},
+                         {"pid", p.pid},
+                         {"host", p.host},
+                         {"kernels", p.kernels},
+                         {"kernel_ns", p.kernel_ns},
+                         {"collective_ns", p.collective_ns},
+                         {"collective_busy_ns", p.collective_busy_ns},
+                         {"collective_overlap_ns", p.overlap_ns},
+                         {"step_ns", p.step_ns},
+                         {"clock_offset_ns", p.clock_offset_ns},
+                         {"clean_end", p.clean_end},
+                         {"end_reason", p.end_reason}});
+  }
+  j["processes"] = processes;
+  j["step_range"] = s.step_range;
+  j["alignment"] = s.alignment;
   j["notices"] = s.notices;
   j["errors"] = s.errors;
   return j.dump(2) + "\n";
@@ -730,10 +989,12 @@ namespace cli {
 
 int RunSummary(int argc, char** argv) {
   static const char kUsage[] =
-      "usage: kptrace summary FILE... [--format text|csv|json] [--append-log LOG.csv] "
-      "[--top N] [--all]\n"
+      "usage: kptrace summary FILE|RUN... [--format text|csv|json] [--append-log LOG.csv] "
+      "[--top N] [--all] [--file-only] [--align collectives]\n"
       "  --all  count multi-pass value sets flagged inconsistent in the metric medians too\n";
   std::vector<std::string> args;
+  RunInputFlags run_flags;
+  std::string flag_error;
   std::string format = "text", log;
   size_t top = 20;
   bool all_sets = false;
@@ -753,6 +1014,12 @@ int RunSummary(int argc, char** argv) {
         return 2;
       }
       top = static_cast<size_t>(n);
+    } else if (FlagTaken t = TakeRunInputFlag(argc, argv, &i, &run_flags, &flag_error);
+               t != FlagTaken::kNo) {
+      if (t == FlagTaken::kBadValue) {
+        std::fprintf(stderr, "kptrace summary: %s\n%s", flag_error.c_str(), kUsage);
+        return 2;
+      }
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       return 0;
@@ -764,20 +1031,21 @@ int RunSummary(int argc, char** argv) {
       args.push_back(a);
     }
   }
-  std::vector<std::string> files;
-  std::string input_error;
-  if (!ListTraceInputs(args, &files, &input_error)) {
-    std::fprintf(stderr, "kptrace summary: %s\n", input_error.c_str());
-    return 2;
-  }
+  TraceInputs inputs = ExpandTraceInputs(args, run_flags.file_only);
+  SummaryOptions options;
+  options.progress_label = "kptrace summary";
+  options.align_collectives = run_flags.align_collectives;
+  options.include_inconsistent = all_sets;
+  for (const std::string& n : inputs.notes)
+    std::fprintf(stderr, "kptrace summary: %s\n", n.c_str());
+  for (const std::string& e : inputs.errors)
+    std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
+  const std::vector<std::string>& files = inputs.files;
   if (files.empty() || (format != "text" && format != "csv" && format != "json")) {
     std::fprintf(stderr, "kptrace summary: %s\n%s",
                  files.empty() ? "no input file" : "--format must be text, csv or json", kUsage);
     return 2;
   }
-  SummaryOptions options;
-  options.progress_label = "kptrace summary";
-  options.include_inconsistent = all_sets;
   TraceSummary s = SummarizeTraces(files, options);
   for (const std::string& e : s.errors) std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
   if (!s.anything_read) {

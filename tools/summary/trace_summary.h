@@ -77,6 +77,22 @@ struct MetricRangeSummary {
   std::map<std::string, std::vector<double>> samples;
 };
 
+// One process of a multi-process (multi-rank) input.
+struct ProcessSummary {
+  std::string path, host;
+  int rank = -1;
+  uint32_t pid = 0;
+  uint64_t kernels = 0;
+  double kernel_ns = 0;           // sum of kernel durations
+  double collective_ns = 0;       // of which collective (NCCL) kernels
+  double collective_busy_ns = 0;  // time covered by collective kernels (overlap counted once)
+  double overlap_ns = 0;          // of that, time during which a compute kernel also ran
+  std::vector<double> step_ns;    // durations of the step range's occurrences, in order
+  int64_t clock_offset_ns = 0;    // applied with --align collectives
+  bool clean_end = false;
+  std::string end_reason;
+};
+
 struct TraceSummary {
   std::vector<std::string> paths;
   bool have_header = false;
@@ -97,7 +113,15 @@ struct TraceSummary {
   // Losses and damage, one line each, file-prefixed when several files.
   std::vector<std::string> losses;
   std::vector<std::string> notices;
+  // Facts about the trace that are not losses: NVTX ranges the program left open, ranges that
+  // ended before capture began, records outside the capture window.
+  std::vector<std::string> trace_notes;
   std::vector<std::string> errors;  // files that could not be opened
+  // Several processes: one entry each, in input order (rank order for a run), and the step
+  // range compared across them: the outermost NVTX range repeated on every process ("" = none).
+  std::vector<ProcessSummary> processes;
+  std::string step_range;
+  std::vector<std::string> alignment;  // --align collectives: one line per file
   bool anything_read = false;
 };
 
@@ -109,6 +133,8 @@ struct SummaryOptions {
   // --all: multi-pass value sets flagged inconsistent count in the medians too (by default
   // they are left out and counted).
   bool include_inconsistent = false;
+  // --align collectives: shift each process's clock onto the first's (clock_alignment.h).
+  bool align_collectives = false;
 };
 
 TraceSummary SummarizeTraces(const std::vector<std::string>& paths,
@@ -120,6 +146,8 @@ inline TraceSummary SummarizeTraces(const std::vector<std::string>& paths,
   return SummarizeTraces(paths, options);
 }
 std::string FormatSummaryText(const TraceSummary& s, size_t top);
+// The "Processes" and "Steps across processes" sections (empty for one process).
+std::string FormatCrossProcessText(const TraceSummary& s);
 std::string FormatSummaryCsv(const TraceSummary& s);
 std::string FormatSummaryJson(const TraceSummary& s);
 // Appends one row per kernel to `log_path` (header only when the file is new or empty).
