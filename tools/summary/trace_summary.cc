@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "common/stats_table.h"
 #include "tools/export/csv_exporter.h"
 #include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
@@ -320,11 +321,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
                            " records dropped by CUPTI (buffers full): totals are low");
     }
     for (const auto& [name, v] : NonZeroStats(ts)) {
-      if (name == "cupti_dropped_records" || name == "buffers_completed" ||
-          name == "bytes_written" || name == "chunks_written" || name == "records_written" ||
-          name == "encoder_buffers_pending_max" || name == "profiler_internal_kernels") {
-        continue;
-      }
+      if (name == "cupti_dropped_records" || ClassifyStat(name) != StatClass::kLoss) continue;
       sum.losses.push_back(prefix + name + ": " + std::to_string(v));
     }
     if (rs.chunks_ok > 0 && reader->footer() == nullptr) {
