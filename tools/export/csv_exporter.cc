@@ -540,6 +540,11 @@ class CsvExporter final : public Exporter {
     num(m.correlation());
     num(m.nesting_level());
     num(m.sm_clock_khz());
+    // Multi-pass sets: 0 when the occurrences that gave the passes were unlike (their ratio
+    // metrics combine counters of different work), with the shortest and longest occurrence.
+    num(m.inconsistent() ? 0 : 1);
+    num(m.occurrence_min_ns());
+    num(m.occurrence_max_ns());
     row += std::to_string(m.config());
     uint32_t sizes[4] = {static_cast<uint32_t>(row.size()), static_cast<uint32_t>(file_),
                          m.config(), static_cast<uint32_t>(m.values_size())};
@@ -556,7 +561,8 @@ class CsvExporter final : public Exporter {
     CsvFile f;
     std::string header =
         "file,pid,range,domain,occurrence,occurrences_used,start_ns,end_ns,duration_ns,t_ms,"
-        "device,thread_id,correlation,nesting_level,sm_clock_khz,config";
+        "device,thread_id,correlation,nesting_level,sm_clock_khz,consistent,occurrence_min_ns,"
+        "occurrence_max_ns,config";
     for (const std::string& n : metric_names_) {
       header += ',';
       AppendCsvField(&header, n);
