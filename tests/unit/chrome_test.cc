@@ -17,6 +17,7 @@
 #include "inject/trace/trace_encoder.h"
 #include "tools/export/chrome_exporter.h"
 #include "tools/export/perfetto_exporter.h"
+#include "tools/export/record_args.h"
 #include "tools/kptrace/commands.h"
 
 namespace kp_export_test {
@@ -445,6 +446,19 @@ TEST(ChromeTimeBase, EarliestStartAcrossAllInputs) {
   EXPECT_TRUE(got.count((late.first_kernel_ns - kSyncT0) / 1000.0));
   ChromeCounts c = CheckChrome(j, kSyncT0);
   EXPECT_EQ(c.x_by_cat["cuda_sync"], early.syncs + late.syncs);
+}
+
+}  // namespace
+
+namespace {
+
+// The Chrome exporter writes argument names as JSON keys without escaping them.
+TEST(RecordArgs, NamesNeedNoJsonEscaping) {
+  for (uint32_t i = 1; i < kp::kArgCount; ++i) {
+    for (char c : std::string(kp::kArgNames[i])) {
+      EXPECT_TRUE(c >= 0x20 && c < 0x7f && c != '"' && c != '\\') << kp::kArgNames[i];
+    }
+  }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -288,6 +289,17 @@ Loaded Load(const std::string& tp, const std::string& trace, const std::string& 
   return l;
 }
 
+void RunConvertTo(const std::vector<std::string>& inputs, const std::string& to,
+                  const std::string& out) {
+  std::vector<std::string> args = inputs;
+  for (const char* a : {"--to", to.c_str(), "-o", out.c_str(), "--no-progress"}) {
+    args.push_back(a);
+  }
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ASSERT_EQ(kp::cli::RunConvert(static_cast<int>(argv.size()), argv.data()), 0) << to;
+}
+
 void CheckCase(const std::string& name, const std::vector<std::string>& inputs) {
   SCOPED_TRACE(name);
   std::string why;
@@ -296,19 +308,10 @@ void CheckCase(const std::string& name, const std::vector<std::string>& inputs) 
     if (InCi()) FAIL() << why << " (CI=true: .ci/run must provide it)";
     GTEST_SKIP() << why;
   }
-  auto convert = [&](const std::string& to, const std::string& out) {
-    std::vector<std::string> args = inputs;
-    for (const char* a : {"--to", to.c_str(), "-o", out.c_str(), "--no-progress"}) {
-      args.push_back(a);
-    }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    ASSERT_EQ(kp::cli::RunConvert(static_cast<int>(argv.size()), argv.data()), 0) << to;
-  };
   const std::string base = "tp_" + name;
-  convert("perfetto", base + ".pftrace");
-  convert("chrome", base + ".json");
-  convert("csv", base + "_csv/");
+  RunConvertTo(inputs, "perfetto", base + ".pftrace");
+  RunConvertTo(inputs, "chrome", base + ".json");
+  RunConvertTo(inputs, "csv", base + "_csv/");
   const Expected want = Expect(inputs, base + "_csv");
   const Loaded perfetto = Load(tp, base + ".pftrace", "debug", want);
   const Loaded chrome = Load(tp, base + ".json", "args", want);
@@ -524,6 +527,41 @@ TEST(TraceProcessor, MultiProcessMerge) {
   CheckCase("merge", {WriteGraphTrace("tp_rank1.kptrace", 4100, "node-b", 1, kT0 + 7000),
                       WriteGraphTrace("tp_rank0.kptrace", 4100, "node-a", 0, kT0),
                       WriteGraphTrace("tp_norank.kptrace", 4200, "node-a", -1, kT0 + 3000)});
+}
+
+// Two Perfetto files converted separately load as one trace when concatenated: their track
+// uuids, sequence ids and arrow ids come from each process's host, pid and start time.
+TEST(TraceProcessor, SeparatelyConvertedFilesConcatenate) {
+  std::string why;
+  const std::string tp = FindTraceProcessor(&why);
+  if (tp.empty()) {
+    if (InCi()) FAIL() << why << " (CI=true: .ci/run must provide it)";
+    GTEST_SKIP() << why;
+  }
+  const std::vector<std::string> inputs = {
+      WriteGraphTrace("tp_cat0.kptrace", 5100, "node-a", 0, kT0),
+      WriteGraphTrace("tp_cat1.kptrace", 5200, "node-b", 1, kT0 + 500)};
+  std::string both;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    std::vector<std::string> args = {
+        inputs[i],      "--to", "perfetto", "-o", "tp_cat" + std::to_string(i) + ".pftrace",
+        "--no-progress"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    ASSERT_EQ(kp::cli::RunConvert(static_cast<int>(argv.size()), argv.data()), 0);
+    std::ifstream in("tp_cat" + std::to_string(i) + ".pftrace", std::ios::binary);
+    both += std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  std::ofstream("tp_cat_both.pftrace", std::ios::binary) << both;
+  std::ofstream("tp_cat_both_csv_marker").close();
+  RunConvertTo(inputs, "csv", "tp_cat_both_csv/");
+  const Expected want = Expect(inputs, "tp_cat_both_csv");
+  const Loaded l = Load(tp, "tp_cat_both.pftrace", "debug", want);
+  for (const auto& [cls, n] : want.counts) {
+    EXPECT_EQ(l.counts.count(cls) ? l.counts.at(cls) : 0, n) << cls;
+  }
+  EXPECT_EQ(l.flows, want.flows);
+  EXPECT_TRUE(l.gpu_durations == want.gpu_durations);
 }
 
 }  // namespace

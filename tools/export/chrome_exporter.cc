@@ -58,32 +58,32 @@ void PayloadValue(JsonWriter& j, const NvtxPayload& p) {
 struct JsonArgs {
   JsonWriter& j;
   void UInt(uint32_t id, uint64_t v) {
-    j.Key(kArgNames[id]);
+    j.KeyPlain(kArgNames[id]);
     j.UInt(v);
   }
   void Int(uint32_t id, int64_t v) {
-    j.Key(kArgNames[id]);
+    j.KeyPlain(kArgNames[id]);
     j.Int(v);
   }
   void Double(uint32_t id, double v) {
-    j.Key(kArgNames[id]);
+    j.KeyPlain(kArgNames[id]);
     j.Double(v);
   }
   void Bool(uint32_t id, bool v) {
-    j.Key(kArgNames[id]);
+    j.KeyPlain(kArgNames[id]);
     j.Bool(v);
   }
   void Str(uint32_t id, std::string_view v) {
-    j.Key(kArgNames[id]);
+    j.KeyPlain(kArgNames[id]);
     j.String(v);
   }
   void Dim3(uint32_t id, uint32_t x, uint32_t y, uint32_t z) {
-    j.Key(kArgNames[id]);
+    j.KeyPlain(kArgNames[id]);
     j.String(kp::Dim3(x, y, z));
   }
   void Payload(uint32_t id, const NvtxPayload& p) {
     if (p.value_case() == NvtxPayload::VALUE_NOT_SET) return;
-    j.Key(kArgNames[id]);
+    j.KeyPlain(kArgNames[id]);
     PayloadValue(j, p);
   }
 };
@@ -109,9 +109,9 @@ bool ChromeExporter::Begin(std::string* err) {
   }
   json_ = std::make_unique<JsonWriter>(out_);
   json_->BeginObject();
-  json_->Key("displayTimeUnit");
+  json_->KeyPlain("displayTimeUnit");
   json_->String("ns");
-  json_->Key("traceEvents");
+  json_->KeyPlain("traceEvents");
   json_->BeginArray();
   return true;
 }
@@ -124,15 +124,15 @@ void ChromeExporter::Meta(const char* name, int32_t pid, int64_t tid, std::strin
                           std::string_view value) {
   JsonWriter& j = *json_;
   j.BeginObject();
-  j.Key("ph");
+  j.KeyPlain("ph");
   j.String("M");
-  j.Key("name");
+  j.KeyPlain("name");
   j.String(name);
-  j.Key("pid");
+  j.KeyPlain("pid");
   j.Int(pid);
-  j.Key("tid");
+  j.KeyPlain("tid");
   j.Int(tid);
-  j.Key("args");
+  j.KeyPlain("args");
   j.BeginObject();
   j.Key(key);
   j.String(value);
@@ -143,17 +143,17 @@ void ChromeExporter::Meta(const char* name, int32_t pid, int64_t tid, std::strin
 void ChromeExporter::SortIndex(const char* name, int32_t pid, int64_t tid, int64_t index) {
   JsonWriter& j = *json_;
   j.BeginObject();
-  j.Key("ph");
+  j.KeyPlain("ph");
   j.String("M");
-  j.Key("name");
+  j.KeyPlain("name");
   j.String(name);
-  j.Key("pid");
+  j.KeyPlain("pid");
   j.Int(pid);
-  j.Key("tid");
+  j.KeyPlain("tid");
   j.Int(tid);
-  j.Key("args");
+  j.KeyPlain("args");
   j.BeginObject();
-  j.Key("sort_index");
+  j.KeyPlain("sort_index");
   j.Int(index);
   j.EndObject();
   j.EndObject();
@@ -242,41 +242,41 @@ void ChromeExporter::BeginComplete(const char* cat, std::string_view name, int32
                                    uint64_t start, uint64_t end) {
   JsonWriter& j = *json_;
   j.BeginObject();
-  j.Key("ph");
+  j.KeyPlain("ph");
   j.String("X");
-  j.Key("cat");
+  j.KeyPlain("cat");
   j.String(cat);
-  j.Key("name");
+  j.KeyPlain("name");
   j.String(name);
-  j.Key("pid");
+  j.KeyPlain("pid");
   j.Int(pid);
-  j.Key("tid");
+  j.KeyPlain("tid");
   j.Int(tid);
-  j.Key("ts");
+  j.KeyPlain("ts");
   j.MicrosFromNs(Rel(start));
-  j.Key("dur");
+  j.KeyPlain("dur");
   j.MicrosFromNs(static_cast<int64_t>(end - start));
 }
 
 void ChromeExporter::Flow(const char* ph, uint64_t id, int32_t pid, int64_t tid, uint64_t ts) {
   JsonWriter& j = *json_;
   j.BeginObject();
-  j.Key("ph");
+  j.KeyPlain("ph");
   j.String(ph);
-  j.Key("cat");
+  j.KeyPlain("cat");
   j.String("ac2g");
-  j.Key("name");
+  j.KeyPlain("name");
   j.String("ac2g");
-  j.Key("id");
+  j.KeyPlain("id");
   j.UInt(id);
-  j.Key("pid");
+  j.KeyPlain("pid");
   j.Int(pid);
-  j.Key("tid");
+  j.KeyPlain("tid");
   j.Int(tid);
-  j.Key("ts");
+  j.KeyPlain("ts");
   j.MicrosFromNs(Rel(ts));
   if (ph[0] == 'f') {
-    j.Key("bp");
+    j.KeyPlain("bp");
     j.String("e");
   }
   j.EndObject();
@@ -337,7 +337,7 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
         name = internal_name;
       }
       BeginComplete("kernel", name, p.pid, tid, s.start, s.end);
-      j.Key("args");
+      j.KeyPlain("args");
       j.BeginObject();
       KernelArgs(k, shape, shape != nullptr ? reader.Str(shape->name()) : "", args);
       j.EndObject();
@@ -347,7 +347,7 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
       const Memcpy& m = chunk.memcpys(s.index);
       BeginComplete("gpu_memcpy", std::string("Memcpy ") + CopyKindName(m.copy_kind()), p.pid, tid,
                     s.start, s.end);
-      j.Key("args");
+      j.KeyPlain("args");
       j.BeginObject();
       MemcpyArgs(m, args);
       j.EndObject();
@@ -356,7 +356,7 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
     } else {
       const Memset& m = chunk.memsets(s.index);
       BeginComplete("gpu_memset", "Memset", p.pid, tid, s.start, s.end);
-      j.Key("args");
+      j.KeyPlain("args");
       j.BeginObject();
       MemsetArgs(m, args);
       j.EndObject();
@@ -379,7 +379,7 @@ void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk&
       std::string_view name = reader.Str(a.name());
       BeginComplete(a.domain() == API_DRIVER ? "cuda_driver" : "cuda_runtime", name, p.pid, tid,
                     s.start, s.end);
-      j.Key("args");
+      j.KeyPlain("args");
       j.BeginObject();
       ApiArgs(a, args);
       j.EndObject();
@@ -396,7 +396,7 @@ void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk&
       } else {
         BeginComplete("nvtx", reader.Str(r.name()), p.pid, tid, s.start, s.end);
       }
-      j.Key("args");
+      j.KeyPlain("args");
       j.BeginObject();
       NvtxRangeArgs(r, reader.Str(r.domain()), args);
       j.EndObject();
@@ -412,21 +412,21 @@ void ChromeExporter::EmitNvtxMarks(Process& p, TraceReader& reader, const Chunk&
   for (const NvtxMark& m : chunk.nvtx_marks()) {
     NameThread(p, m.thread_id());
     j.BeginObject();
-    j.Key("ph");
+    j.KeyPlain("ph");
     j.String("i");
-    j.Key("s");
+    j.KeyPlain("s");
     j.String("t");
-    j.Key("cat");
+    j.KeyPlain("cat");
     j.String("nvtx");
-    j.Key("name");
+    j.KeyPlain("name");
     j.String(reader.Str(m.name()));
-    j.Key("pid");
+    j.KeyPlain("pid");
     j.Int(p.pid);
-    j.Key("tid");
+    j.KeyPlain("tid");
     j.UInt(m.thread_id());
-    j.Key("ts");
+    j.KeyPlain("ts");
     j.MicrosFromNs(Rel(static_cast<uint64_t>(m.time())));
-    j.Key("args");
+    j.KeyPlain("args");
     j.BeginObject();
     NvtxMarkArgs(m, reader.Str(m.domain()), args);
     j.EndObject();
@@ -441,7 +441,7 @@ void ChromeExporter::EmitSyncs(Process& p, const Chunk& chunk) {
     const Synchronization& y = chunk.syncs(s.index);
     const int64_t tid = ProcessTrackThread(p, kSyncTid, "CUDA sync", s.lane);
     BeginComplete("cuda_sync", SyncTypeLabel(y.type()), p.pid, tid, s.start, s.end);
-    j.Key("args");
+    j.KeyPlain("args");
     j.BeginObject();
     SyncArgs(y, args);
     j.EndObject();
@@ -457,7 +457,7 @@ void ChromeExporter::EmitOverheads(Process& p, TraceReader& reader, const Chunk&
     const int64_t tid = ProcessTrackThread(p, kOverheadTid, "CUPTI overhead", s.lane);
     BeginComplete("cupti_overhead", OverheadLabel(reader.Str(o.name()), o.kind()), p.pid, tid,
                   s.start, s.end);
-    j.Key("args");
+    j.KeyPlain("args");
     j.BeginObject();
     OverheadArgs(o, args);
     j.EndObject();
@@ -478,7 +478,7 @@ void ChromeExporter::EmitMetricRanges(Process& p, TraceReader& reader, const Chu
                  : "metric " + std::to_string(i);
     };
     BeginComplete("kp_metrics", reader.Str(m.name()), p.pid, tid, s.start, s.end);
-    j.Key("args");
+    j.KeyPlain("args");
     j.BeginObject();
     MetricRangeArgs(m, reader.Str(m.domain()), args);
     for (int i = 0; i < m.values_size(); ++i) {
@@ -490,19 +490,19 @@ void ChromeExporter::EmitMetricRanges(Process& p, TraceReader& reader, const Chu
     for (int i = 0; i < m.values_size(); ++i) {
       if (!std::isfinite(m.values(i))) continue;
       j.BeginObject();
-      j.Key("ph");
+      j.KeyPlain("ph");
       j.String("C");
-      j.Key("name");
+      j.KeyPlain("name");
       j.String(metric_name(i));
-      j.Key("pid");
+      j.KeyPlain("pid");
       j.Int(p.pid);
-      j.Key("tid");
+      j.KeyPlain("tid");
       j.Int(0);
-      j.Key("ts");
+      j.KeyPlain("ts");
       j.MicrosFromNs(Rel(s.start));
-      j.Key("args");
+      j.KeyPlain("args");
       j.BeginObject();
-      j.Key("value");
+      j.KeyPlain("value");
       j.Double(m.values(i));
       j.EndObject();
       j.EndObject();
@@ -514,46 +514,46 @@ bool ChromeExporter::End(std::string* err) {
   JsonWriter& j = *json_;
   j.EndArray();
   // The headers of every input, so the JSON says where it came from.
-  j.Key("kp");
+  j.KeyPlain("kp");
   j.BeginObject();
-  j.Key("time_base_ns");
+  j.KeyPlain("time_base_ns");
   j.UInt(base_ns_);
-  j.Key("files");
+  j.KeyPlain("files");
   j.BeginArray();
   for (const auto& p : processes_) {
     if (p == nullptr) continue;
     j.BeginObject();
-    j.Key("path");
+    j.KeyPlain("path");
     j.String(p->path);
-    j.Key("pid");
+    j.KeyPlain("pid");
     j.Int(p->pid);
     if (p->have_header) {
       const Header& h = p->header;
-      j.Key("kp_version");
+      j.KeyPlain("kp_version");
       j.String(h.kp_version());
-      j.Key("hostname");
+      j.KeyPlain("hostname");
       j.String(h.hostname());
-      j.Key("original_pid");
+      j.KeyPlain("original_pid");
       j.UInt(h.pid());
-      j.Key("command_line");
+      j.KeyPlain("command_line");
       j.BeginArray();
       for (const std::string& a : h.command_line()) j.String(a);
       j.EndArray();
-      j.Key("rank");
+      j.KeyPlain("rank");
       j.Int(h.rank());
-      j.Key("start_time_unix_ns");
+      j.KeyPlain("start_time_unix_ns");
       j.UInt(h.start_time_unix_ns());
-      j.Key("start_time_trace_ns");
+      j.KeyPlain("start_time_trace_ns");
       j.UInt(h.start_time_trace_ns());
-      j.Key("clock");
+      j.KeyPlain("clock");
       j.String(h.clock());
-      j.Key("driver_version");
+      j.KeyPlain("driver_version");
       j.String(h.driver_version());
-      j.Key("cuda_driver_version");
+      j.KeyPlain("cuda_driver_version");
       j.Int(h.cuda_driver_version());
-      j.Key("injection_mode");
+      j.KeyPlain("injection_mode");
       j.String(h.injection_mode());
-      j.Key("config");
+      j.KeyPlain("config");
       j.BeginObject();
       for (const KeyValue& kv : h.config()) {
         j.Key(kv.key());
@@ -564,7 +564,7 @@ bool ChromeExporter::End(std::string* err) {
     j.EndObject();
   }
   j.EndArray();
-  j.Key("anomalies");
+  j.KeyPlain("anomalies");
   j.BeginArray();
   for (const std::string& line : layout_.anomalies().Describe()) j.String(line);
   j.EndArray();

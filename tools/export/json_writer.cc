@@ -62,6 +62,19 @@ void JsonWriter::Key(std::string_view key) {
   after_key_ = true;
 }
 
+void JsonWriter::KeyPlain(std::string_view key) {
+  Separator();
+  buf_.Reserve(key.size() + 3);
+  char* p = buf_.Tail();
+  *p++ = '"';
+  std::memcpy(p, key.data(), key.size());
+  p += key.size();
+  *p++ = '"';
+  *p++ = ':';
+  buf_.Advance(key.size() + 3);
+  after_key_ = true;
+}
+
 void JsonWriter::String(std::string_view s) {
   Separator();
   static const char kHex[] = "0123456789abcdef";

@@ -102,6 +102,7 @@ class TimelineLayout {
   };
   FileLanes& Lanes(int file_index);
   std::vector<FileLanes> lanes_;
+  std::vector<LaidOutSlice> scratch_;  // sorting space, reused across chunks
   TimelineAnomalies anomalies_;
 };
 
