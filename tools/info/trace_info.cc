@@ -218,7 +218,7 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
     if (severity == StatClass::kBookkeeping) {
       bookkeeping += Printf("%s%s %" PRIu64, bookkeeping.empty() ? "" : ", ", name.c_str(), v);
     } else if (severity == StatClass::kInfo) {
-      o += Printf("    %-28s %" PRIu64 "\n", name.c_str(), v);
+      o += Printf("    %-28s %" PRIu64 "  (not a loss)\n", name.c_str(), v);
     } else if (name != "cupti_dropped_records") {
       o += Printf("    %-28s %" PRIu64 "  <-- loss or anomaly\n", name.c_str(), v);
     }
