@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "inject/trace/chunk_writer.h"
-#include "inject/trace/proto_wire.h"
+#include "common/proto_wire.h"
 
 namespace kp {
 namespace {
@@ -563,6 +563,7 @@ uint32_t TraceEncoder::AddMetricConfig(const MetricConfigInfo& c) {
   w.String(F::kMode, c.mode);
   w.Uint(F::kDevice, c.device);
   w.String(F::kChip, c.chip);
+  w.Uint(F::kSkip, c.skip);
   b.Commit(w);
   impl_->metric_configs.emplace_back(b.data(), b.data() + b.size());
   impl_->dirty = true;
@@ -785,7 +786,7 @@ void TraceEncoder::AddMetricRange(const MetricRangeRecord& r) {
   uint32_t num_values = r.values == nullptr ? 0 : r.num_values;
   WireBuffer& b = m.scratch;
   b.Clear();
-  WireWriter w = b.Reserve(14 * wire::kMaxScalarFieldBytes + 8 * size_t{num_values});
+  WireWriter w = b.Reserve(17 * wire::kMaxScalarFieldBytes + 8 * size_t{num_values});
   w.Uint(F::kConfig, r.config);
   w.Uint(F::kName, name);
   w.Uint(F::kDomain, domain);
@@ -800,6 +801,9 @@ void TraceEncoder::AddMetricRange(const MetricRangeRecord& r) {
   w.Sint(F::kCorrelation, r.correlation);  // absolute in kernel mode (proto: not delta-coded)
   w.Uint(F::kNestingLevel, r.nesting_level);
   w.Uint(F::kSmClockKhz, r.sm_clock_khz);
+  w.Uint(F::kOccurrenceMinNs, r.occurrence_min_ns);
+  w.Uint(F::kOccurrenceMaxNs, r.occurrence_max_ns);
+  w.Bool(F::kInconsistent, r.inconsistent);
   b.Commit(w);
   m.chunk.AppendMessage(ChunkField::kMetricRanges, b);
   m.CountRecord(kMetricRanges);

@@ -61,6 +61,7 @@ struct MetricConfigInfo {
   std::string mode;  // "range" | "kernel"
   uint32_t device = 0;
   std::string chip;
+  uint32_t skip = 0;  // range mode: warm-up occurrences per name not measured (KP_METRICS_SKIP)
 };
 
 // kp.Stats as plain counters, generated from the proto; the tracer increments these directly.
