@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "common/metric_plan.h"
+#include "inject/log/log.h"
 #include "inject/metrics/l2_sweep.h"
 #include "inject/trace/trace_encoder.h"
 
@@ -54,7 +55,7 @@ void ProfilerCollector::Notice(int severity, const std::string& message) {
 
 void ProfilerCollector::Fail(const std::string& message) {
   if (off_.exchange(true)) return;  // one line, the first cause
-  std::fprintf(stderr, "kp: metrics: %s; metrics are off, tracing goes on\n", message.c_str());
+  Log(LogSeverity::kError, "metrics: %s; metrics are off, tracing goes on", message.c_str());
   Notice(kNoticeError, message + "; metrics are off");
 }
 
@@ -147,7 +148,7 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
                 enable_ms, s.names.size(), s.num_passes, info.mode.c_str(),
                 p->multi_pass ? "; passes rotate over repeated occurrences of each range" : "");
   Notice(kNoticeInfo, msg);
-  if (debug_) std::fprintf(stderr, "kp: metrics: %s\n", msg);
+  if (debug_) Log(LogSeverity::kDebug, "metrics: %s", msg);
   if (mode_ == MetricsMode::kKernel && s.num_passes > 1) {
     bool dram = false;
     for (const auto& n : s.names) dram |= n.rfind("dram__", 0) == 0;
@@ -159,7 +160,7 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
           "kernel than with a single-pass set); for exact DRAM bytes per kernel measure them in "
           "a single-pass set, or use range mode";
       Notice(kNoticeWarning, warn);
-      if (debug_) std::fprintf(stderr, "kp: metrics: %s\n", warn.c_str());
+      if (debug_) Log(LogSeverity::kDebug, "metrics: %s", warn.c_str());
     }
   }
 
@@ -263,7 +264,7 @@ void ProfilerCollector::FlushContext(Context* p, bool final) {
                       std::to_string(p->setup.device) + " (context " +
                       std::to_string(p->setup.context_id) + "): " + call_times;
     Notice(kNoticeInfo, msg);
-    if (debug_) std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+    if (debug_) Log(LogSeverity::kDebug, "metrics: %s", msg.c_str());
   }
   if (dropped)
     post_([dropped](TraceEncoder& enc) { enc.stats().metric_ranges_dropped += dropped; });
@@ -320,10 +321,10 @@ bool ProfilerCollector::IsProfilerInternalKernel(const char* name) const {
     if (seen_kernels_.size() < 256 &&
         std::find(seen_kernels_.begin(), seen_kernels_.end(), n) == seen_kernels_.end()) {
       seen_kernels_.emplace_back(n);
-      std::fprintf(stderr,
-                   "kp: metrics: kernel '%s' seen (not a known profiler-internal kernel; if the "
-                   "range profiler launched it, add it to kProfilerInternalKernels)\n",
-                   name);
+      Log(LogSeverity::kDebug,
+          "metrics: kernel '%s' seen (not a known profiler-internal kernel; if the range "
+          "profiler launched it, add it to kProfilerInternalKernels)",
+          name);
     }
   }
   return false;

@@ -40,6 +40,7 @@
 #include "inject/metrics/capture_gate.h"
 #include "inject/metrics/metrics_collector.h"
 #include "inject/metrics/profiler_session.h"
+#include "proto/kptrace_schema.h"
 
 namespace kp {
 
@@ -116,7 +117,10 @@ class ProfilerCollector : public MetricsCollector {
   // The calling thread's kernel thread id (as the trace's thread ids).
   static uint32_t ThreadId();
 
-  static constexpr int kNoticeInfo = 0, kNoticeWarning = 1, kNoticeError = 2;
+  // kp.NoticeSeverity values (generated from proto/kptrace.proto).
+  static constexpr int kNoticeInfo = schema::NoticeSeverity::kInfo,
+                       kNoticeWarning = schema::NoticeSeverity::kWarning,
+                       kNoticeError = schema::NoticeSeverity::kError;
   // A multi-pass value set is flagged inconsistent when its longest occurrence is more than
   // (1 + kInconsistentSpread) times its shortest. Occurrence times are host times from push to
   // pop and include the profiler's own calls, so normal steps vary: on the H200 a PyTorch

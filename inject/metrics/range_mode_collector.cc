@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "inject/log/log.h"
 #include "inject/metrics/launch_callbacks.h"
 
 namespace kp {
@@ -107,7 +108,7 @@ void RangeModeCollector::AnnounceOwner(uint32_t tid, const std::string& domain,
       "; matching ranges on other threads are not measured" +
       (selector_.selects_every_range() ? ", nor those of library domains (NCCL, cuBLAS, ...)" : "");
   Notice(kNoticeInfo, msg);
-  if (debug_) std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+  if (debug_) Log(LogSeverity::kDebug, "metrics: %s", msg.c_str());
 }
 
 void RangeModeCollector::OnRangePush(const void* domain, const std::string& message) {
@@ -123,10 +124,10 @@ void RangeModeCollector::OnRangePush(const void* domain, const std::string& mess
   if (measure && ((owner != 0 && owner != tid) ||
                   (owner == 0 && !t_launched && any_launch_.load(std::memory_order_relaxed)))) {
     if (skipped_other_thread_.fetch_add(1) == 0 && debug_)
-      std::fprintf(stderr,
-                   "kp: metrics: range '%s' on thread %u not measured: only the thread launching "
-                   "GPU work is measured\n",
-                   message.c_str(), tid);
+      Log(LogSeverity::kDebug,
+          "metrics: range '%s' on thread %u not measured: only the thread launching GPU work "
+          "is measured",
+          message.c_str(), tid);
     measure = false;
   }
   if (measure && gate_.active()) {
@@ -231,7 +232,7 @@ void RangeModeCollector::OnRangePush(const void* domain, const std::string& mess
       std::string msg = sweep_error +
                         "; ranges are measured without it from here on (the first range after "
                         "each range-profiler start can then read ~30 MB more dram writes)";
-      std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+      Log(LogSeverity::kWarning, "metrics: %s", msg.c_str());
       Notice(kNoticeWarning, msg);
     }
     std::lock_guard<std::mutex> lock(p->mu);

@@ -211,7 +211,7 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
       bookkeeping +=
           StringPrintf("%s%s %" PRIu64, bookkeeping.empty() ? "" : ", ", name.c_str(), v);
     } else if (severity == StatClass::kInfo) {
-      o += StringPrintf("    %-28s %" PRIu64 "\n", name.c_str(), v);
+      o += StringPrintf("    %-28s %" PRIu64 "  (not a loss)\n", name.c_str(), v);
     } else if (name != "cupti_dropped_records") {
       o += StringPrintf("    %-28s %" PRIu64 "  <-- loss or anomaly\n", name.c_str(), v);
     }
