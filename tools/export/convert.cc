@@ -3,15 +3,19 @@
 // Streams every input file through one Exporter (exporter.h), in command-line order, so several
 // ranks or processes merge into one output. A file's first chunk is read before BeginFile so the
 // exporter sees its header and devices. Damage is reported per file on stderr; the exit code is
-// 1 only when nothing at all could be read.
+// 1 when nothing at all could be read or the output could not be written, 2 for a usage error
+// (including an output that names an input). Inputs are open one at a time, the output is
+// written under a temporary name and renamed into place at the end (tools/io/output_guard.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "tools/export/exporter.h"
+#include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 
 namespace kp {
@@ -94,50 +98,71 @@ int RunConvert(int argc, char** argv) {
                  to.c_str());
     return 2;
   }
-  // Open every file and read its first chunk before writing anything: the progress bar needs
-  // the total size, a missing file is reported before minutes of work, and the Chrome time base
-  // is the earliest start across all inputs. Each first chunk is kept (the reader's string
-  // tables point into it) and exported in the file's turn below.
-  std::vector<std::unique_ptr<TraceReader>> readers(files.size());
-  std::vector<std::unique_ptr<Chunk>> first_chunks(files.size());
+  InputSet inputs;
+  for (const std::string& f : files) {
+    std::string note;
+    if (!inputs.Add(f, &note)) std::fprintf(stderr, "kptrace convert: warning: %s\n", note.c_str());
+  }
+  files = inputs.paths();
+  // Read every file's first chunk before writing anything: the progress bar needs the total
+  // size, a missing file is reported before minutes of work, and the Chrome time base is the
+  // earliest start across all inputs. Each file is closed again, so many inputs cost no memory
+  // at rest; the export pass below reopens them one at a time.
+  std::vector<bool> readable(files.size(), false);
   uint64_t total_bytes = 0, earliest_ns = 0;
   std::string err;
   for (size_t i = 0; i < files.size(); ++i) {
-    readers[i] = TraceReader::Open(files[i], &err);
-    if (!readers[i]) {
+    auto reader = TraceReader::Open(files[i], &err);
+    if (!reader) {
       std::fprintf(stderr, "kptrace convert: %s (skipped)\n", err.c_str());
       continue;
     }
-    total_bytes += readers[i]->stats().file_bytes;
-    auto first = std::make_unique<Chunk>();
-    if (!readers[i]->Next(first.get())) continue;
-    const Header* h = readers[i]->header();
+    total_bytes += reader->stats().file_bytes;
+    Chunk first;
+    if (!reader->Next(&first)) {
+      std::fprintf(stderr, "kptrace convert: %s: nothing could be read (no intact chunk)\n",
+                   files[i].c_str());
+      continue;
+    }
+    readable[i] = true;
+    const Header* h = reader->header();
     uint64_t start = h != nullptr && h->start_time_trace_ns() != 0 ? h->start_time_trace_ns()
-                                                                   : first->time_base_ns();
+                                                                   : first.time_base_ns();
     if (start != 0 && (earliest_ns == 0 || start < earliest_ns)) earliest_ns = start;
-    first_chunks[i] = std::move(first);
+  }
+  if (std::find(readable.begin(), readable.end(), true) == readable.end()) {
+    std::fprintf(stderr, "kptrace convert: nothing could be read from the input\n");
+    return 1;  // before anything is created: a failed conversion leaves no output behind
   }
 
   ExportOptions options;
   options.progress = progress;
   options.time_base_ns = earliest_ns;
   std::string base = StripTraceSuffix(files[0]);
+  std::string output;
+  if (to == "csv") {
+    output = out.empty() ? base + "_csv/" : out;
+  } else if (to == "chrome" || to == "json") {
+    output = out.empty() ? base + ".json" : out;
+  } else {
+    output = out.empty() ? base + ".perfetto-trace" : out;
+  }
+  if (!inputs.CheckOutput(output, &err) ||
+      (to == "csv" && !inputs.CheckOutputDirectory(output, ".csv", &err))) {
+    std::fprintf(stderr, "kptrace convert: %s\n", err.c_str());
+    return 2;
+  }
+  std::unique_ptr<AtomicOutputFile> out_file;
+  std::unique_ptr<AtomicOutputDirectory> out_dir;
   std::unique_ptr<Exporter> exporter;
   if (to == "csv") {
-    options.output = out.empty() ? base + "_csv/" : out;
+    out_dir = std::make_unique<AtomicOutputDirectory>(output);
+    options.output = out_dir->temp_path() + "/";
     exporter = MakeCsvExporter(options);
-  } else if (to == "chrome" || to == "json") {
-    options.output = out.empty() ? base + ".json" : out;
-    exporter = MakeChromeExporter(options);
-  } else if (to == "perfetto") {
-    options.output = out.empty() ? base + ".perfetto-trace" : out;
-    exporter = MakePerfettoExporter(options);
   } else {
-    std::fprintf(stderr,
-                 "kptrace convert: unknown format '%s' (expected csv, chrome or "
-                 "perfetto)\n",
-                 to.c_str());
-    return 2;
+    out_file = std::make_unique<AtomicOutputFile>(output);
+    options.output = out_file->temp_path();
+    exporter = to == "perfetto" ? MakePerfettoExporter(options) : MakeChromeExporter(options);
   }
   if (!exporter) {
     std::fprintf(stderr, "kptrace convert: the %s exporter is not available in this build\n",
@@ -154,37 +179,32 @@ int RunConvert(int argc, char** argv) {
   int readable_files = 0;
   Chunk chunk;
   for (size_t i = 0; i < files.size(); ++i) {
-    TraceReader* reader = readers[i].get();
-    if (reader == nullptr) continue;
-    const int index = static_cast<int>(i);
-    if (first_chunks[i] != nullptr) {
-      ++readable_files;
-      exporter->BeginFile(index, *reader);
-      exporter->AddChunk(index, *reader, *first_chunks[i]);
-      bar.Update(done_bytes + reader->position());
-      while (reader->Next(&chunk)) {
-        exporter->AddChunk(index, *reader, chunk);
-        bar.Update(done_bytes + reader->position());
-      }
-      first_chunks[i].reset();
+    if (!readable[i]) continue;
+    auto reader = TraceReader::Open(files[i], &err);
+    if (!reader || !reader->Next(&chunk)) {  // changed since the first look
+      std::fprintf(stderr, "kptrace convert: %s: could no longer be read (skipped)\n",
+                   files[i].c_str());
+      continue;
     }
+    const int index = static_cast<int>(i);
+    ++readable_files;
+    exporter->BeginFile(index, *reader);
+    do {
+      exporter->AddChunk(index, *reader, chunk);
+      bar.Update(done_bytes + reader->position());
+    } while (reader->Next(&chunk));
     done_bytes += reader->stats().file_bytes;
     records += reader->stats().records;
     bar.Finish();
-    if (reader->stats().chunks_ok == 0) {
-      std::fprintf(stderr, "kptrace convert: %s: nothing could be read (no intact chunk)\n",
-                   files[i].c_str());
-    }
     for (const std::string& line : reader->stats().Describe()) {
       std::fprintf(stderr, "kptrace convert: %s: %s\n", files[i].c_str(), line.c_str());
     }
-    if (reader->stats().chunks_ok > 0 && reader->footer() == nullptr) {
+    if (reader->footer() == nullptr) {
       std::fprintf(stderr,
                    "kptrace convert: %s: no footer: the process ended without kp's exit flush "
                    "(killed?) -- data up to the last chunk is intact\n",
                    files[i].c_str());
     }
-    readers[i].reset();  // one file's buffers at a time
   }
   bar.Finish();
   if (!exporter->End(&err)) {
@@ -195,8 +215,12 @@ int RunConvert(int argc, char** argv) {
     std::fprintf(stderr, "kptrace convert: nothing could be read from the input\n");
     return 1;
   }
+  if (!(out_file ? out_file->Commit(&err) : out_dir->Commit(&err))) {
+    std::fprintf(stderr, "kptrace convert: %s\n", err.c_str());
+    return 1;
+  }
   std::fprintf(stderr, "kptrace convert: %" PRIu64 " records from %d file%s -> %s\n", records,
-               readable_files, readable_files == 1 ? "" : "s", options.output.c_str());
+               readable_files, readable_files == 1 ? "" : "s", output.c_str());
   return 0;
 }
 

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 
 namespace kp {
@@ -349,6 +350,12 @@ int RunInfo(int argc, char** argv) {
     std::fprintf(stderr, "usage: kptrace info [--json] FILE...\n");
     return 2;
   }
+  InputSet inputs;
+  for (const std::string& f : files) {
+    std::string note;
+    if (!inputs.Add(f, &note)) std::fprintf(stderr, "kptrace info: warning: %s\n", note.c_str());
+  }
+  files = inputs.paths();
   std::vector<TraceInfo> infos;
   bool any = false;
   for (const std::string& f : files) {

@@ -1,17 +1,21 @@
 #include "tools/summary/trace_summary.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
 #include "tools/export/csv_exporter.h"
 #include "tools/info/trace_info.h"
+#include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 #include "tools/metrics/speed_of_light.h"
 #include "tools/reader/trace_reader.h"
@@ -727,9 +731,10 @@ std::string FormatSummaryJson(const TraceSummary& s) {
 bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::string* error) {
   struct stat st;
   bool fresh = stat(log_path.c_str(), &st) != 0 || st.st_size == 0;
+  const off_t old_size = fresh ? 0 : st.st_size;
   FILE* f = std::fopen(log_path.c_str(), "ab");
   if (f == nullptr) {
-    *error = log_path + ": cannot open for appending";
+    *error = log_path + ": cannot open for appending: " + std::strerror(errno);
     return false;
   }
   std::string o;
@@ -754,9 +759,22 @@ bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::s
     AppendCsvField(&o, trace);
     o += "\r\n";
   }
+  errno = 0;
   bool ok = std::fwrite(o.data(), 1, o.size(), f) == o.size();
+  ok = std::fflush(f) == 0 && ok;
+  const int write_errno = errno;
+  // A failed append is taken back, so the log never ends in a partial row.
+  if (!ok && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (ftruncate(fileno(f), old_size) != 0) {
+      // Nothing more to do: the message below already reports the failure.
+    }
+  }
   ok = std::fclose(f) == 0 && ok;
-  if (!ok) *error = log_path + ": write failed";
+  if (!ok) {
+    *error = log_path +
+             ": write failed: " + (write_errno != 0 ? std::strerror(write_errno) : "error") +
+             " (the log is left as it was)";
+  }
   return ok;
 }
 
@@ -798,6 +816,19 @@ int RunSummary(int argc, char** argv) {
     std::fprintf(stderr, "kptrace summary: %s\n%s",
                  files.empty() ? "no input file" : "--format must be text, csv or json", kUsage);
     return 2;
+  }
+  InputSet inputs;
+  for (const std::string& f : files) {
+    std::string note;
+    if (!inputs.Add(f, &note)) std::fprintf(stderr, "kptrace summary: warning: %s\n", note.c_str());
+  }
+  files = inputs.paths();
+  if (!log.empty()) {
+    std::string err;
+    if (!inputs.CheckOutput(log, &err)) {
+      std::fprintf(stderr, "kptrace summary: --append-log: %s\n", err.c_str());
+      return 2;
+    }
   }
   TraceSummary s = SummarizeTraces(files);
   for (const std::string& e : s.errors) std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
