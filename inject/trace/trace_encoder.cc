@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/utf8.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/proto_wire.h"
 
@@ -14,40 +15,43 @@ namespace kp {
 namespace {
 
 // Returns s[0..n) with every byte that is not part of a well-formed UTF-8 sequence replaced by
-// U+FFFD. The common case (already valid) is one pass and one copy.
+// U+FFFD (interned strings are stored once, when first seen).
 std::string ToValidUtf8(const char* s, size_t n) {
-  std::string out;
-  out.reserve(n);
-  const auto* p = reinterpret_cast<const unsigned char*>(s);
-  size_t i = 0;
-  while (i < n) {
-    unsigned char c = p[i];
-    size_t len = c < 0x80           ? 1
-                 : (c >> 5) == 0x6  ? 2
-                 : (c >> 4) == 0xE  ? 3
-                 : (c >> 3) == 0x1E ? 4
-                                    : 0;
-    bool ok = len != 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xC0) == 0x80;
-    if (ok && len > 1) {
-      uint32_t cp = c & (0x7F >> len);
-      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[i + k] & 0x3F);
-      static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    }
-    if (ok) {
-      out.append(s + i, len);
-      i += len;
-    } else {
-      out.append("\xEF\xBF\xBD");
-      ++i;
-    }
-  }
+  std::string out(RepairedUtf8Size(s, n), '\0');
+  WriteRepairedUtf8(s, n, &out[0]);
   return out;
 }
 
 using wire::WireBuffer;
 using wire::WireWriter;
+
+// Every string field the encoder writes goes through here: proto3 `string` fields must hold
+// UTF-8 (libprotobuf rejects the whole chunk otherwise), and command lines, host names, paths
+// and names from the program can hold any bytes. Bad bytes become U+FFFD, so the caller's
+// Reserve must allow 3 bytes per input byte (Utf8Bound). Nothing is allocated.
+size_t Utf8Bound(std::string_view s) { return 3 * s.size(); }
+void Utf8Field(WireWriter& w, uint32_t field, std::string_view s, bool always = false) {
+  if (s.empty() && !always) return;
+  if (IsValidUtf8(s.data(), s.size())) {
+    w.BytesAlways(field, s.data(), s.size());
+    return;
+  }
+  w.Tag(field, wire::kLengthDelimited);
+  w.RawVarint(RepairedUtf8Size(s.data(), s.size()));
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t i = 0, run = 0;  // [run, i) is valid and not yet written
+  while (i < s.size()) {
+    const size_t len = Utf8SequenceLength(p + i, s.size() - i);
+    if (len != 0) {
+      i += len;
+      continue;
+    }
+    w.RawBytes(s.data() + run, i - run);
+    w.RawBytes("\xEF\xBF\xBD", 3);
+    run = ++i;
+  }
+  w.RawBytes(s.data() + run, i - run);
+}
 
 // Field numbers of kp.Chunk (proto/kptrace.proto).
 enum ChunkField : uint32_t {
@@ -453,37 +457,38 @@ TraceEncoder::~TraceEncoder() { delete impl_; }
 size_t TraceEncoder::pending_bytes() const { return impl_->chunk.size(); }
 
 void TraceEncoder::SetHeader(const HeaderInfo& h) {
-  size_t bound = 512 + h.kp_version.size() + h.hostname.size() + h.clock.size() +
-                 h.driver_version.size() + h.injection_mode.size() + h.output_path.size();
-  for (const auto& arg : h.command_line) bound += arg.size() + 16;
-  for (const auto& kv : h.config) bound += kv.first.size() + kv.second.size() + 48;
+  size_t bound = 512 + Utf8Bound(h.kp_version) + Utf8Bound(h.hostname) + Utf8Bound(h.clock) +
+                 Utf8Bound(h.driver_version) + Utf8Bound(h.injection_mode) +
+                 Utf8Bound(h.output_path);
+  for (const auto& arg : h.command_line) bound += Utf8Bound(arg) + 16;
+  for (const auto& kv : h.config) bound += Utf8Bound(kv.first) + Utf8Bound(kv.second) + 48;
   WireBuffer& b = impl_->scratch;
   b.Clear();
   WireWriter w = b.Reserve(bound);
-  w.String(1, h.kp_version);
+  Utf8Field(w, 1, h.kp_version);
   w.Uint(2, h.pid);
   w.Uint(3, h.ppid);
-  w.String(4, h.hostname);
-  for (const auto& arg : h.command_line) w.StringAlways(5, arg);
+  Utf8Field(w, 4, h.hostname);
+  for (const auto& arg : h.command_line) Utf8Field(w, 5, arg, /*always=*/true);
   w.Int(6, h.rank);
   w.Int(7, h.local_rank);
   w.Int(8, h.world_size);
   w.Uint(9, h.start_time_unix_ns);
   w.Uint(10, h.start_time_trace_ns);
-  w.String(11, h.clock);
+  Utf8Field(w, 11, h.clock);
   for (const auto& kv : h.config) {
     WireBuffer& sub = impl_->sub_scratch;
     sub.Clear();
-    WireWriter sw = sub.Reserve(kv.first.size() + kv.second.size() + 32);
-    sw.String(1, kv.first);
-    sw.String(2, kv.second);
+    WireWriter sw = sub.Reserve(Utf8Bound(kv.first) + Utf8Bound(kv.second) + 32);
+    Utf8Field(sw, 1, kv.first);
+    Utf8Field(sw, 2, kv.second);
     w.Message(12, sw);
   }
   w.Uint(13, h.cupti_api_version);
   w.Int(14, h.cuda_driver_version);
-  w.String(15, h.driver_version);
-  w.String(16, h.injection_mode);
-  w.String(17, h.output_path);
+  Utf8Field(w, 15, h.driver_version);
+  Utf8Field(w, 16, h.injection_mode);
+  Utf8Field(w, 17, h.output_path);
   b.Commit(w);
   impl_->header_bytes.assign(b.data(), b.data() + b.size());
   impl_->has_header = true;
@@ -493,9 +498,9 @@ void TraceEncoder::SetHeader(const HeaderInfo& h) {
 void TraceEncoder::AddDevice(const DeviceInfo& d) {
   WireBuffer& b = impl_->scratch;
   b.Clear();
-  WireWriter w = b.Reserve(512 + d.name.size() + d.pci_bus_id.size());
+  WireWriter w = b.Reserve(512 + Utf8Bound(d.name) + Utf8Bound(d.pci_bus_id));
   w.Uint(1, d.id);
-  w.String(2, d.name);
+  Utf8Field(w, 2, d.name);
   w.BytesAlways(3, d.uuid, sizeof d.uuid);
   w.Uint(4, d.cc_major);
   w.Uint(5, d.cc_minor);
@@ -510,7 +515,7 @@ void TraceEncoder::AddDevice(const DeviceInfo& d) {
   w.Uint(14, d.l2_cache_bytes);
   w.Uint(15, d.max_warps_per_sm);
   w.Uint(16, d.num_threads_per_warp);
-  w.String(17, d.pci_bus_id);
+  Utf8Field(w, 17, d.pci_bus_id);
   w.Bool(18, d.is_mig);
   b.Commit(w);
   Impl::Store(&impl_->devices, d.id, b);
@@ -533,9 +538,9 @@ void TraceEncoder::AddContext(const ContextInfo& c) {
 void TraceEncoder::AddThreadName(uint32_t thread_id, std::string_view name) {
   WireBuffer& b = impl_->scratch;
   b.Clear();
-  WireWriter w = b.Reserve(64 + name.size());
+  WireWriter w = b.Reserve(64 + Utf8Bound(name));
   w.Uint(1, thread_id);
-  w.String(2, name);
+  Utf8Field(w, 2, name);
   b.Commit(w);
   Impl::Store(&impl_->threads, thread_id, b);
   impl_->dirty = true;
@@ -545,10 +550,10 @@ void TraceEncoder::AddNotice(int severity, std::string_view component, std::stri
                              uint64_t time_ns) {
   WireBuffer& b = impl_->scratch;
   b.Clear();
-  WireWriter w = b.Reserve(64 + component.size() + message.size());
+  WireWriter w = b.Reserve(64 + Utf8Bound(component) + Utf8Bound(message));
   w.Int(1, severity);
-  w.String(2, component);
-  w.String(3, message);
+  Utf8Field(w, 2, component);
+  Utf8Field(w, 3, message);
   w.Uint(4, time_ns);
   b.Commit(w);
   impl_->chunk.AppendMessage(kChunkNotices, b);
@@ -556,18 +561,18 @@ void TraceEncoder::AddNotice(int severity, std::string_view component, std::stri
 }
 
 uint32_t TraceEncoder::AddMetricConfig(const MetricConfigInfo& c) {
-  size_t bound = 128 + c.mode.size() + c.chip.size();
-  for (const auto& m : c.metric_names) bound += m.size() + 16;
+  size_t bound = 128 + Utf8Bound(c.mode) + Utf8Bound(c.chip);
+  for (const auto& m : c.metric_names) bound += Utf8Bound(m) + 16;
   WireBuffer& b = impl_->scratch;
   b.Clear();
   uint32_t id = static_cast<uint32_t>(impl_->metric_configs.size() + 1);
   WireWriter w = b.Reserve(bound);
   w.Uint(1, id);
-  for (const auto& m : c.metric_names) w.StringAlways(2, m);
+  for (const auto& m : c.metric_names) Utf8Field(w, 2, m, /*always=*/true);
   w.Uint(3, c.num_passes);
-  w.String(4, c.mode);
+  Utf8Field(w, 4, c.mode);
   w.Uint(5, c.device);
-  w.String(6, c.chip);
+  Utf8Field(w, 6, c.chip);
   b.Commit(w);
   impl_->metric_configs.emplace_back(b.data(), b.data() + b.size());
   impl_->dirty = true;
@@ -847,10 +852,10 @@ void TraceEncoder::Finish(const FooterInfo& footer) {
   if (m.finished) return;
   WireBuffer& b = m.scratch;
   b.Clear();
-  WireWriter w = b.Reserve(16 * wire::kMaxScalarFieldBytes + footer.end_reason.size());
+  WireWriter w = b.Reserve(16 * wire::kMaxScalarFieldBytes + Utf8Bound(footer.end_reason));
   w.Bool(1, true);
   w.Uint(2, footer.end_time_ns);
-  w.String(3, footer.end_reason);
+  Utf8Field(w, 3, footer.end_reason);
   w.Uint(4, m.totals[kKernels]);
   w.Uint(5, m.totals[kMemcpys]);
   w.Uint(6, m.totals[kMemsets]);

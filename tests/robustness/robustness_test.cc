@@ -5,12 +5,14 @@
 
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <string>
 
 #include "tests/robustness/reproducers.h"
 #include "tools/kptrace/commands.h"
 #include "tools/reader/chunk_budget.h"
+#include "tools/reader/proto_trace_writer.h"
 #include "tools/reader/trace_reader.h"
 
 namespace kp {
@@ -157,6 +159,58 @@ TEST(Reproducers, TheSameFileTwiceIsReadOnceWithAWarning) {
   EXPECT_NE(err.find(other + " is the same file as " + path + ": read once"), std::string::npos)
       << err;
   EXPECT_EQ(out.find(other), std::string::npos) << "the second name must not be read";
+}
+
+int RunCommand(int (*command)(int, char**), std::vector<std::string> args, std::string* out) {
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(&a[0]);
+  ::testing::internal::CaptureStdout();
+  ::testing::internal::CaptureStderr();
+  int rc = command(static_cast<int>(argv.size()), argv.data());
+  *out = ::testing::internal::GetCapturedStdout();
+  ::testing::internal::GetCapturedStderr();
+  return rc;
+}
+
+// Records whose end (start + duration) passes INT64_MAX: every end the tools derive saturates
+// (the sanitizer build turns any overflow into a failure).
+TEST(ExtremeTimes, EndTimesSaturate) {
+  Chunk c;
+  c.set_sequence(0);
+  c.set_time_base_ns(1);
+  auto* s = c.add_strings();
+  s->set_id(1);
+  s->set_value("k");
+  auto* shape = c.add_kernel_shapes();
+  shape->set_id(1);
+  shape->set_name(1);
+  shape->set_demangled(1);
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (int64_t start : {int64_t{1000}, kMax - 5}) {
+    Kernel* k = c.add_kernels();
+    k->set_shape(1);
+    k->set_start(start);
+    k->set_duration(kMax - 1);
+    k->set_correlation(start == 1000 ? 1 : 2);
+    Memcpy* m = c.add_memcpys();
+    m->set_start(start);
+    m->set_duration(kMax);
+    m->set_bytes(1);
+    NvtxRange* r = c.add_nvtx_ranges();
+    r->set_start(start);
+    r->set_duration(kMax);
+    r->set_name(1);
+  }
+  ProtoTraceWriter w;
+  w.Add(c);
+  const std::string path = Write("extreme.kptrace", w.bytes());
+  std::string out;
+  EXPECT_EQ(RunCommand(cli::RunSummary, {"--format", "json", path}, &out), 0);
+  EXPECT_EQ(RunCommand(cli::RunInfo, {path}, &out), 0);
+  const std::string dir = path + "_csv";
+  EXPECT_EQ(RunCommand(cli::RunConvert, {path, "--to", "csv", "-o", dir, "--no-progress"}, &out),
+            0);
+  EXPECT_NE(ReadFile(dir + "/kernels.csv").find(std::to_string(kMax)), std::string::npos);
 }
 
 TEST(DecodeBudget, KpsOwnChunksAreFarInside) {

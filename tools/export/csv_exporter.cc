@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/time_math.h"
 #include "tools/export/nvtx_payload_text.h"
 #include "tools/export/output_buffer.h"
 #include "tools/info/trace_info.h"
@@ -319,7 +320,7 @@ class CsvExporter final : public Exporter {
   }
   void Times(CsvFile& f, int64_t start, int64_t duration) {
     f.I(start);
-    f.I(start + duration);
+    f.I(EndTime(start, duration));
     f.I(duration);
     f.Fixed(Ms(static_cast<uint64_t>(start)), 6);
   }
@@ -530,7 +531,7 @@ class CsvExporter final : public Exporter {
     num(m.occurrence());
     num(m.occurrences_used());
     num(m.start());
-    num(m.start() + m.duration());
+    num(EndTime(m.start(), m.duration()));
     num(m.duration());
     char tmp[48];
     auto r = std::to_chars(tmp, tmp + sizeof tmp, Ms(static_cast<uint64_t>(m.start())),

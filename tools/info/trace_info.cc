@@ -6,6 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "common/time_math.h"
 #include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 
@@ -15,9 +16,9 @@ namespace {
 template <typename List>
 void Span(const List& list, TraceInfo* info) {
   for (const auto& r : list) {
+    if (r.start() <= 0) continue;  // untimed (or damaged) record
     uint64_t s = static_cast<uint64_t>(r.start());
-    uint64_t e = s + static_cast<uint64_t>(std::max<int64_t>(r.duration(), 0));
-    if (s == 0) continue;  // untimed record
+    uint64_t e = static_cast<uint64_t>(EndTime(r.start(), std::max<int64_t>(r.duration(), 0)));
     if (info->first_ns == 0 || s < info->first_ns) info->first_ns = s;
     if (e > info->last_ns) info->last_ns = e;
   }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "common/time_math.h"
 #include "tools/export/csv_exporter.h"
 #include "tools/info/trace_info.h"
 #include "tools/io/output_guard.h"
@@ -209,7 +210,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
     if (start <= 0) return;
     uint64_t s = static_cast<uint64_t>(start);
     first = std::min(first, s);
-    last = std::max(last, s + static_cast<uint64_t>(std::max<int64_t>(dur, 0)));
+    last = std::max(last, static_cast<uint64_t>(EndTime(start, std::max<int64_t>(dur, 0))));
   };
   Chunk c;
   for (size_t fi = 0; fi < paths.size(); ++fi) {
@@ -239,7 +240,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
         span(k.start(), k.duration());
         if (k.start() > 0 && k.duration() >= 0) {
           Interval iv{static_cast<uint64_t>(k.start()),
-                      static_cast<uint64_t>(k.start() + k.duration())};
+                      static_cast<uint64_t>(EndTime(k.start(), k.duration()))};
           device_work[k.device()].push_back(iv);
           stream_kernels[{k.device(), k.stream()}].push_back(iv);
         }
@@ -256,14 +257,16 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
         span(m.start(), m.duration());
         if (m.start() > 0 && m.duration() >= 0) {
           device_work[m.device()].push_back(
-              {static_cast<uint64_t>(m.start()), static_cast<uint64_t>(m.start() + m.duration())});
+              {static_cast<uint64_t>(m.start()),
+               static_cast<uint64_t>(EndTime(m.start(), m.duration()))});
         }
       }
       for (const Memset& m : c.memsets()) {
         span(m.start(), m.duration());
         if (m.start() > 0 && m.duration() >= 0) {
           device_work[m.device()].push_back(
-              {static_cast<uint64_t>(m.start()), static_cast<uint64_t>(m.start() + m.duration())});
+              {static_cast<uint64_t>(m.start()),
+               static_cast<uint64_t>(EndTime(m.start(), m.duration()))});
         }
       }
       for (const NvtxRange& r : c.nvtx_ranges()) {
@@ -298,7 +301,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
           acc.range_mode = it->second.mode() == "range";
           if (acc.range_mode && m.start() > 0 && m.duration() > 0) {
             acc.occurrences_seen.push_back({static_cast<uint64_t>(m.start()),
-                                            static_cast<uint64_t>(m.start() + m.duration()),
+                                            static_cast<uint64_t>(EndTime(m.start(), m.duration())),
                                             m.device(), gpu_time});
           }
         }
