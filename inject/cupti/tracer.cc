@@ -247,10 +247,21 @@ void AtExit() {
     g_active.store(false);
     g_state->thread->Stop(cupti_ok ? "exit" : "cupti fatal error");
     g_exit_done.store(true);
-    if (Logging(LogLevel::kInfo)) {
-      std::fprintf(stderr, "kp: wrote %s (%llu records, %s)\n", g_state->output_path.c_str(),
-                   static_cast<unsigned long long>(g_state->encoder->stats().records_written),
+    const EncoderStats& stats = g_state->encoder->stats();
+    const auto written = static_cast<unsigned long long>(stats.records_written);
+    if (stats.write_errors != 0 && written == 0) {
+      // After a write failure (a full disk) the line never claims what could not be written.
+      std::fprintf(stderr, "kp: nothing could be written to %s (see the error above)\n",
+                   g_state->output_path.c_str());
+    } else if (stats.write_errors != 0) {
+      std::fprintf(stderr,
+                   "kp: %s is incomplete: %llu records (%s) written before writing failed; "
+                   "later records are lost\n",
+                   g_state->output_path.c_str(), written,
                    HumanBytes(g_state->writer->bytes_written()).c_str());
+    } else if (Logging(LogLevel::kInfo)) {
+      std::fprintf(stderr, "kp: wrote %s (%llu records, %s)\n", g_state->output_path.c_str(),
+                   written, HumanBytes(g_state->writer->bytes_written()).c_str());
     }
   } catch (...) {
   }

@@ -832,8 +832,12 @@ void TraceEncoder::Flush(bool force) {
   m.EncodeStats(stats_);
   m.chunk.AppendMessage(kChunkStats, m.scratch);
 
-  if (!m.sink->WriteChunk(m.chunk.data(), m.chunk.size())) ++stats_.write_errors;
-  stats_.records_written += m.records_in_chunk;
+  // Only records that reached the file count as written (the exit line reports this number).
+  if (m.sink->WriteChunk(m.chunk.data(), m.chunk.size())) {
+    stats_.records_written += m.records_in_chunk;
+  } else {
+    ++stats_.write_errors;
+  }
 
   ++m.sequence;
   m.chunk.Clear();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -876,6 +877,29 @@ TEST(EncoderTest, InvalidUtf8StringsAreRepairedSoTheChunkStillParses) {
   EXPECT_EQ(r.find('\xf4'), std::string::npos);
   EXPECT_EQ(r.front(), 'a');
   EXPECT_EQ(r.back(), '\xbd');
+}
+
+// On a full disk nothing counts as written: the exit line ("kp: wrote ... N records") reads
+// records_written, which must not claim records that never reached the file.
+TEST(EncoderTest, RecordsOnAFullDiskAreNotCountedAsWritten) {
+  std::string err;
+  std::unique_ptr<FileChunkWriter> writer(FileChunkWriter::Open("/dev/full", 0, &err));
+  ASSERT_NE(writer, nullptr) << err;
+  TraceEncoder enc(writer.get(), TraceEncoder::Options());
+  KernelRecord k;
+  k.name = "k";
+  for (uint64_t i = 1; i <= 100; ++i) {
+    k.start = i * 10;
+    k.end = i * 10 + 5;
+    enc.AddKernel(k);
+  }
+  ::testing::internal::CaptureStderr();
+  enc.Flush(true);
+  enc.Finish({2000, "exit"});
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("No space left on device"), std::string::npos) << said;
+  EXPECT_EQ(enc.stats().records_written, 0u);
+  EXPECT_GE(enc.stats().write_errors, 1u);
 }
 
 // Every string field the program or the system can feed (argv, host name, KP_* values, output
