@@ -7,7 +7,7 @@
 //   compilers), so the constructor must stay this cheap.
 // - InitializeInjectionNvtx2: NVTX's tool hook. We start the tracer first, so NVTX calls made
 //   before cuInit are recorded ("early mode"), then forward to the libcupti this library is
-//   linked against -- the same copy that records the markers (cupti-notes §1.3, §8).
+//   linked against -- the same copy that records the markers (docs/cupti.md, "NVTX").
 #include <cupti.h>
 #include <dlfcn.h>
 #include <stdlib.h>

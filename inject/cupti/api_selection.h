@@ -3,7 +3,7 @@
 // KP_API=launch (the default) keeps the calls that explain GPU work -- launches, copies,
 // memsets, synchronization, allocation, events and graph launches -- in both runtime and driver
 // form. Tracing every API call taxes hot no-op calls (cudaGetDevice, cuCtxGetCurrent ...) that
-// PyTorch makes hundreds of times per step (cupti-notes §8). The selection is made by name, by
+// PyTorch makes hundreds of times per step (docs/cupti.md). The selection is made by name, by
 // walking every callback id of a domain, so new versions of a call (cudaLaunchKernel_v7000,
 // __cudaLaunchKernel_v13000, *_ptsz) are picked up without a hand-kept cbid list.
 #pragma once

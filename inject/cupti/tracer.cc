@@ -53,7 +53,7 @@ struct TracerState {
 TracerState* g_state = nullptr;
 std::once_flag g_init_once;
 std::atomic<bool> g_active{false};         // tracing runs; cleared at exit or on a fatal error
-std::atomic<bool> g_in_fork_child{false};  // CUPTI calls hang in a fork child (cupti-notes §6)
+std::atomic<bool> g_in_fork_child{false};  // CUPTI calls hang in a fork child (docs/cupti.md)
 std::atomic<bool> g_exit_done{false};
 std::mutex g_shutdown_mutex;  // serializes exit-time shutdown with cudaDeviceReset's flush
 thread_local bool t_in_callback = false;
@@ -400,7 +400,7 @@ void DoToolInit(InjectionMode mode) {
     return;
   }
 
-  // Subscribe first: it is also the "am I the only CUDA profiler" check (cupti-notes §3).
+  // Subscribe first: it is also the "am I the only CUDA profiler" check (docs/cupti.md).
   char old_subscriber[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
   CUpti_SubscriberParams params{};
   params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;

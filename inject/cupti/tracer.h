@@ -4,7 +4,7 @@
 // InitializeInjection, or NVTX's InitializeInjectionNvtx2 when a module's first NVTX call comes
 // before CUDA starts ("early mode"). It owns the process's single CUPTI subscriber ("kp") and fans
 // callbacks out to the metrics collector. Failures never reach the host program: one `kp:` line
-// on stderr and kp turns itself off (ARCHITECTURE.md, "never hurt the host").
+// on stderr and kp turns itself off (docs/architecture.md, "Never hurt the host").
 #pragma once
 
 namespace kp {

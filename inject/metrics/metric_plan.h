@@ -4,7 +4,7 @@
 // Two levels. The syntactic check needs nothing (no CUPTI): it catches empty names, names with
 // no rollup (`dram__bytes_read`), and Nsight Compute `launch__*` attributes, which are not
 // counters. The semantic check drives the CUPTI Profiler Host API (cupti_profiler_host.h) for
-// one chip: it needs only the chip name ("GH100"), not a GPU (cupti-notes §4.3), so it also runs
+// one chip: it needs only the chip name ("GH100"), not a GPU (docs/cupti.md), so it also runs
 // in CI. A bad name is found by adding each name on its own to a fresh config (the API rejects a
 // whole list without saying which name), and the message suggests the nearest valid name.
 //
@@ -89,7 +89,7 @@ bool BuildMetricPlan(const std::string& chip, CUpti_ProfilerType type,
                      const std::vector<uint8_t>& counter_availability,
                      const std::vector<std::string>& names, MetricPlan* plan, std::string* error);
 
-// Why hardware counters cannot be read, and the fix (cupti-notes §4.4), for the CUPTI results
+// Why hardware counters cannot be read, and the fix (docs/cupti.md), for the CUPTI results
 // that mean "this machine or process may not profile": INSUFFICIENT_PRIVILEGES, virtualized
 // GPU, MIG, confidential computing, CMP, SLI, WSL, HARDWARE_BUSY, MULTIPLE_SUBSCRIBERS.
 // Returns "" for other results.

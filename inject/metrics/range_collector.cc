@@ -22,7 +22,7 @@
 
 namespace kp {
 
-// Kernels the range profiler launches itself (cupti-notes §9: one extra kernel record per
+// Kernels the range profiler launches itself (docs/cupti.md: one extra kernel record per
 // measured range in range mode). Their names are only known once seen on a GPU: run with
 // KP_LOG=debug, which prints each distinct kernel name once, and add the profiler's here.
 // Seen on the H200 (CUDA 13.0, CUPTI 130001): the range profiler launches one 1x1 "WaitNs"
@@ -333,7 +333,7 @@ bool DecodeAndEvaluateImage(Profiler* p, Lookup by_index, std::vector<Result>* o
     if (!Call("cuptiProfilerHostEvaluateToGpuValues", cuptiProfilerHostEvaluateToGpuValues(&ev),
               error))
       return false;
-    // An incomplete multi-pass cycle evaluates "successfully" to NaN (cupti-notes §9).
+    // An incomplete multi-pass cycle evaluates "successfully" to NaN (docs/cupti.md).
     bool any_value = false;
     for (double v : values) any_value |= !std::isnan(v);
     if (!any_value) {
@@ -765,7 +765,7 @@ void RangeCollector::OnRangePush(const void* domain, std::string message) {
     measure = false;
   }
   if (measure) {
-    // A driver call from an NVTX callback: verified safe on the H200 (cupti-notes §9).
+    // A driver call from an NVTX callback: verified safe on the H200 (docs/cupti.md).
     if (CurrentContext(&ctx) != CUDA_SUCCESS || !ctx) measure = false;
   }
   if (measure) {

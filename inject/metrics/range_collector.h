@@ -1,6 +1,6 @@
 // range_collector.h: the MetricsCollector behind KP_METRICS. It drives CUPTI's range profiler
 // (cupti_range_profiler.h) on one CUDA context at a time and evaluates values with the Profiler
-// Host API. What it does follows what was measured on the H200 (cupti-notes §9):
+// Host API. What it does follows what was measured on the H200 (docs/cupti.md, "Range profiler"):
 //
 // Set-up is lazy and per context: at the first measured NVTX range (range mode) or the first
 // kernel launch (kernel mode) it initializes the profiler, checks device support and counter

@@ -1,7 +1,7 @@
 // chunk_writer.h: frames serialized Chunk messages (common/frame.h), optionally compresses them
 // with zstd, and appends them to the trace file. Runs on the encoder thread.
 //
-// Failure policy (ARCHITECTURE.md, "never hurt the host"): an I/O error (disk full, file removed,
+// Failure policy (docs/architecture.md, Rules): an I/O error (disk full, file removed,
 // permission) prints one `kp: ...` line naming the path, the error and the fix, then the writer
 // stops writing; every chunk written before stays valid. A partial write is truncated back to
 // the last good chunk boundary where possible, so the file never ends in garbage we made.

@@ -33,7 +33,7 @@ METRICS = [
 # Per call, these add up over the kernels of one call (cuBLAS may launch more than one); the
 # percentages are taken from the call's longest kernel instead.
 ADDITIVE = {"dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"}
-# Range mode times cover the whole range (launch, sync, idle gaps: cupti-notes §9), so the time
+# Range mode times cover the whole range (launch, sync, idle gaps: docs/metrics.md), so the time
 # and the percent-of-peak over it are reported against ncu, not held to 5 %.
 RANGE_REPORT_ONLY = {"gpu__time_duration.sum", "sm__throughput.avg.pct_of_peak_sustained_elapsed"}
 # Which kp range / kernel is which: the range name in range mode; in kernel mode and for ncu a

@@ -724,7 +724,7 @@ TEST(ApiSelectionTest, LaunchModeKeepsLaunchCopySyncAllocEventGraphCalls) {
                                "cuKernelGetName", "cuModuleGetFunction"}) {
     EXPECT_FALSE(driver.count(unwanted)) << unwanted;
   }
-  // The 505/506 cbids of nvcc 13's <<<>>> launches (cupti-notes §3).
+  // The 505/506 cbids of nvcc 13's <<<>>> launches (docs/cupti.md, "API records").
   std::vector<CUpti_CallbackId> rt = SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_RUNTIME_API);
   EXPECT_NE(std::find(rt.begin(), rt.end(), 505u), rt.end());
   EXPECT_NE(std::find(rt.begin(), rt.end(), 506u), rt.end());

@@ -169,7 +169,7 @@ TEST(MetricHost, FarOffNamesGetNoSuggestion) {
   EXPECT_EQ(host->Suggest("zzzzqqqq__xxxxyyyyy.sum"), "");
 }
 
-// Pass counts measured with the 13.0 U1 host API (cupti-notes §4.2).
+// Pass counts measured with the 13.0 U1 host API (docs/cupti.md, "Passes").
 TEST(PassCount, MatchesTheMeasuredTable) {
   REQUIRE_HOST_API();
   for (const char* one : {"dram__bytes_read.sum", "gpu__time_duration.sum", kDram,

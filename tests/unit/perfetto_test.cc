@@ -1,6 +1,6 @@
 // Perfetto exporter tests: a fixed trace written with the injector's own encoder, exported, and
 // decoded with real libprotobuf classes generated from tests/data/perfetto (field numbers from
-// formats.md). Also home of the fixed trace and the export driver shared with chrome_test.cc.
+// docs/outputs.md). Also home of the fixed trace and the export driver shared with chrome_test.cc.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 // Same slices as the Perfetto exporter (TimelineLayout): per process its CPU threads with CUDA
 // API calls and NVTX ranges; per (process, device) a GPU "process" whose threads are the streams
 // holding kernels, copies and memsets; launch -> GPU flows ("ac2g"); metrics as counters.
-// Times are µs relative to the first input's start (formats.md: a double cannot hold epoch µs
+// Times are µs relative to the first input's start (docs/outputs.md: a double cannot hold epoch µs
 // with ns fractions), written exactly from integer ns with three decimals.
 #pragma once
 

@@ -315,7 +315,7 @@ class Wire {
   OutputBuffer* b_;
 };
 
-// Field numbers (formats.md).
+// Field numbers (docs/outputs.md, "Perfetto packets").
 enum : uint32_t {
   kTracePacket = 1,
   kPktTimestamp = 8,

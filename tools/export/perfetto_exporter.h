@@ -1,5 +1,5 @@
 // perfetto_exporter.h: writes a merged timeline of one or more kp traces as a native Perfetto
-// trace (a run of TracePacket records; field numbers in ../shared/design/formats.md).
+// trace (a run of TracePacket records; field numbers in docs/outputs.md).
 //
 // Packets are written by hand with a tiny wire writer, one packet at a time, straight into an
 // output buffer: no libprotobuf message per event and no state that grows with the trace beyond

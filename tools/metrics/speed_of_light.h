@@ -1,4 +1,4 @@
-// speed_of_light.h: the workflow's diagnosis chart (shared/seeds/profiling-workflow.txt) as code.
+// speed_of_light.h: the diagnosis chart (docs/metrics.md, "Speed of light") as code.
 // Given metric values of one range or kernel, say whether it is latency-, compute- or
 // memory-bound, with the numbers behind the verdict. Used by `kptrace summary` and exporters.
 #pragma once

@@ -1,6 +1,6 @@
 // launcher.h: `kptrace run [flags] -- CMD ARGS...`, the nsys-style front end of libkpinject.
 //
-// It turns flags into the KP_* variables of ARCHITECTURE.md "Configuration", points
+// It turns flags into the KP_* variables of docs/configuration.md, points
 // CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH (and, with --preload, LD_PRELOAD) at
 // libkpinject.so, then fork+execvp's the command and hands back its exit status. Values are
 // not validated here: libkpinject parses them and names any bad one (one place, one message).

@@ -1,6 +1,6 @@
 // nvtx_early.cu: NVTX ranges, a mark, a domain and a thread name BEFORE the first CUDA call,
 // then CUDA work inside a range. Run in preload mode (kptrace run --preload): only there can kp
-// see NVTX that comes before CUDA starts (ARCHITECTURE.md, "NVTX").
+// see NVTX that comes before CUDA starts (docs/injection.md, "NVTX in each mode").
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
