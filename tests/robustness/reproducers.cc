@@ -165,6 +165,23 @@ std::vector<std::pair<std::string, std::string>> BuildReproducers(const std::str
     for (size_t i = chunks.size(); i-- > 0;) file += chunks[i];
     out.emplace_back("swapped_chunks.kptrace", file);
   }
+  // 9. Not a reproducer: the example with every chunk stored uncompressed, so that mutations
+  //    (fuzz/) reach the protobuf parse without first breaking zstd.
+  {
+    std::string file = Magic();
+    for (const std::string& c : chunks) {
+      FrameHeader h;
+      DecodeFrameHeader(reinterpret_cast<const uint8_t*>(c.data()), &h);
+      std::string payload = c.substr(kFrameHeaderSize);
+      if (h.flags & kFrameFlagZstd) {
+        std::string raw(h.raw_size, '\0');
+        raw.resize(ZSTD_decompress(&raw[0], raw.size(), payload.data(), payload.size()));
+        payload = raw;
+      }
+      file += Frame(payload, static_cast<uint32_t>(payload.size()), false);
+    }
+    out.emplace_back("uncompressed_example.kptrace", file);
+  }
   // 8. A later format version (once: "not a kp trace").
   {
     std::string file = example;

@@ -17,7 +17,7 @@
 namespace kp {
 namespace {
 
-constexpr size_t kReadBytes = 4u << 20;
+constexpr size_t kReadBytes = 1u << 20;  // read size; frames larger than it grow the buffer
 // Duplicate chunks are recognised among the last this many chunks read; sequence gaps are
 // remembered (as ranges) up to this many, so a late chunk counts as reordered, not lost. Both
 // tables stay small whatever the file holds.
@@ -159,7 +159,8 @@ struct TraceReader::Impl {
     // the bytes the file really holds, not the size it claims.
     while (!eof && tail < n) {
       if (buf.size() == tail) {
-        buf.resize(std::min(n, std::max(kReadBytes, buf.size() * 2)));
+        buf.resize(n <= kReadBytes ? kReadBytes
+                                   : std::min(n, std::max(kReadBytes, 2 * buf.size())));
       }
       size_t want = buf.size() - tail;
       ssize_t got = read(fd, buf.data() + tail, want);
