@@ -145,31 +145,27 @@ TEST(Reproducers, AnotherFormatVersionIsNamed) {
       << r.error;
 }
 
-TEST(Reproducers, TheSameFileTwiceIsReadOnceWithAWarning) {
-  const std::string path = Write("twice.kptrace", Example());
-  const std::string other = ::testing::TempDir() + "/./" + path.substr(path.rfind('/') + 1);
-  std::vector<std::string> args = {"--json", path, other};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(&a[0]);
-  ::testing::internal::CaptureStdout();
-  ::testing::internal::CaptureStderr();
-  EXPECT_EQ(cli::RunInfo(static_cast<int>(argv.size()), argv.data()), 0);
-  const std::string out = ::testing::internal::GetCapturedStdout();
-  const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(err.find(other + " is the same file as " + path + ": read once"), std::string::npos)
-      << err;
-  EXPECT_EQ(out.find(other), std::string::npos) << "the second name must not be read";
-}
-
-int RunCommand(int (*command)(int, char**), std::vector<std::string> args, std::string* out) {
+int RunCommand(int (*command)(int, char**), std::vector<std::string> args, std::string* out,
+               std::string* err = nullptr) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(&a[0]);
   ::testing::internal::CaptureStdout();
   ::testing::internal::CaptureStderr();
   int rc = command(static_cast<int>(argv.size()), argv.data());
   *out = ::testing::internal::GetCapturedStdout();
-  ::testing::internal::GetCapturedStderr();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  if (err != nullptr) *err = said;
   return rc;
+}
+
+TEST(Reproducers, TheSameFileTwiceIsReadOnceWithAWarning) {
+  const std::string path = Write("twice.kptrace", Example());
+  const std::string other = ::testing::TempDir() + "/./" + path.substr(path.rfind('/') + 1);
+  std::string out, err;
+  EXPECT_EQ(RunCommand(cli::RunInfo, {"--json", path, other}, &out, &err), 0);
+  EXPECT_NE(err.find(other + " is the same file as " + path + ": read once"), std::string::npos)
+      << err;
+  EXPECT_EQ(out.find(other), std::string::npos) << "the second name must not be read";
 }
 
 // Records whose end (start + duration) passes INT64_MAX: every end the tools derive saturates
