@@ -6,6 +6,7 @@
 // 1 when nothing at all could be read or the output could not be written, 2 for a usage error
 // (including an output that names an input). Inputs are open one at a time, the output is
 // written under a temporary name and renamed into place at the end (tools/io/output_guard.h).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -152,6 +153,14 @@ int RunConvert(int argc, char** argv) {
     std::fprintf(stderr, "kptrace convert: %s\n", err.c_str());
     return 2;
   }
+  struct stat st;
+  if (to == "csv" && stat(output.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    std::fprintf(stderr,
+                 "kptrace convert: %s: exists and is not a directory (CSV output is a directory "
+                 "of tables)\n",
+                 output.c_str());
+    return 1;
+  }
   std::unique_ptr<AtomicOutputFile> out_file;
   std::unique_ptr<AtomicOutputDirectory> out_dir;
   std::unique_ptr<Exporter> exporter;
@@ -169,8 +178,16 @@ int RunConvert(int argc, char** argv) {
                  to.c_str());
     return 1;
   }
+  // The exporter writes the temporary; its messages name the output the user asked for.
+  const std::string temp = out_file ? out_file->temp_path() : out_dir->temp_path();
+  auto say = [&](std::string message) {
+    for (size_t at; (at = message.find(temp)) != std::string::npos;) {
+      message.replace(at, temp.size(), output);
+    }
+    std::fprintf(stderr, "kptrace convert: %s\n", message.c_str());
+  };
   if (!exporter->Begin(&err)) {
-    std::fprintf(stderr, "kptrace convert: %s\n", err.c_str());
+    say(err);
     return 1;
   }
 
@@ -208,7 +225,7 @@ int RunConvert(int argc, char** argv) {
   }
   bar.Finish();
   if (!exporter->End(&err)) {
-    std::fprintf(stderr, "kptrace convert: %s\n", err.c_str());
+    say(err);
     return 1;
   }
   if (readable_files == 0) {
