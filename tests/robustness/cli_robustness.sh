@@ -13,7 +13,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 run() {
   local name=$1; shift
   ( if [ "$limit_kb" != 0 ]; then ulimit -v "$limit_kb"; fi
-    exec "$kptrace" "$@" ) >"$work/$name.out" 2>"$work/$name.err"
+    exec timeout 120 "$kptrace" "$@" ) >"$work/$name.out" 2>"$work/$name.err"
   rc=$?
 }
 expect_err() { grep -qF -- "$2" "$work/$1.err" || fail "$1: stderr lacks '$2': $(cat "$work/$1.err")"; }
@@ -98,12 +98,12 @@ expect_err nodir "No such file or directory"
 
 # 5. Write errors are errors.
 for cmd in info summary; do
-  "$kptrace" "$cmd" "$example" >/dev/full 2>"$work/full.$cmd.err"
+  timeout 60 "$kptrace" "$cmd" "$example" >/dev/full 2>"$work/full.$cmd.err"
   rc=$?
   [ "$rc" = 1 ] || fail "$cmd > /dev/full: exit $rc, want 1"
   expect_err full.$cmd "cannot write to standard output: No space left on device"
 done
-"$kptrace" convert "$example" --to chrome -o /dev/full >/dev/null 2>"$work/full.convert.err"
+timeout 60 "$kptrace" convert "$example" --to chrome -o /dev/full >/dev/null 2>"$work/full.convert.err"
 rc=$?
 [ "$rc" = 1 ] || fail "convert -o /dev/full: exit $rc, want 1"
 

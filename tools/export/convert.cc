@@ -181,7 +181,8 @@ int RunConvert(int argc, char** argv) {
   // The exporter writes the temporary; its messages name the output the user asked for.
   const std::string temp = out_file ? out_file->temp_path() : out_dir->temp_path();
   auto say = [&](std::string message) {
-    for (size_t at; (at = message.find(temp)) != std::string::npos;) {
+    for (size_t at = 0; temp != output && (at = message.find(temp, at)) != std::string::npos;
+         at += output.size()) {
       message.replace(at, temp.size(), output);
     }
     std::fprintf(stderr, "kptrace convert: %s\n", message.c_str());
