@@ -23,6 +23,13 @@
 namespace kp {
 namespace {
 
+// Enum values from proto/kptrace.proto (generated).
+using CopyKind = schema::CopyKind;
+using MemoryKind = schema::MemoryKind;
+using RecordFlag = schema::RecordFlag;
+using SyncType = schema::SyncType;
+using ApiDomain = schema::ApiDomain;
+
 constexpr uint64_t kTraceStart = 1700000000000000000ull;  // 2023-11-14T22:13:20Z on the trace clock
 
 // splitmix64: fixed seed, same sequence on every platform.
@@ -221,7 +228,7 @@ int RunThroughput(uint64_t n, int zstd_level, const std::string& path) {
         a.name = kApiNames[ai];
         a.start = now;
         a.end = now + rnd.Between(1500, 6000);
-        a.domain = ai == 10 ? 2 : 1;
+        a.domain = ai == 10 ? ApiDomain::kDriver : ApiDomain::kRuntime;
         a.cbid = 200 + ai;
         a.thread_id = tid;
         a.correlation = correlation++;
@@ -231,19 +238,19 @@ int RunThroughput(uint64_t n, int zstd_level, const std::string& path) {
         it.kind = kMemcpy;
         MemcpyRecord& m = it.m;
         m = MemcpyRecord();
-        const uint32_t kinds[3] = {1, 2, 8};  // HtoD, DtoH, DtoD
+        const uint32_t kinds[3] = {CopyKind::kHtod, CopyKind::kDtoh, CopyKind::kDtod};
         m.copy_kind = kinds[rnd.Below(3)];
         m.bytes = uint64_t{4096} << rnd.Below(14);
         m.start = std::max(now + 3000, stream_free[si]);
         m.end = m.start + m.bytes / 25 + 1500;
         stream_free[si] = m.end;
-        m.src_kind = m.copy_kind == 1 ? 2 : 3;
-        m.dst_kind = m.copy_kind == 2 ? 2 : 3;
+        m.src_kind = m.copy_kind == CopyKind::kHtod ? MemoryKind::kPinned : MemoryKind::kDevice;
+        m.dst_kind = m.copy_kind == CopyKind::kDtoh ? MemoryKind::kPinned : MemoryKind::kDevice;
         m.device = device;
         m.context = device + 1;
         m.stream = stream;
         m.correlation = last_launch_correlation;
-        m.flags = 4;  // async
+        m.flags = RecordFlag::kAsync;
       } else if (pick < 87) {
         it.kind = kMemset;
         MemsetRecord& s = it.s;
@@ -252,12 +259,12 @@ int RunThroughput(uint64_t n, int zstd_level, const std::string& path) {
         s.start = std::max(now + 3000, stream_free[si]);
         s.end = s.start + s.bytes / 100 + 1000;
         stream_free[si] = s.end;
-        s.memory_kind = 3;
+        s.memory_kind = MemoryKind::kDevice;
         s.device = device;
         s.context = device + 1;
         s.stream = stream;
         s.correlation = last_launch_correlation;
-        s.flags = 4;
+        s.flags = RecordFlag::kAsync;
       } else if (pick < 97) {
         int t = static_cast<int>(tid - 1001);
         bool pop = depth[t] == 3 || (depth[t] > 0 && rnd.Below(2) == 0);
@@ -279,7 +286,7 @@ int RunThroughput(uint64_t n, int zstd_level, const std::string& path) {
         SyncRecord& y = it.y;
         y.start = now;
         y.end = std::max(now + 500, stream_free[si]);
-        y.type = 3;
+        y.type = SyncType::kStreamSynchronize;
         y.stream = stream;
         y.context = device + 1;
         y.correlation = correlation++;
@@ -365,8 +372,8 @@ int RunGolden(int zstd_level, const std::string& path) {
   mc.device = 0;
   mc.chip = "GH100";
   uint32_t config = enc.AddMetricConfig(mc);
-  enc.AddNotice(1, "metrics", "KP_METRICS_RANGES matched no range named \"eval\"",
-                kTraceStart + 50);
+  enc.AddNotice(schema::NoticeSeverity::kWarning, "metrics",
+                "KP_METRICS_RANGES matched no range named \"eval\"", kTraceStart + 50);
 
   // Names with commas and quotes, the cases CSV quoting must get right.
   static const std::string kNames[3] = {
@@ -416,7 +423,7 @@ int RunGolden(int zstd_level, const std::string& path) {
       a.name = kApiNames[0];
       a.start = base + 20000 + i * 30000;
       a.end = a.start + 4000;
-      a.domain = 1;
+      a.domain = ApiDomain::kRuntime;
       a.cbid = 211;
       a.thread_id = kThreads[i % 2];
       a.correlation = corr;
@@ -448,14 +455,17 @@ int RunGolden(int zstd_level, const std::string& path) {
       m.start = base + 200000 + i * 20000;
       m.end = m.start + 8000;
       m.bytes = uint64_t{1} << (20 + i);
-      m.copy_kind = i == 2 ? (half ? 10 : 8) : 1 + i;
-      m.src_kind = i == 0 ? 2 : 3;
-      m.dst_kind = i == 1 ? 2 : 3;
+      m.copy_kind = i == 0   ? CopyKind::kHtod
+                    : i == 1 ? CopyKind::kDtoh
+                    : half   ? CopyKind::kPtop
+                             : CopyKind::kDtod;
+      m.src_kind = i == 0 ? MemoryKind::kPinned : MemoryKind::kDevice;
+      m.dst_kind = i == 1 ? MemoryKind::kPinned : MemoryKind::kDevice;
       m.device = 0;
       m.context = 1;
       m.stream = 7;
       m.correlation = corr++;
-      m.flags = 4;
+      m.flags = RecordFlag::kAsync;
       m.peer = half == 1 && i == 2;
       if (m.peer) {
         m.src_device = 0;
@@ -470,7 +480,7 @@ int RunGolden(int zstd_level, const std::string& path) {
     s.end = s.start + 2000;
     s.bytes = 65536;
     s.value = 0;
-    s.memory_kind = 3;
+    s.memory_kind = MemoryKind::kDevice;
     s.device = 1;
     s.context = 2;
     s.stream = 13;
@@ -479,7 +489,7 @@ int RunGolden(int zstd_level, const std::string& path) {
     SyncRecord y;
     y.start = base + 500000;
     y.end = base + 520000;
-    y.type = half ? 3 : 4;
+    y.type = half ? SyncType::kStreamSynchronize : SyncType::kContextSynchronize;
     y.stream = half ? 7 : 0;
     y.context = 1;
     y.correlation = corr++;

@@ -19,9 +19,22 @@ find_path(KP_CUPTI_INCLUDE_DIR cupti.h HINTS "${KP_CUDA_ROOT}/include" "${KP_CUD
 find_path(KP_CUDA_INCLUDE_DIR cuda.h HINTS "${KP_CUDA_ROOT}/include" REQUIRED)
 find_library(KP_CUPTI_LIBRARY NAMES cupti HINTS "${KP_CUDA_ROOT}/lib64" "${KP_CUDA_ROOT}/extras/CUPTI/lib64" REQUIRED)
 get_filename_component(KP_CUPTI_LIBDIR "${KP_CUPTI_LIBRARY}" DIRECTORY)
+# kp_cupti_headers: the CUDA/CUPTI headers only, for code that reaches libcupti some other way
+# (kptrace loads it with dlopen: tools/kptrace/cupti_library.h). kp_cupti also links libcupti.
+add_library(kp_cupti_headers INTERFACE)
+target_include_directories(kp_cupti_headers SYSTEM INTERFACE "${KP_CUPTI_INCLUDE_DIR}"
+                                                             "${KP_CUDA_INCLUDE_DIR}")
 add_library(kp_cupti INTERFACE)
-target_include_directories(kp_cupti SYSTEM INTERFACE "${KP_CUPTI_INCLUDE_DIR}" "${KP_CUDA_INCLUDE_DIR}")
-target_link_libraries(kp_cupti INTERFACE "${KP_CUPTI_LIBRARY}" ${CMAKE_DL_LIBS})
+target_link_libraries(kp_cupti INTERFACE kp_cupti_headers "${KP_CUPTI_LIBRARY}" ${CMAKE_DL_LIBS})
+# The name the loader knows libcupti by (e.g. libcupti.so.13), for dlopen.
+file(GLOB KP_CUPTI_SONAME_CANDIDATES "${KP_CUPTI_LIBDIR}/libcupti.so.[0-9]*")
+list(FILTER KP_CUPTI_SONAME_CANDIDATES INCLUDE REGEX "libcupti\\.so\\.[0-9]+$")
+if(KP_CUPTI_SONAME_CANDIDATES)
+  list(GET KP_CUPTI_SONAME_CANDIDATES 0 KP_CUPTI_SONAME)
+  get_filename_component(KP_CUPTI_SONAME "${KP_CUPTI_SONAME}" NAME)
+else()
+  set(KP_CUPTI_SONAME "libcupti.so")
+endif()
 
 # GoogleTest (libgtest-dev).
 if(KP_BUILD_TESTS)

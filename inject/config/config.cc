@@ -14,10 +14,11 @@ namespace kp {
 namespace {
 
 constexpr const char* kKnownVariables[] = {
-    "KP_DISABLE",  "KP_OUTPUT",         "KP_ACTIVITIES",   "KP_API",
-    "KP_METRICS",  "KP_METRICS_RANGES", "KP_METRICS_MODE", "KP_METRICS_CACHE",
-    "KP_FLUSH_MS", "KP_BUFFER_MB",      "KP_COMPRESSION",  "KP_DELAY",
-    "KP_DURATION", "KP_CAPTURE_RANGE",  "KP_LOG",          "KP_DUMP_BUFFERS",
+    "KP_DISABLE",      "KP_OUTPUT",         "KP_ACTIVITIES",    "KP_API",
+    "KP_METRICS",      "KP_METRICS_RANGES", "KP_METRICS_MODE",  "KP_METRICS_CACHE",
+    "KP_METRICS_SKIP", "KP_FLUSH_MS",       "KP_BUFFER_MB",     "KP_COMPRESSION",
+    "KP_DELAY",        "KP_DURATION",       "KP_CAPTURE_RANGE", "KP_LOG",
+    "KP_DUMP_BUFFERS",
 };
 
 constexpr const char* kActivityNames[] = {"kernel", "memcpy", "memset", "api",
@@ -197,20 +198,6 @@ int FirstIntFromEnv(const GetEnvFn& getenv, std::initializer_list<const char*> n
 }
 
 }  // namespace
-
-const std::vector<std::string>& SpeedOfLightMetrics() {
-  static const std::vector<std::string> kMetrics = {
-      "sm__throughput.avg.pct_of_peak_sustained_elapsed",
-      "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-      "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-      "dram__bytes_read.sum",
-      "dram__bytes_write.sum",
-      "gpu__time_duration.sum",
-      "gpc__cycles_elapsed.avg.per_second",
-      "sm__cycles_active.avg",
-  };
-  return kMetrics;
-}
 
 Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
   Config c;
@@ -399,6 +386,18 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     }
   }
 
+  if (const char* v = get("KP_METRICS_SKIP")) {
+    uint64_t n = 0;
+    if (ParseUint(v, 0, 1000000, &n)) {
+      c.metrics_skip = static_cast<uint32_t>(n);
+    } else {
+      AddError(errors, "KP_METRICS_SKIP", v,
+               "expected a whole number 0-1000000: the warm-up occurrences of each measured range "
+               "name that are traced but not measured (default 1)",
+               kMetrics);
+    }
+  }
+
   if (const char* v = get("KP_FLUSH_MS")) {
     uint64_t n = 0;
     if (ParseUint(v, 10, 600000, &n)) {
@@ -512,6 +511,7 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
       {"KP_METRICS", Join(c.metrics)},
       {"KP_METRICS_RANGES", Join(c.metrics_ranges)},
       {"KP_METRICS_MODE", c.metrics_mode == MetricsMode::kKernel ? "kernel" : "range"},
+      {"KP_METRICS_SKIP", std::to_string(c.metrics_skip)},
       {"KP_METRICS_CACHE", c.metrics_cache == MetricsCache::kRange  ? "range"
                            : c.metrics_cache == MetricsCache::kNone ? "none"
                                                                     : "pass"},

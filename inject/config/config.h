@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/sol_metrics.h"
+
 namespace kp {
 
 enum class ApiMode { kLaunch, kAll, kNone };
@@ -34,10 +36,12 @@ struct Config {
                                                    // "domain::glob" to name a domain); empty = all
   MetricsMode metrics_mode = MetricsMode::kRange;  // KP_METRICS_MODE=range|kernel
   MetricsCache metrics_cache = MetricsCache::kPass;  // KP_METRICS_CACHE=pass|range|none
-  uint32_t flush_ms = 1000;                          // KP_FLUSH_MS, 10..600000
-  uint32_t buffer_mb = 256;                          // KP_BUFFER_MB, 8..65536: cap on CUPTI buffers
-  int zstd_level = 3;                                // KP_COMPRESSION=zstd[:level]|none
-  double delay_s = 0;                                // KP_DELAY: seconds before capture starts
+  // KP_METRICS_SKIP: warm-up occurrences of each range name not measured (range mode)
+  uint32_t metrics_skip = 1;
+  uint32_t flush_ms = 1000;        // KP_FLUSH_MS, 10..600000
+  uint32_t buffer_mb = 256;        // KP_BUFFER_MB, 8..65536: cap on CUPTI buffers
+  int zstd_level = 3;              // KP_COMPRESSION=zstd[:level]|none
+  double delay_s = 0;              // KP_DELAY: seconds before capture starts
   double duration_s = 0;           // KP_DURATION: seconds of capture (0 = to the end)
   std::string capture_range;       // KP_CAPTURE_RANGE: NVTX range that starts capture
   LogLevel log = LogLevel::kInfo;  // KP_LOG=quiet|info|debug
@@ -70,9 +74,6 @@ bool ExpandOutputPattern(const std::string& pattern, uint32_t pid, const std::st
 int RankFromEnv(const GetEnvFn& getenv);
 int LocalRankFromEnv(const GetEnvFn& getenv);
 int WorldSizeFromEnv(const GetEnvFn& getenv);
-
-// The metric set "sol" expands to (the workflow's speed-of-light reading).
-const std::vector<std::string>& SpeedOfLightMetrics();
 
 // Warnings (not errors) for KP_* variables in `environ` that kp does not know, most likely
 // typos: one line each, starting with the variable name, with a "did you mean" when one is close.

@@ -10,13 +10,40 @@
 namespace kp {
 namespace {
 
-// kp.RecordFlag and kp.ApiDomain values (proto/kptrace.proto).
-constexpr uint32_t kFlagProfilerInternal = 2;
-constexpr uint32_t kFlagAsync = 4;
-constexpr uint32_t kFlagDeviceLaunched = 8;
-constexpr uint32_t kFlagOpen = 16;
-constexpr uint32_t kApiRuntime = 1;
-constexpr uint32_t kApiDriver = 2;
+// kp.RecordFlag and kp.ApiDomain values, generated from proto/kptrace.proto.
+using RecordFlag = schema::RecordFlag;
+using ApiDomain = schema::ApiDomain;
+
+// Copy kinds, memory kinds and synchronization types go into the trace as CUPTI gives them:
+// the schema's values must stay CUPTI's.
+constexpr bool SameValue(uint32_t cupti, uint32_t schema_value) { return cupti == schema_value; }
+static_assert(SameValue(CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, schema::CopyKind::kHtod));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, schema::CopyKind::kDtoh));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMCPY_KIND_HTOA, schema::CopyKind::kHtoa));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMCPY_KIND_ATOH, schema::CopyKind::kAtoh));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMCPY_KIND_ATOA, schema::CopyKind::kAtoa));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMCPY_KIND_ATOD, schema::CopyKind::kAtod));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMCPY_KIND_DTOA, schema::CopyKind::kDtoa));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, schema::CopyKind::kDtod));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMCPY_KIND_HTOH, schema::CopyKind::kHtoh));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMCPY_KIND_PTOP, schema::CopyKind::kPtop));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE, schema::MemoryKind::kPageable));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMORY_KIND_PINNED, schema::MemoryKind::kPinned));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, schema::MemoryKind::kDevice));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMORY_KIND_ARRAY, schema::MemoryKind::kArray));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMORY_KIND_MANAGED, schema::MemoryKind::kManaged));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMORY_KIND_DEVICE_STATIC,
+                        schema::MemoryKind::kDeviceStatic));
+static_assert(SameValue(CUPTI_ACTIVITY_MEMORY_KIND_MANAGED_STATIC,
+                        schema::MemoryKind::kManagedStatic));
+static_assert(SameValue(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE,
+                        schema::SyncType::kEventSynchronize));
+static_assert(SameValue(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT,
+                        schema::SyncType::kStreamWaitEvent));
+static_assert(SameValue(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE,
+                        schema::SyncType::kStreamSynchronize));
+static_assert(SameValue(CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE,
+                        schema::SyncType::kContextSynchronize));
 
 const char* OverheadName(CUpti_ActivityOverheadKind kind) {
   switch (kind) {
@@ -126,11 +153,11 @@ void ActivityDecoder::DecodeRecord(const CUpti_Activity* record) {
       break;
     case CUPTI_ACTIVITY_KIND_RUNTIME:
       DecodeApi(*reinterpret_cast<const CUpti_ActivityAPI*>(record), CUPTI_CB_DOMAIN_RUNTIME_API,
-                kApiRuntime);
+                ApiDomain::kRuntime);
       break;
     case CUPTI_ACTIVITY_KIND_DRIVER:
       DecodeApi(*reinterpret_cast<const CUpti_ActivityAPI*>(record), CUPTI_CB_DOMAIN_DRIVER_API,
-                kApiDriver);
+                ApiDomain::kDriver);
       break;
     case CUPTI_ACTIVITY_KIND_MARKER:
       DecodeMarker(*reinterpret_cast<const CUpti_ActivityMarker2*>(record));
@@ -169,10 +196,10 @@ void ActivityDecoder::DecodeKernel(const CUpti_ActivityKernel10& r) {
   // Untimed records (start = end = 0) are kept whatever the window; the encoder flags and
   // counts them (RECORD_FLAG_NO_TIMING, zero_timestamp_records).
   if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
-  if (r.isDeviceLaunched) k.flags |= kFlagDeviceLaunched;
+  if (r.isDeviceLaunched) k.flags |= RecordFlag::kDeviceLaunched;
   k.name = r.name != nullptr ? r.name : "<unknown>";
   if (collector_ != nullptr && collector_->IsProfilerInternalKernel(k.name)) {
-    k.flags |= kFlagProfilerInternal;
+    k.flags |= RecordFlag::kProfilerInternal;
     ++encoder_->stats().profiler_internal_kernels;
   }
   k.start = r.start;
@@ -208,7 +235,7 @@ namespace {
 template <typename CuptiCopy>
 MemcpyRecord CommonCopyFields(const CuptiCopy& r) {
   MemcpyRecord m;
-  if (r.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) m.flags |= kFlagAsync;
+  if (r.flags & CUPTI_ACTIVITY_FLAG_MEMCPY_ASYNC) m.flags |= RecordFlag::kAsync;
   m.start = r.start;
   m.end = r.end;
   m.bytes = r.bytes;
@@ -233,7 +260,7 @@ void ActivityDecoder::DecodeMemcpy(const CUpti_ActivityMemcpy6& r) {
   SeeTime(r.end);
   if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
   MemcpyRecord m = CommonCopyFields(r);
-  if (r.isDeviceLaunched) m.flags |= kFlagDeviceLaunched;
+  if (r.isDeviceLaunched) m.flags |= RecordFlag::kDeviceLaunched;
   m.copy_count = static_cast<uint32_t>(r.copyCount);
   encoder_->AddMemcpy(m);
 }
@@ -256,8 +283,8 @@ void ActivityDecoder::DecodeMemset(const CUpti_ActivityMemset4& r) {
   // Untimed records (start = end = 0) are kept whatever the window; the encoder flags and
   // counts them (RECORD_FLAG_NO_TIMING, zero_timestamp_records).
   if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
-  if (r.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) m.flags |= kFlagAsync;
-  if (r.isDeviceLaunched) m.flags |= kFlagDeviceLaunched;
+  if (r.flags & CUPTI_ACTIVITY_FLAG_MEMSET_ASYNC) m.flags |= RecordFlag::kAsync;
+  if (r.isDeviceLaunched) m.flags |= RecordFlag::kDeviceLaunched;
   m.start = r.start;
   m.end = r.end;
   m.bytes = r.bytes;
@@ -554,7 +581,7 @@ void ActivityDecoder::Finish() {
     out.color = range.extras.color;
     out.has_color = range.extras.has_color;
     out.payload = range.extras.payload;
-    out.flags = kFlagOpen;
+    out.flags = RecordFlag::kOpen;
     out.id = id;
     encoder_->AddNvtxRange(out);
   }

@@ -13,6 +13,7 @@
 
 #include "inject/cupti/activity_decoder.h"
 #include "inject/cupti/buffer_pool.h"
+#include "inject/log/log.h"
 
 namespace kp {
 
@@ -92,8 +93,7 @@ void EncoderThread::DumpBuffer(const uint8_t* buffer, size_t size) {
                 static_cast<unsigned long long>(dump_count_++));
   int fd = ::open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    std::fprintf(stderr, "kp: cannot write %s (KP_DUMP_BUFFERS); check the directory exists\n",
-                 path);
+    Log(LogSeverity::kError, "cannot write %s (KP_DUMP_BUFFERS); check the directory exists", path);
     options_.dump_dir.clear();  // say it once
     return;
   }
@@ -110,8 +110,8 @@ void EncoderThread::DumpBuffer(const uint8_t* buffer, size_t size) {
   }
   ::close(fd);
   if (error != 0) {
-    std::fprintf(stderr, "kp: cannot write %s (KP_DUMP_BUFFERS): %s; buffer dumps stop here\n",
-                 path, std::strerror(error));
+    Log(LogSeverity::kError, "cannot write %s (KP_DUMP_BUFFERS): %s; buffer dumps stop here", path,
+        std::strerror(error));
     ::unlink(path);
     options_.dump_dir.clear();  // say it once
   }

@@ -22,6 +22,7 @@
 #include "inject/cupti/buffer_pool.h"
 #include "inject/cupti/driver_symbol.h"
 #include "inject/cupti/encoder_thread.h"
+#include "inject/log/log.h"
 #include "inject/metrics/metrics_collector.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
@@ -70,10 +71,6 @@ const char* CuptiErrorString(CUptiResult result) {
   const char* text = nullptr;
   if (cuptiGetResultString(result, &text) != CUPTI_SUCCESS || text == nullptr) return "unknown";
   return text;
-}
-
-bool Logging(LogLevel at_least) {
-  return g_state != nullptr && static_cast<int>(g_state->config.log) >= static_cast<int>(at_least);
 }
 
 // ---- header ----
@@ -218,9 +215,9 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
         if (cbid == CUPTI_CBID_STATE_FATAL_ERROR) {
           const auto* state = static_cast<const CUpti_StateData*>(cbdata);
           const char* message = state->notification.message;
-          std::fprintf(stderr, "kp: CUPTI fatal error (%s): %s; tracing stops here\n",
-                       CuptiErrorString(state->notification.result),
-                       message != nullptr ? message : "no message");
+          Log(LogSeverity::kError, "CUPTI fatal error (%s): %s; tracing stops here",
+              CuptiErrorString(state->notification.result),
+              message != nullptr ? message : "no message");
           g_cupti_fatal.store(true);  // CUPTI has finalized itself; no more CUPTI calls
           g_active.store(false);
         }
@@ -251,17 +248,17 @@ void AtExit() {
     const auto written = static_cast<unsigned long long>(stats.records_written);
     if (stats.write_errors != 0 && written == 0) {
       // After a write failure (a full disk) the line never claims what could not be written.
-      std::fprintf(stderr, "kp: nothing could be written to %s (see the error above)\n",
-                   g_state->output_path.c_str());
+      Log(LogSeverity::kError, "nothing could be written to %s (see the error above)",
+          g_state->output_path.c_str());
     } else if (stats.write_errors != 0) {
-      std::fprintf(stderr,
-                   "kp: %s is incomplete: %llu records (%s) written before writing failed; "
-                   "later records are lost\n",
-                   g_state->output_path.c_str(), written,
-                   HumanBytes(g_state->writer->bytes_written()).c_str());
-    } else if (Logging(LogLevel::kInfo)) {
-      std::fprintf(stderr, "kp: wrote %s (%llu records, %s)\n", g_state->output_path.c_str(),
-                   written, HumanBytes(g_state->writer->bytes_written()).c_str());
+      Log(LogSeverity::kError,
+          "%s is incomplete: %llu records (%s) written before writing failed; later records "
+          "are lost",
+          g_state->output_path.c_str(), written,
+          HumanBytes(g_state->writer->bytes_written()).c_str());
+    } else {
+      Log(LogSeverity::kInfo, "wrote %s (%llu records, %s)", g_state->output_path.c_str(), written,
+          HumanBytes(g_state->writer->bytes_written()).c_str());
     }
   } catch (...) {
   }
@@ -273,12 +270,12 @@ void EnableKind(CUpti_ActivityKind kind, const char* what) {
   CUptiResult result = cuptiActivityEnable(kind);
   if (result == CUPTI_SUCCESS) return;
   if (result == CUPTI_ERROR_NOT_COMPATIBLE) {
-    std::fprintf(stderr,
-                 "kp: %s records are not compatible with the other kinds enabled; "
-                 "they are off (drop them from KP_ACTIVITIES to silence this)\n",
-                 what);
+    Log(LogSeverity::kWarning,
+        "%s records are not compatible with the other kinds enabled; they are off (drop them "
+        "from KP_ACTIVITIES to silence this)",
+        what);
   } else {
-    std::fprintf(stderr, "kp: cannot enable %s records: %s\n", what, CuptiErrorString(result));
+    Log(LogSeverity::kError, "cannot enable %s records: %s", what, CuptiErrorString(result));
   }
 }
 
@@ -368,19 +365,18 @@ void DoToolInit(InjectionMode mode) {
   auto state = std::make_unique<TracerState>();
   std::vector<ConfigError> errors;
   state->config = ParseConfig([](const char* name) { return std::getenv(name); }, &errors);
+  SetLogLevel(state->config.log);
   bool profiler_off = false;
   for (const ConfigError& error : errors) {
-    std::fprintf(stderr, "kp: %s\n", error.message.c_str());
+    Log(LogSeverity::kError, "%s", error.message.c_str());
     if (error.scope == ConfigErrorScope::kProfiler) profiler_off = true;
     if (error.scope == ConfigErrorScope::kMetrics) state->config.metrics.clear();
   }
   if (profiler_off) return;  // the error line already says kp is off
   Config& config = state->config;
   if (config.disabled) return;
-  if (config.log != LogLevel::kQuiet) {
-    for (const std::string& warning : UnknownKpVariables(environ)) {
-      std::fprintf(stderr, "kp: %s\n", warning.c_str());
-    }
+  for (const std::string& warning : UnknownKpVariables(environ)) {
+    Log(LogSeverity::kWarning, "%s", warning.c_str());
   }
 
   pthread_atfork(nullptr, nullptr, &OnForkChild);
@@ -396,7 +392,7 @@ void DoToolInit(InjectionMode mode) {
   std::string expand_error;
   if (!ExpandOutputPattern(config.output_pattern, pid, host, rank, start_unix_ns,
                            &state->output_path, &expand_error)) {
-    std::fprintf(stderr, "kp: KP_OUTPUT: %s; kp is off for this process\n", expand_error.c_str());
+    Log(LogSeverity::kError, "KP_OUTPUT: %s; kp is off for this process", expand_error.c_str());
     return;
   }
 
@@ -409,23 +405,21 @@ void DoToolInit(InjectionMode mode) {
   params.oldSubscriberSize = sizeof(old_subscriber) - 1;
   CUptiResult result = cuptiSubscribe_v2(&state->subscriber, &OnCallback, nullptr, &params);
   if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    std::fprintf(stderr, "kp: another CUDA profiler (%s) is attached; kp is off for this process\n",
-                 old_subscriber[0] != '\0' ? old_subscriber : "unknown");
+    Log(LogSeverity::kError, "another CUDA profiler (%s) is attached; kp is off for this process",
+        old_subscriber[0] != '\0' ? old_subscriber : "unknown");
     return;
   }
   if (result != CUPTI_SUCCESS) {
-    std::fprintf(stderr, "kp: cannot start CUPTI (%s); kp is off for this process\n",
-                 CuptiErrorString(result));
+    Log(LogSeverity::kError, "cannot start CUPTI (%s); kp is off for this process",
+        CuptiErrorString(result));
     return;
   }
 
   std::string open_error;
   state->writer = FileChunkWriter::Open(state->output_path, config.zstd_level, &open_error);
   if (state->writer == nullptr) {
-    std::fprintf(stderr,
-                 "kp: cannot write the trace %s: %s; set KP_OUTPUT to a writable path. "
-                 "kp is off for this process\n",
-                 state->output_path.c_str(), open_error.c_str());
+    // The writer's message is whole: it names the path, the reason and the fix.
+    Log(LogSeverity::kError, "%s", open_error.c_str());
     cuptiUnsubscribe(state->subscriber);
     return;
   }
@@ -465,16 +459,25 @@ void DoToolInit(InjectionMode mode) {
   const uint64_t delay_ns = static_cast<uint64_t>(config.delay_s * 1e9);
   const uint64_t duration_ns = static_cast<uint64_t>(config.duration_s * 1e9);
   window.start_range = config.capture_range;
-  if (!config.capture_range.empty() && config.delay_s > 0 && config.log != LogLevel::kQuiet) {
-    std::fprintf(stderr,
-                 "kp: KP_DELAY is ignored when KP_CAPTURE_RANGE is set: capture starts at the "
-                 "range\n");
+  if (!config.capture_range.empty() && config.delay_s > 0) {
+    Log(LogSeverity::kWarning,
+        "KP_DELAY is ignored when KP_CAPTURE_RANGE is set: capture starts at the range");
   }
   window.duration_ns = duration_ns;
   if (config.capture_range.empty()) {
     window.window_start = start_trace_ns + delay_ns;
     if (duration_ns != 0) window.window_end = window.window_start + duration_ns;
   }
+
+  // Notices (LogNotice) go straight into the encoder while only this thread runs, then
+  // through the encoder thread once it exists.
+  TraceEncoder* encoder = state->encoder;
+  SetNoticeSink(
+      [encoder](LogSeverity severity, std::string_view component, const std::string& text) {
+        uint64_t t = 0;
+        cuptiGetTimestamp(&t);
+        encoder->AddNotice(NoticeSeverityOf(severity), component, text, t);
+      });
 
   EncoderThread* thread_ptr = nullptr;
   EncoderThread** thread_slot = &state->thread;
@@ -485,9 +488,7 @@ void DoToolInit(InjectionMode mode) {
     };
     state->collector = MetricsCollector::Create(config, post, &metrics_error);
     if (!state->collector && !metrics_error.empty()) {
-      std::fprintf(stderr, "kp: metrics: %s; metrics are off, tracing goes on\n",
-                   metrics_error.c_str());
-      state->encoder->AddNotice(2, "metrics", metrics_error, start_trace_ns);
+      LogNotice(LogSeverity::kError, "metrics", metrics_error, "metrics are off, tracing goes on");
     }
   }
   state->decoder = new ActivityDecoder(state->encoder, state->collector.get(), window);
@@ -500,20 +501,30 @@ void DoToolInit(InjectionMode mode) {
   thread_ptr = new EncoderThread(state->encoder, state->decoder, state->pool, thread_options);
   std::string thread_error;
   if (!thread_ptr->Start(&thread_error)) {
-    std::fprintf(stderr, "kp: %s; kp is off for this process\n", thread_error.c_str());
+    Log(LogSeverity::kError, "%s; kp is off for this process", thread_error.c_str());
+    SetNoticeSink(nullptr);
     cuptiUnsubscribe(state->subscriber);
     return;  // the file keeps its magic only; nothing else was enabled
   }
   state->thread = thread_ptr;
+  SetNoticeSink(
+      [thread_ptr](LogSeverity severity, std::string_view component, const std::string& text) {
+        uint64_t t = 0;
+        if (CuptiAlive()) cuptiGetTimestamp(&t);
+        thread_ptr->Post([severity, c = std::string(component), text, t](TraceEncoder& enc) {
+          enc.AddNotice(NoticeSeverityOf(severity), c, text, t);
+        });
+      });
 
   g_state = state.release();
   g_active.store(true, std::memory_order_release);
 
   result = cuptiActivityRegisterCallbacks(&BufferRequested, &BufferCompleted);
   if (result != CUPTI_SUCCESS) {
-    std::fprintf(stderr, "kp: cannot register CUPTI buffers (%s); kp is off for this process\n",
-                 CuptiErrorString(result));
+    Log(LogSeverity::kError, "cannot register CUPTI buffers (%s); kp is off for this process",
+        CuptiErrorString(result));
     g_active.store(false);
+    SetNoticeSink(nullptr);
     g_state->thread->Stop("cupti error");
     cuptiUnsubscribe(g_state->subscriber);
     return;
@@ -521,10 +532,7 @@ void DoToolInit(InjectionMode mode) {
   EnableActivities(g_state->config);
   EnableCallbacks(g_state->subscriber, g_state->collector.get());
   std::atexit(&AtExit);
-  if (Logging(LogLevel::kDebug)) {
-    std::fprintf(stderr, "kp: tracing to %s (%s mode)\n", g_state->output_path.c_str(),
-                 ModeName(mode));
-  }
+  Log(LogSeverity::kDebug, "tracing to %s (%s mode)", g_state->output_path.c_str(), ModeName(mode));
 }
 
 }  // namespace
@@ -536,9 +544,9 @@ void ToolInit(InjectionMode mode) {
       try {
         DoToolInit(mode);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "kp: internal error at start-up (%s); kp is off\n", e.what());
+        Log(LogSeverity::kError, "internal error at start-up (%s); kp is off", e.what());
       } catch (...) {
-        std::fprintf(stderr, "kp: internal error at start-up; kp is off\n");
+        Log(LogSeverity::kError, "internal error at start-up; kp is off");
       }
     });
   } catch (...) {

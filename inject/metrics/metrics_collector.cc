@@ -1,15 +1,18 @@
-// metrics_collector.cc: the factory behind the contract in metrics_collector.h. Names are
-// checked syntactically here (no CUDA yet); the full check against the chip runs at the lazy
-// per-context set-up, through the same validator `kptrace metrics check` uses (metric_plan.h).
+// metrics_collector.cc: the factory behind the contract in metrics_collector.h (Create, on
+// CUPTI, is cupti_collector_factory.cc). Names are checked syntactically here (no CUDA yet);
+// the full check against the chip runs when the first context is created, through the same
+// validator `kptrace metrics check` uses (common/metric_plan.h).
 #include "inject/metrics/metrics_collector.h"
 
-#include "inject/metrics/metric_plan.h"
-#include "inject/metrics/range_collector.h"
+#include "common/metric_plan.h"
+#include "inject/metrics/kernel_mode_collector.h"
+#include "inject/metrics/range_mode_collector.h"
 
 namespace kp {
 
-std::unique_ptr<MetricsCollector> MetricsCollector::Create(const Config& config, EncoderPost post,
-                                                           std::string* error) {
+std::unique_ptr<MetricsCollector> MetricsCollector::CreateWithBackend(
+    const Config& config, EncoderPost post, std::unique_ptr<ProfilerBackend> backend,
+    std::string* error) {
   if (config.metrics.empty()) return nullptr;
   std::vector<std::string> names = ExpandMetricList(config.metrics);
   for (const auto& n : names) {
@@ -24,7 +27,11 @@ std::unique_ptr<MetricsCollector> MetricsCollector::Create(const Config& config,
     *error = "KP_METRICS: no metric names given (e.g. KP_METRICS=sol)";
     return nullptr;
   }
-  return std::make_unique<RangeCollector>(config, std::move(names), std::move(post));
+  if (config.metrics_mode == MetricsMode::kKernel)
+    return std::make_unique<KernelModeCollector>(config, std::move(names), std::move(post),
+                                                 std::move(backend));
+  return std::make_unique<RangeModeCollector>(config, std::move(names), std::move(post),
+                                              std::move(backend));
 }
 
 }  // namespace kp

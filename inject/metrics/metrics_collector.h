@@ -19,6 +19,7 @@
 namespace kp {
 
 class TraceEncoder;
+class ProfilerBackend;  // profiler_session.h
 // Runs `task` on the encoder thread, in order. Thread-safe, never blocks on CUDA; allocation
 // per task is fine (metric results are per range occurrence, not per kernel).
 using EncoderPost = std::function<void(std::function<void(TraceEncoder&)> task)>;
@@ -32,12 +33,17 @@ class MetricsCollector {
   // and how to list valid ones), and the tracer then runs without metrics.
   static std::unique_ptr<MetricsCollector> Create(const Config& config, EncoderPost post,
                                                   std::string* error);
+  // The same on another backend than CUPTI's (CPU tests drive the collectors with a fake).
+  static std::unique_ptr<MetricsCollector> CreateWithBackend(
+      const Config& config, EncoderPost post, std::unique_ptr<ProfilerBackend> backend,
+      std::string* error);
 
   // What the tracer must enable for us on its subscriber.
   virtual bool wants_nvtx_callbacks() const = 0;    // CUPTI_CB_DOMAIN_NVTX, all cbids
   virtual bool wants_launch_callbacks() const = 0;  // runtime+driver kernel-launch cbids
 
-  // Callbacks, forwarded as they arrive (application threads; must be thread-safe).
+  // Callbacks, forwarded as they arrive (application threads; must be thread-safe). The first
+  // context's creation checks the metric names against its chip (before any kernel runs).
   virtual void OnContextCreated(CUcontext ctx, uint32_t device_ordinal) = 0;
   virtual void OnContextDestroying(CUcontext ctx) = 0;
   virtual void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* data) = 0;

@@ -1,5 +1,7 @@
 #include "inject/metrics/range_selector.h"
 
+#include <cctype>
+
 namespace kp {
 
 bool GlobMatch(std::string_view pattern, std::string_view text) {
@@ -38,8 +40,23 @@ RangeSelector::RangeSelector(const std::vector<std::string>& patterns) {
   }
 }
 
+bool RangeSelector::IsLibraryDomain(std::string_view domain) {
+  static constexpr std::string_view kLibraries[] = {
+      "NCCL",     "RCCL",    "cuBLAS",  "cuDNN",  "cuFFT", "cuSPARSE", "cuSOLVER", "cuRAND",
+      "cuTENSOR", "CUTLASS", "NVSHMEM", "nvJPEG", "NPP",   "TensorRT", "DALI",     "cuDF"};
+  for (std::string_view lib : kLibraries) {
+    if (domain.size() < lib.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < lib.size() && same; ++i)
+      same = std::tolower(static_cast<unsigned char>(domain[i])) ==
+             std::tolower(static_cast<unsigned char>(lib[i]));
+    if (same) return true;
+  }
+  return false;
+}
+
 bool RangeSelector::Matches(std::string_view domain, std::string_view message) const {
-  if (patterns_.empty()) return true;
+  if (patterns_.empty()) return !IsLibraryDomain(domain);
   for (const auto& pat : patterns_) {
     if (!pat.any_domain && !GlobMatch(pat.domain, domain)) continue;
     if (GlobMatch(pat.message, message)) return true;

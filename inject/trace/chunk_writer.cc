@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/frame.h"
+#include "inject/log/log.h"
 
 namespace kp {
 namespace {
@@ -123,11 +124,11 @@ bool FileChunkWriter::WriteChunk(const uint8_t* data, size_t size) {
   int err = WriteFully(fd_, scratch_.data(), n);
   if (err != 0) {
     failed_ = true;
-    std::fprintf(stderr,
-                 "kp: cannot write trace %s: %s (%s); tracing stops here, the %llu chunks "
-                 "written so far stay readable\n",
-                 path_.c_str(), std::strerror(err), WriteErrorFix(err),
-                 static_cast<unsigned long long>(chunks_written_));
+    Log(LogSeverity::kError,
+        "cannot write trace %s: %s (%s); tracing stops here, the %llu chunks written so far "
+        "stay readable",
+        path_.c_str(), std::strerror(err), WriteErrorFix(err),
+        static_cast<unsigned long long>(chunks_written_));
     // Cut a partial frame off so the file ends on a chunk boundary (fails harmlessly on
     // devices and pipes).
     if (::ftruncate(fd_, static_cast<off_t>(bytes_written_)) != 0) {

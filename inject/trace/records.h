@@ -113,6 +113,10 @@ struct MetricRangeRecord {
   uint32_t num_values = 0;
   uint32_t thread_id = 0, device = 0, context = 0, correlation = 0, nesting_level = 0;
   uint32_t sm_clock_khz = 0;
+  // Multi-pass value sets: the shortest and longest occurrence used, and whether they differ by
+  // more than the collector's threshold (the set combines counters of unlike occurrences).
+  uint64_t occurrence_min_ns = 0, occurrence_max_ns = 0;
+  bool inconsistent = false;
 };
 
 }  // namespace kp

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "common/proto_wire.h"
 #include "common/utf8.h"
 #include "inject/trace/chunk_writer.h"
-#include "inject/trace/proto_wire.h"
 
 namespace kp {
 namespace {
@@ -53,39 +53,14 @@ void Utf8Field(WireWriter& w, uint32_t field, std::string_view s, bool always = 
   w.RawBytes(s.data() + run, i - run);
 }
 
-// Field numbers of kp.Chunk (proto/kptrace.proto).
-enum ChunkField : uint32_t {
-  kChunkSequence = 1,
-  kChunkTimeBase = 2,
-  kChunkStrings = 3,
-  kChunkHeader = 4,
-  kChunkDevices = 5,
-  kChunkContexts = 6,
-  kChunkKernelShapes = 7,
-  kChunkKernels = 8,
-  kChunkMemcpys = 9,
-  kChunkMemsets = 10,
-  kChunkApiCalls = 11,
-  kChunkNvtxRanges = 12,
-  kChunkNvtxMarks = 13,
-  kChunkSyncs = 14,
-  kChunkOverheads = 15,
-  kChunkMetricRanges = 16,
-  kChunkGraphLaunches = 17,
-  kChunkStats = 18,
-  kChunkFooter = 19,
-  kChunkThreads = 20,
-  kChunkMetricConfigs = 21,
-  kChunkNotices = 22,
-};
-
-constexpr uint32_t kFlagNoTiming = 1;  // kp.RECORD_FLAG_NO_TIMING
+// Field numbers and enum values come from proto/kptrace.proto (generated kptrace_schema.h).
+using ChunkField = schema::Chunk;
 
 // GPU records CUPTI gave no timestamps (start = end = 0) are flagged and counted.
 uint32_t GpuRecordFlags(uint32_t flags, uint64_t start, uint64_t end, EncoderStats* stats) {
   if (start != 0 || end != 0) return flags;
   ++stats->zero_timestamp_records;
-  return flags | kFlagNoTiming;
+  return flags | schema::RecordFlag::kNoTiming;
 }
 // Safety net for a caller that never checks FlushDue(): stay far below kMaxChunkBytes.
 constexpr size_t kHardChunkLimit = 64u << 20;
@@ -128,9 +103,29 @@ enum RecordKind : int {
 
 struct ShapeKey {
   // name, grid[3], block[3], cluster[3], regs, static, dynamic, local, shared_executed, device:
-  // KernelShape fields 2 and 4..18 in order.
+  // the KernelShape fields of kShapeKeyFields, in order.
   uint32_t v[16];
   bool operator==(const ShapeKey& o) const { return std::memcmp(v, o.v, sizeof v) == 0; }
+};
+
+// The KernelShape field each ShapeKey value is written to.
+constexpr uint32_t kShapeKeyFields[16] = {
+    schema::KernelShape::kName,
+    schema::KernelShape::kGridX,
+    schema::KernelShape::kGridY,
+    schema::KernelShape::kGridZ,
+    schema::KernelShape::kBlockX,
+    schema::KernelShape::kBlockY,
+    schema::KernelShape::kBlockZ,
+    schema::KernelShape::kClusterX,
+    schema::KernelShape::kClusterY,
+    schema::KernelShape::kClusterZ,
+    schema::KernelShape::kRegistersPerThread,
+    schema::KernelShape::kStaticSharedBytes,
+    schema::KernelShape::kDynamicSharedBytes,
+    schema::KernelShape::kLocalBytesPerThread,
+    schema::KernelShape::kSharedExecutedBytes,
+    schema::KernelShape::kDevice,
 };
 
 // Delta-coding state of one record list in the current chunk.
@@ -268,13 +263,14 @@ struct TraceEncoder::Impl {
     if (string_emitted_in[local] == sequence + 1) return;
     string_emitted_in[local] = sequence + 1;
     const std::string& s = strings[local];
-    // InternedString { id = 1; value = 2; } written straight into the chunk.
+    // An InternedString written straight into the chunk (both tags are one byte).
+    static_assert(schema::InternedString::kId < 16 && schema::InternedString::kValue < 16);
     size_t body = 1 + wire::VarintSize(id) + 1 + wire::VarintSize(s.size()) + s.size();
     WireWriter w = chunk.Reserve(wire::MaxLengthDelimitedBytes(body));
-    w.Tag(kChunkStrings, wire::kLengthDelimited);
+    w.Tag(ChunkField::kStrings, wire::kLengthDelimited);
     w.RawVarint(body);
-    w.UintAlways(1, id);
-    w.StringAlways(2, s);
+    w.UintAlways(schema::InternedString::kId, id);
+    w.StringAlways(schema::InternedString::kValue, s);
     chunk.Commit(w);
   }
   // Demangled once per unique kernel name, off the per-record path.
@@ -332,11 +328,12 @@ struct TraceEncoder::Impl {
     UseString(demangled);
     uint8_t buf[kRecordScratchBytes];
     WireWriter w(buf);
-    w.Uint(1, id);
-    w.Uint(2, k.v[0]);
-    w.Uint(3, demangled);
-    for (uint32_t f = 1; f < 16; ++f) w.Uint(3 + f, k.v[f]);
-    AppendRecord(kChunkKernelShapes, w);
+    using F = schema::KernelShape;
+    w.Uint(F::kId, id);
+    w.Uint(F::kName, k.v[0]);
+    w.Uint(F::kDemangled, demangled);
+    for (uint32_t f = 1; f < 16; ++f) w.Uint(kShapeKeyFields[f], k.v[f]);
+    AppendRecord(ChunkField::kKernelShapes, w);
   }
 
   // At a chunk boundary only (see kMaxInternedStrings).
@@ -394,22 +391,22 @@ struct TraceEncoder::Impl {
     WireWriter sub(buf);
     switch (p.kind) {
       case NvtxPayloadValue::kU64:
-        sub.UintAlways(1, p.u64);
+        sub.UintAlways(schema::NvtxPayload::kU64, p.u64);
         break;
       case NvtxPayloadValue::kI64:
-        sub.IntAlways(2, p.i64);
+        sub.IntAlways(schema::NvtxPayload::kI64, p.i64);
         break;
       case NvtxPayloadValue::kF64:
-        sub.DoubleAlways(3, p.f64);
+        sub.DoubleAlways(schema::NvtxPayload::kF64, p.f64);
         break;
       case NvtxPayloadValue::kU32:
-        sub.UintAlways(4, p.u32);
+        sub.UintAlways(schema::NvtxPayload::kU32, p.u32);
         break;
       case NvtxPayloadValue::kI32:
-        sub.IntAlways(5, p.i32);
+        sub.IntAlways(schema::NvtxPayload::kI32, p.i32);
         break;
       case NvtxPayloadValue::kF32:
-        sub.FloatAlways(6, p.f32);
+        sub.FloatAlways(schema::NvtxPayload::kF32, p.f32);
         break;
       case NvtxPayloadValue::kNone:
         break;
@@ -435,16 +432,8 @@ struct TraceEncoder::Impl {
   }
 
   void EncodeStats(const EncoderStats& s) {
-    WireWriter w = scratch.Reserve(15 * wire::kMaxScalarFieldBytes);
-    const uint64_t values[15] = {s.cupti_dropped_records,    s.zero_timestamp_records,
-                                 s.buffers_completed,        s.buffers_refused,
-                                 s.nvtx_unmatched_ends,      s.nvtx_open_ranges,
-                                 s.records_filtered,         s.bytes_written,
-                                 s.chunks_written,           s.records_written,
-                                 s.unknown_records,          s.write_errors,
-                                 s.metric_ranges_dropped,    s.encoder_buffers_pending_max,
-                                 s.profiler_internal_kernels};
-    for (uint32_t i = 0; i < 15; ++i) w.Uint(i + 1, values[i]);
+    WireWriter w = scratch.Reserve(schema::kNumStatFields * wire::kMaxScalarFieldBytes);
+    for (const schema::StatField& f : schema::kStatFields) w.Uint(f.field, s.*f.counter);
     scratch.Commit(w);
   }
 };
@@ -457,6 +446,7 @@ TraceEncoder::~TraceEncoder() { delete impl_; }
 size_t TraceEncoder::pending_bytes() const { return impl_->chunk.size(); }
 
 void TraceEncoder::SetHeader(const HeaderInfo& h) {
+  using F = schema::Header;
   size_t bound = 512 + Utf8Bound(h.kp_version) + Utf8Bound(h.hostname) + Utf8Bound(h.clock) +
                  Utf8Bound(h.driver_version) + Utf8Bound(h.injection_mode) +
                  Utf8Bound(h.output_path);
@@ -465,30 +455,30 @@ void TraceEncoder::SetHeader(const HeaderInfo& h) {
   WireBuffer& b = impl_->scratch;
   b.Clear();
   WireWriter w = b.Reserve(bound);
-  Utf8Field(w, 1, h.kp_version);
-  w.Uint(2, h.pid);
-  w.Uint(3, h.ppid);
-  Utf8Field(w, 4, h.hostname);
-  for (const auto& arg : h.command_line) Utf8Field(w, 5, arg, /*always=*/true);
-  w.Int(6, h.rank);
-  w.Int(7, h.local_rank);
-  w.Int(8, h.world_size);
-  w.Uint(9, h.start_time_unix_ns);
-  w.Uint(10, h.start_time_trace_ns);
-  Utf8Field(w, 11, h.clock);
+  Utf8Field(w, F::kKpVersion, h.kp_version);
+  w.Uint(F::kPid, h.pid);
+  w.Uint(F::kPpid, h.ppid);
+  Utf8Field(w, F::kHostname, h.hostname);
+  for (const auto& arg : h.command_line) Utf8Field(w, F::kCommandLine, arg, /*always=*/true);
+  w.Int(F::kRank, h.rank);
+  w.Int(F::kLocalRank, h.local_rank);
+  w.Int(F::kWorldSize, h.world_size);
+  w.Uint(F::kStartTimeUnixNs, h.start_time_unix_ns);
+  w.Uint(F::kStartTimeTraceNs, h.start_time_trace_ns);
+  Utf8Field(w, F::kClock, h.clock);
   for (const auto& kv : h.config) {
     WireBuffer& sub = impl_->sub_scratch;
     sub.Clear();
     WireWriter sw = sub.Reserve(Utf8Bound(kv.first) + Utf8Bound(kv.second) + 32);
-    Utf8Field(sw, 1, kv.first);
-    Utf8Field(sw, 2, kv.second);
-    w.Message(12, sw);
+    Utf8Field(sw, schema::KeyValue::kKey, kv.first);
+    Utf8Field(sw, schema::KeyValue::kValue, kv.second);
+    w.Message(F::kConfig, sw);
   }
-  w.Uint(13, h.cupti_api_version);
-  w.Int(14, h.cuda_driver_version);
-  Utf8Field(w, 15, h.driver_version);
-  Utf8Field(w, 16, h.injection_mode);
-  Utf8Field(w, 17, h.output_path);
+  w.Uint(F::kCuptiApiVersion, h.cupti_api_version);
+  w.Int(F::kCudaDriverVersion, h.cuda_driver_version);
+  Utf8Field(w, F::kDriverVersion, h.driver_version);
+  Utf8Field(w, F::kInjectionMode, h.injection_mode);
+  Utf8Field(w, F::kOutputPath, h.output_path);
   b.Commit(w);
   impl_->header_bytes.assign(b.data(), b.data() + b.size());
   impl_->has_header = true;
@@ -496,51 +486,54 @@ void TraceEncoder::SetHeader(const HeaderInfo& h) {
 }
 
 void TraceEncoder::AddDevice(const DeviceInfo& d) {
+  using F = schema::Device;
   WireBuffer& b = impl_->scratch;
   b.Clear();
   WireWriter w = b.Reserve(512 + Utf8Bound(d.name) + Utf8Bound(d.pci_bus_id));
-  w.Uint(1, d.id);
-  Utf8Field(w, 2, d.name);
-  w.BytesAlways(3, d.uuid, sizeof d.uuid);
-  w.Uint(4, d.cc_major);
-  w.Uint(5, d.cc_minor);
-  w.Uint(6, d.sm_count);
-  w.Uint(7, d.global_memory_bytes);
-  w.Uint(8, d.global_memory_bandwidth_kbps);
-  w.Uint(9, d.core_clock_khz);
-  w.Uint(10, d.memory_clock_khz);
-  w.Uint(11, d.max_threads_per_block);
-  w.Uint(12, d.max_shared_memory_per_block);
-  w.Uint(13, d.max_registers_per_block);
-  w.Uint(14, d.l2_cache_bytes);
-  w.Uint(15, d.max_warps_per_sm);
-  w.Uint(16, d.num_threads_per_warp);
-  Utf8Field(w, 17, d.pci_bus_id);
-  w.Bool(18, d.is_mig);
+  w.Uint(F::kId, d.id);
+  Utf8Field(w, F::kName, d.name);
+  w.BytesAlways(F::kUuid, d.uuid, sizeof d.uuid);
+  w.Uint(F::kComputeCapabilityMajor, d.cc_major);
+  w.Uint(F::kComputeCapabilityMinor, d.cc_minor);
+  w.Uint(F::kSmCount, d.sm_count);
+  w.Uint(F::kGlobalMemoryBytes, d.global_memory_bytes);
+  w.Uint(F::kGlobalMemoryBandwidthKbps, d.global_memory_bandwidth_kbps);
+  w.Uint(F::kCoreClockKhz, d.core_clock_khz);
+  w.Uint(F::kMemoryClockKhz, d.memory_clock_khz);
+  w.Uint(F::kMaxThreadsPerBlock, d.max_threads_per_block);
+  w.Uint(F::kMaxSharedMemoryPerBlock, d.max_shared_memory_per_block);
+  w.Uint(F::kMaxRegistersPerBlock, d.max_registers_per_block);
+  w.Uint(F::kL2CacheBytes, d.l2_cache_bytes);
+  w.Uint(F::kMaxWarpsPerSm, d.max_warps_per_sm);
+  w.Uint(F::kNumThreadsPerWarp, d.num_threads_per_warp);
+  Utf8Field(w, F::kPciBusId, d.pci_bus_id);
+  w.Bool(F::kIsMig, d.is_mig);
   b.Commit(w);
   Impl::Store(&impl_->devices, d.id, b);
   impl_->dirty = true;
 }
 
 void TraceEncoder::AddContext(const ContextInfo& c) {
+  using F = schema::Context;
   WireBuffer& b = impl_->scratch;
   b.Clear();
   WireWriter w = b.Reserve(64);
-  w.Uint(1, c.id);
-  w.Uint(2, c.device);
-  w.Uint(3, c.null_stream);
-  w.Bool(4, c.is_green);
+  w.Uint(F::kId, c.id);
+  w.Uint(F::kDevice, c.device);
+  w.Uint(F::kNullStream, c.null_stream);
+  w.Bool(F::kIsGreen, c.is_green);
   b.Commit(w);
   Impl::Store(&impl_->contexts, c.id, b);
   impl_->dirty = true;
 }
 
 void TraceEncoder::AddThreadName(uint32_t thread_id, std::string_view name) {
+  using F = schema::ThreadInfo;
   WireBuffer& b = impl_->scratch;
   b.Clear();
   WireWriter w = b.Reserve(64 + Utf8Bound(name));
-  w.Uint(1, thread_id);
-  Utf8Field(w, 2, name);
+  w.Uint(F::kThreadId, thread_id);
+  Utf8Field(w, F::kName, name);
   b.Commit(w);
   Impl::Store(&impl_->threads, thread_id, b);
   impl_->dirty = true;
@@ -548,31 +541,34 @@ void TraceEncoder::AddThreadName(uint32_t thread_id, std::string_view name) {
 
 void TraceEncoder::AddNotice(int severity, std::string_view component, std::string_view message,
                              uint64_t time_ns) {
+  using F = schema::Notice;
   WireBuffer& b = impl_->scratch;
   b.Clear();
   WireWriter w = b.Reserve(64 + Utf8Bound(component) + Utf8Bound(message));
-  w.Int(1, severity);
-  Utf8Field(w, 2, component);
-  Utf8Field(w, 3, message);
-  w.Uint(4, time_ns);
+  w.Int(F::kSeverity, severity);
+  Utf8Field(w, F::kComponent, component);
+  Utf8Field(w, F::kMessage, message);
+  w.Uint(F::kTimeNs, time_ns);
   b.Commit(w);
-  impl_->chunk.AppendMessage(kChunkNotices, b);
+  impl_->chunk.AppendMessage(ChunkField::kNotices, b);
   impl_->dirty = true;
 }
 
 uint32_t TraceEncoder::AddMetricConfig(const MetricConfigInfo& c) {
+  using F = schema::MetricConfig;
   size_t bound = 128 + Utf8Bound(c.mode) + Utf8Bound(c.chip);
   for (const auto& m : c.metric_names) bound += Utf8Bound(m) + 16;
   WireBuffer& b = impl_->scratch;
   b.Clear();
   uint32_t id = static_cast<uint32_t>(impl_->metric_configs.size() + 1);
   WireWriter w = b.Reserve(bound);
-  w.Uint(1, id);
-  for (const auto& m : c.metric_names) Utf8Field(w, 2, m, /*always=*/true);
-  w.Uint(3, c.num_passes);
-  Utf8Field(w, 4, c.mode);
-  w.Uint(5, c.device);
-  Utf8Field(w, 6, c.chip);
+  w.Uint(F::kId, id);
+  for (const auto& m : c.metric_names) Utf8Field(w, F::kMetricNames, m, /*always=*/true);
+  w.Uint(F::kNumPasses, c.num_passes);
+  Utf8Field(w, F::kMode, c.mode);
+  w.Uint(F::kDevice, c.device);
+  Utf8Field(w, F::kChip, c.chip);
+  w.Uint(F::kSkip, c.skip);
   b.Commit(w);
   impl_->metric_configs.emplace_back(b.data(), b.data() + b.size());
   impl_->dirty = true;
@@ -580,6 +576,7 @@ uint32_t TraceEncoder::AddMetricConfig(const MetricConfigInfo& c) {
 }
 
 void TraceEncoder::AddKernel(const KernelRecord& r) {
+  using F = schema::Kernel;
   Impl& m = *impl_;
   const uint32_t flags = GpuRecordFlags(r.flags, r.start, r.end, &stats_);
   ShapeKey key = {{m.InternStable(r.name), r.grid[0], r.grid[1], r.grid[2], r.block[0], r.block[1],
@@ -590,96 +587,100 @@ void TraceEncoder::AddKernel(const KernelRecord& r) {
   m.UseShape(shape);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(1, m.TimeDelta(kKernels, r.start));
-  w.Sint(2, Impl::Duration(r.start, r.end));
-  w.Uint(3, shape);
-  w.Uint(4, r.stream);
-  w.Sint(5, m.CorrelationDelta(kKernels, r.correlation));
-  w.Uint(6, r.context);
-  w.Uint(7, r.device);
-  w.Uint(8, r.graph_id);
-  w.Uint(9, r.graph_node_id);
-  w.Uint(10, flags);
-  w.Uint(11, r.launch_type);
-  w.Uint(12, r.channel);
-  m.AppendRecord(kChunkKernels, w);
+  w.Sint(F::kStart, m.TimeDelta(kKernels, r.start));
+  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
+  w.Uint(F::kShape, shape);
+  w.Uint(F::kStream, r.stream);
+  w.Sint(F::kCorrelation, m.CorrelationDelta(kKernels, r.correlation));
+  w.Uint(F::kContext, r.context);
+  w.Uint(F::kDevice, r.device);
+  w.Uint(F::kGraphId, r.graph_id);
+  w.Uint(F::kGraphNodeId, r.graph_node_id);
+  w.Uint(F::kFlags, flags);
+  w.Uint(F::kLaunchType, r.launch_type);
+  w.Uint(F::kChannel, r.channel);
+  m.AppendRecord(ChunkField::kKernels, w);
   m.CountRecord(kKernels);
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddMemcpy(const MemcpyRecord& r) {
+  using F = schema::Memcpy;
   Impl& m = *impl_;
   const uint32_t flags = GpuRecordFlags(r.flags, r.start, r.end, &stats_);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(1, m.TimeDelta(kMemcpys, r.start));
-  w.Sint(2, Impl::Duration(r.start, r.end));
-  w.Uint(3, r.bytes);
-  w.Uint(4, r.copy_kind);
-  w.Uint(5, r.src_kind);
-  w.Uint(6, r.dst_kind);
-  w.Uint(7, r.stream);
-  w.Sint(8, m.CorrelationDelta(kMemcpys, r.correlation));
-  w.Uint(9, r.context);
-  w.Uint(10, r.device);
-  w.Uint(11, flags);
-  w.Uint(12, r.graph_id);
-  w.Uint(13, r.graph_node_id);
-  w.Bool(14, r.peer);
-  w.Uint(15, r.src_device);
-  w.Uint(16, r.dst_device);
-  w.Uint(17, r.src_context);
-  w.Uint(18, r.dst_context);
-  w.Uint(19, r.copy_count);
-  w.Uint(20, r.channel);
-  m.AppendRecord(kChunkMemcpys, w);
+  w.Sint(F::kStart, m.TimeDelta(kMemcpys, r.start));
+  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
+  w.Uint(F::kBytes, r.bytes);
+  w.Uint(F::kCopyKind, r.copy_kind);
+  w.Uint(F::kSrcKind, r.src_kind);
+  w.Uint(F::kDstKind, r.dst_kind);
+  w.Uint(F::kStream, r.stream);
+  w.Sint(F::kCorrelation, m.CorrelationDelta(kMemcpys, r.correlation));
+  w.Uint(F::kContext, r.context);
+  w.Uint(F::kDevice, r.device);
+  w.Uint(F::kFlags, flags);
+  w.Uint(F::kGraphId, r.graph_id);
+  w.Uint(F::kGraphNodeId, r.graph_node_id);
+  w.Bool(F::kPeer, r.peer);
+  w.Uint(F::kSrcDevice, r.src_device);
+  w.Uint(F::kDstDevice, r.dst_device);
+  w.Uint(F::kSrcContext, r.src_context);
+  w.Uint(F::kDstContext, r.dst_context);
+  w.Uint(F::kCopyCount, r.copy_count);
+  w.Uint(F::kChannel, r.channel);
+  m.AppendRecord(ChunkField::kMemcpys, w);
   m.CountRecord(kMemcpys);
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddMemset(const MemsetRecord& r) {
+  using F = schema::Memset;
   Impl& m = *impl_;
   const uint32_t flags = GpuRecordFlags(r.flags, r.start, r.end, &stats_);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(1, m.TimeDelta(kMemsets, r.start));
-  w.Sint(2, Impl::Duration(r.start, r.end));
-  w.Uint(3, r.bytes);
-  w.Uint(4, r.value);
-  w.Uint(5, r.memory_kind);
-  w.Uint(6, r.stream);
-  w.Sint(7, m.CorrelationDelta(kMemsets, r.correlation));
-  w.Uint(8, r.context);
-  w.Uint(9, r.device);
-  w.Uint(10, flags);
-  w.Uint(11, r.graph_id);
-  w.Uint(12, r.graph_node_id);
-  w.Uint(13, r.channel);
-  m.AppendRecord(kChunkMemsets, w);
+  w.Sint(F::kStart, m.TimeDelta(kMemsets, r.start));
+  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
+  w.Uint(F::kBytes, r.bytes);
+  w.Uint(F::kValue, r.value);
+  w.Uint(F::kMemoryKind, r.memory_kind);
+  w.Uint(F::kStream, r.stream);
+  w.Sint(F::kCorrelation, m.CorrelationDelta(kMemsets, r.correlation));
+  w.Uint(F::kContext, r.context);
+  w.Uint(F::kDevice, r.device);
+  w.Uint(F::kFlags, flags);
+  w.Uint(F::kGraphId, r.graph_id);
+  w.Uint(F::kGraphNodeId, r.graph_node_id);
+  w.Uint(F::kChannel, r.channel);
+  m.AppendRecord(ChunkField::kMemsets, w);
   m.CountRecord(kMemsets);
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddApi(const ApiRecord& r) {
+  using F = schema::ApiCall;
   Impl& m = *impl_;
   uint32_t name = m.InternStable(r.name);
   m.UseString(name);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(1, m.TimeDelta(kApiCalls, r.start));
-  w.Sint(2, Impl::Duration(r.start, r.end));
-  w.Uint(3, name);
-  w.Uint(4, r.domain);
-  w.Uint(5, r.cbid);
-  w.Uint(6, r.thread_id);
-  w.Sint(7, m.CorrelationDelta(kApiCalls, r.correlation));
-  w.Int(8, r.return_value);
-  m.AppendRecord(kChunkApiCalls, w);
+  w.Sint(F::kStart, m.TimeDelta(kApiCalls, r.start));
+  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
+  w.Uint(F::kName, name);
+  w.Uint(F::kDomain, r.domain);
+  w.Uint(F::kCbid, r.cbid);
+  w.Uint(F::kThreadId, r.thread_id);
+  w.Sint(F::kCorrelation, m.CorrelationDelta(kApiCalls, r.correlation));
+  w.Int(F::kReturnValue, r.return_value);
+  m.AppendRecord(ChunkField::kApiCalls, w);
   m.CountRecord(kApiCalls);
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddNvtxRange(const NvtxRangeRecord& r) {
+  using F = schema::NvtxRange;
   Impl& m = *impl_;
   uint32_t name = m.InternVolatile(r.name);
   uint32_t domain = m.InternVolatile(r.domain);
@@ -687,24 +688,25 @@ void TraceEncoder::AddNvtxRange(const NvtxRangeRecord& r) {
   m.UseString(domain);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(1, m.TimeDelta(kNvtxRanges, r.start));
-  w.Sint(2, Impl::Duration(r.start, r.end));
-  w.Uint(3, name);
-  w.Uint(4, domain);
-  w.Uint(5, r.thread_id);
-  w.Uint(6, r.end_thread_id);
-  w.Uint(7, r.category);
-  w.Uint(8, r.color);
-  w.Bool(9, r.has_color);
-  Impl::WritePayload(w, 10, r.payload);
-  w.Uint(11, r.flags);
-  w.Uint(12, r.id);
-  m.AppendRecord(kChunkNvtxRanges, w);
+  w.Sint(F::kStart, m.TimeDelta(kNvtxRanges, r.start));
+  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
+  w.Uint(F::kName, name);
+  w.Uint(F::kDomain, domain);
+  w.Uint(F::kThreadId, r.thread_id);
+  w.Uint(F::kEndThreadId, r.end_thread_id);
+  w.Uint(F::kCategory, r.category);
+  w.Uint(F::kColor, r.color);
+  w.Bool(F::kHasColor, r.has_color);
+  Impl::WritePayload(w, F::kPayload, r.payload);
+  w.Uint(F::kFlags, r.flags);
+  w.Uint(F::kId, r.id);
+  m.AppendRecord(ChunkField::kNvtxRanges, w);
   m.CountRecord(kNvtxRanges);
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddNvtxMark(const NvtxMarkRecord& r) {
+  using F = schema::NvtxMark;
   Impl& m = *impl_;
   uint32_t name = m.InternVolatile(r.name);
   uint32_t domain = m.InternVolatile(r.domain);
@@ -712,71 +714,75 @@ void TraceEncoder::AddNvtxMark(const NvtxMarkRecord& r) {
   m.UseString(domain);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(1, m.TimeDelta(kNvtxMarks, r.time));
-  w.Uint(2, name);
-  w.Uint(3, domain);
-  w.Uint(4, r.thread_id);
-  w.Uint(5, r.category);
-  w.Uint(6, r.color);
-  w.Bool(7, r.has_color);
-  Impl::WritePayload(w, 8, r.payload);
-  m.AppendRecord(kChunkNvtxMarks, w);
+  w.Sint(F::kTime, m.TimeDelta(kNvtxMarks, r.time));
+  w.Uint(F::kName, name);
+  w.Uint(F::kDomain, domain);
+  w.Uint(F::kThreadId, r.thread_id);
+  w.Uint(F::kCategory, r.category);
+  w.Uint(F::kColor, r.color);
+  w.Bool(F::kHasColor, r.has_color);
+  Impl::WritePayload(w, F::kPayload, r.payload);
+  m.AppendRecord(ChunkField::kNvtxMarks, w);
   m.CountRecord(kNvtxMarks);
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddSync(const SyncRecord& r) {
+  using F = schema::Synchronization;
   Impl& m = *impl_;
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(1, m.TimeDelta(kSyncs, r.start));
-  w.Sint(2, Impl::Duration(r.start, r.end));
-  w.Uint(3, r.type);
-  w.Uint(4, r.stream);
-  w.Uint(5, r.context);
-  w.Sint(6, m.CorrelationDelta(kSyncs, r.correlation));
-  w.Uint(7, r.event_id);
-  w.Int(8, r.return_value);
-  m.AppendRecord(kChunkSyncs, w);
+  w.Sint(F::kStart, m.TimeDelta(kSyncs, r.start));
+  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
+  w.Uint(F::kType, r.type);
+  w.Uint(F::kStream, r.stream);
+  w.Uint(F::kContext, r.context);
+  w.Sint(F::kCorrelation, m.CorrelationDelta(kSyncs, r.correlation));
+  w.Uint(F::kEventId, r.event_id);
+  w.Int(F::kReturnValue, r.return_value);
+  m.AppendRecord(ChunkField::kSyncs, w);
   m.CountRecord(kSyncs);
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddOverhead(const OverheadRecord& r) {
+  using F = schema::Overhead;
   Impl& m = *impl_;
   uint32_t name = m.InternStable(r.name);
   m.UseString(name);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(1, m.TimeDelta(kOverheads, r.start));
-  w.Sint(2, Impl::Duration(r.start, r.end));
-  w.Uint(3, r.kind);
-  w.Uint(4, name);
-  w.Uint(5, r.thread_id);
-  w.Uint(6, r.device);
-  w.Sint(7, m.CorrelationDelta(kOverheads, r.correlation));
-  m.AppendRecord(kChunkOverheads, w);
+  w.Sint(F::kStart, m.TimeDelta(kOverheads, r.start));
+  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
+  w.Uint(F::kKind, r.kind);
+  w.Uint(F::kName, name);
+  w.Uint(F::kThreadId, r.thread_id);
+  w.Uint(F::kDevice, r.device);
+  w.Sint(F::kCorrelation, m.CorrelationDelta(kOverheads, r.correlation));
+  m.AppendRecord(ChunkField::kOverheads, w);
   m.CountRecord(kOverheads);
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddGraphLaunch(const GraphLaunchRecord& r) {
+  using F = schema::GraphLaunch;
   Impl& m = *impl_;
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(1, m.TimeDelta(kGraphLaunches, r.start));
-  w.Sint(2, Impl::Duration(r.start, r.end));
-  w.Uint(3, r.graph_id);
-  w.Uint(4, r.device);
-  w.Uint(5, r.context);
-  w.Uint(6, r.stream);
-  w.Sint(7, m.CorrelationDelta(kGraphLaunches, r.correlation));
-  m.AppendRecord(kChunkGraphLaunches, w);
+  w.Sint(F::kStart, m.TimeDelta(kGraphLaunches, r.start));
+  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
+  w.Uint(F::kGraphId, r.graph_id);
+  w.Uint(F::kDevice, r.device);
+  w.Uint(F::kContext, r.context);
+  w.Uint(F::kStream, r.stream);
+  w.Sint(F::kCorrelation, m.CorrelationDelta(kGraphLaunches, r.correlation));
+  m.AppendRecord(ChunkField::kGraphLaunches, w);
   m.CountRecord(kGraphLaunches);
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddMetricRange(const MetricRangeRecord& r) {
+  using F = schema::MetricRange;
   Impl& m = *impl_;
   uint32_t name = m.InternVolatile(r.name);
   uint32_t domain = m.InternVolatile(r.domain);
@@ -785,23 +791,26 @@ void TraceEncoder::AddMetricRange(const MetricRangeRecord& r) {
   uint32_t num_values = r.values == nullptr ? 0 : r.num_values;
   WireBuffer& b = m.scratch;
   b.Clear();
-  WireWriter w = b.Reserve(14 * wire::kMaxScalarFieldBytes + 8 * size_t{num_values});
-  w.Uint(1, r.config);
-  w.Uint(2, name);
-  w.Uint(3, domain);
-  w.Uint(4, r.occurrence);
-  w.Uint(5, r.occurrences_used);
-  w.Sint(6, m.TimeDelta(kMetricRanges, r.start));
-  w.Sint(7, Impl::Duration(r.start, r.end));
-  w.PackedDoubles(8, r.values, num_values);
-  w.Uint(9, r.thread_id);
-  w.Uint(10, r.device);
-  w.Uint(11, r.context);
-  w.Sint(12, r.correlation);  // absolute in kernel mode (proto: not delta-coded)
-  w.Uint(13, r.nesting_level);
-  w.Uint(14, r.sm_clock_khz);
+  WireWriter w = b.Reserve(17 * wire::kMaxScalarFieldBytes + 8 * size_t{num_values});
+  w.Uint(F::kConfig, r.config);
+  w.Uint(F::kName, name);
+  w.Uint(F::kDomain, domain);
+  w.Uint(F::kOccurrence, r.occurrence);
+  w.Uint(F::kOccurrencesUsed, r.occurrences_used);
+  w.Sint(F::kStart, m.TimeDelta(kMetricRanges, r.start));
+  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
+  w.PackedDoubles(F::kValues, r.values, num_values);
+  w.Uint(F::kThreadId, r.thread_id);
+  w.Uint(F::kDevice, r.device);
+  w.Uint(F::kContext, r.context);
+  w.Sint(F::kCorrelation, r.correlation);  // absolute in kernel mode (proto: not delta-coded)
+  w.Uint(F::kNestingLevel, r.nesting_level);
+  w.Uint(F::kSmClockKhz, r.sm_clock_khz);
+  w.Uint(F::kOccurrenceMinNs, r.occurrence_min_ns);
+  w.Uint(F::kOccurrenceMaxNs, r.occurrence_max_ns);
+  w.Bool(F::kInconsistent, r.inconsistent);
   b.Commit(w);
-  m.chunk.AppendMessage(kChunkMetricRanges, b);
+  m.chunk.AppendMessage(ChunkField::kMetricRanges, b);
   m.CountRecord(kMetricRanges);
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
@@ -812,25 +821,25 @@ void TraceEncoder::Flush(bool force) {
   if (m.records_in_chunk == 0 && !m.dirty && !force) return;
 
   if (m.sequence == 0 && m.has_header) {
-    m.chunk.AppendMessage(kChunkHeader, m.header_bytes.data(), m.header_bytes.size());
+    m.chunk.AppendMessage(ChunkField::kHeader, m.header_bytes.data(), m.header_bytes.size());
   }
   {
     WireWriter w = m.chunk.Reserve(2 * wire::kMaxScalarFieldBytes);
-    w.Uint(kChunkSequence, m.sequence);
-    w.Uint(kChunkTimeBase, m.time_base);
+    w.Uint(ChunkField::kSequence, m.sequence);
+    w.Uint(ChunkField::kTimeBaseNs, m.time_base);
     m.chunk.Commit(w);
   }
-  m.AppendStored(kChunkDevices, m.devices);
-  m.AppendStored(kChunkContexts, m.contexts);
-  m.AppendStored(kChunkThreads, m.threads);
+  m.AppendStored(ChunkField::kDevices, m.devices);
+  m.AppendStored(ChunkField::kContexts, m.contexts);
+  m.AppendStored(ChunkField::kThreads, m.threads);
   for (const auto& c : m.metric_configs)
-    m.chunk.AppendMessage(kChunkMetricConfigs, c.data(), c.size());
+    m.chunk.AppendMessage(ChunkField::kMetricConfigs, c.data(), c.size());
 
   stats_.bytes_written = m.sink->bytes_written();
   stats_.chunks_written = m.sequence;
   m.scratch.Clear();
   m.EncodeStats(stats_);
-  m.chunk.AppendMessage(kChunkStats, m.scratch);
+  m.chunk.AppendMessage(ChunkField::kStats, m.scratch);
 
   // Only records that reached the file count as written (the exit line reports this number).
   if (m.sink->WriteChunk(m.chunk.data(), m.chunk.size())) {
@@ -852,27 +861,28 @@ void TraceEncoder::Flush(bool force) {
 size_t TraceEncoder::interned_strings() const { return impl_->strings.size() - 1; }
 
 void TraceEncoder::Finish(const FooterInfo& footer) {
+  using F = schema::Footer;
   Impl& m = *impl_;
   if (m.finished) return;
   WireBuffer& b = m.scratch;
   b.Clear();
   WireWriter w = b.Reserve(16 * wire::kMaxScalarFieldBytes + Utf8Bound(footer.end_reason));
-  w.Bool(1, true);
-  w.Uint(2, footer.end_time_ns);
-  Utf8Field(w, 3, footer.end_reason);
-  w.Uint(4, m.totals[kKernels]);
-  w.Uint(5, m.totals[kMemcpys]);
-  w.Uint(6, m.totals[kMemsets]);
-  w.Uint(7, m.totals[kApiCalls]);
-  w.Uint(8, m.totals[kNvtxRanges]);
-  w.Uint(9, m.totals[kNvtxMarks]);
-  w.Uint(10, m.totals[kSyncs]);
-  w.Uint(11, m.totals[kOverheads]);
-  w.Uint(12, m.totals[kMetricRanges]);
-  w.Uint(13, m.totals[kGraphLaunches]);
-  w.Uint(14, m.sequence + 1);
+  w.Bool(F::kCleanEnd, true);
+  w.Uint(F::kEndTimeNs, footer.end_time_ns);
+  Utf8Field(w, F::kEndReason, footer.end_reason);
+  w.Uint(F::kKernels, m.totals[kKernels]);
+  w.Uint(F::kMemcpys, m.totals[kMemcpys]);
+  w.Uint(F::kMemsets, m.totals[kMemsets]);
+  w.Uint(F::kApiCalls, m.totals[kApiCalls]);
+  w.Uint(F::kNvtxRanges, m.totals[kNvtxRanges]);
+  w.Uint(F::kNvtxMarks, m.totals[kNvtxMarks]);
+  w.Uint(F::kSyncs, m.totals[kSyncs]);
+  w.Uint(F::kOverheads, m.totals[kOverheads]);
+  w.Uint(F::kMetricRanges, m.totals[kMetricRanges]);
+  w.Uint(F::kGraphLaunches, m.totals[kGraphLaunches]);
+  w.Uint(F::kChunks, m.sequence + 1);
   b.Commit(w);
-  m.chunk.AppendMessage(kChunkFooter, b);
+  m.chunk.AppendMessage(ChunkField::kFooter, b);
   Flush(true);
   m.finished = true;
 }

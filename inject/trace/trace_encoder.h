@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "inject/trace/records.h"
+#include "proto/kptrace_schema.h"
 
 namespace kp {
 
@@ -60,16 +61,11 @@ struct MetricConfigInfo {
   std::string mode;  // "range" | "kernel"
   uint32_t device = 0;
   std::string chip;
+  uint32_t skip = 0;  // range mode: warm-up occurrences per name not measured (KP_METRICS_SKIP)
 };
 
-// Mirrors kp.Stats in the proto; the tracer increments these directly.
-struct EncoderStats {
-  uint64_t cupti_dropped_records = 0, zero_timestamp_records = 0, buffers_completed = 0,
-           buffers_refused = 0, nvtx_unmatched_ends = 0, nvtx_open_ranges = 0, records_filtered = 0,
-           bytes_written = 0, chunks_written = 0, records_written = 0, unknown_records = 0,
-           write_errors = 0, metric_ranges_dropped = 0, encoder_buffers_pending_max = 0,
-           profiler_internal_kernels = 0;
-};
+// kp.Stats as plain counters, generated from the proto; the tracer increments these directly.
+using EncoderStats = schema::StatCounters;
 
 struct FooterInfo {
   uint64_t end_time_ns = 0;

@@ -287,11 +287,26 @@ def cmd_passes(a):
             out("FAIL", name, f"no metric rows for range '{rng}'")
             continue
         passes = int(info.get("passes", 0))
-        want_rows = a.occurrences // passes if passes else -1
+        want_rows = (a.occurrences - a.skip) // passes if passes else -1
+        # The warm-up (KP_METRICS_SKIP) reaches no value set: a set's occurrence is the last
+        # one it used, so the earliest possible is skip + passes - 1.
+        first = min((int(num(r.get("occurrence"))) for r in rows), default=-1)
+        if first < a.skip + passes - 1:
+            out("FAIL", name + "/warm-up", f"a value set ends at occurrence {first}: the first "
+                f"{a.skip} occurrence(s) must not be measured ({passes} passes)")
+        elif a.skip:
+            out("PASS", name + "/warm-up", f"earliest value set ends at occurrence {first} "
+                f"(skip {a.skip}, {passes} passes): no warm-up occurrence in any set")
+        consistent = [r.get("consistent") for r in rows]
+        out("INFO", name + "/consistent", f"{consistent.count('1')} of {len(rows)} set(s) "
+            "consistent; occurrence spread " + ", ".join(
+                f"{num(r.get('occurrence_min_ns')) / 1e6:.2f}-"
+                f"{num(r.get('occurrence_max_ns')) / 1e6:.2f} ms" for r in rows[:6]))
         used = sorted(set(num(r.get("occurrences_used")) for r in rows))
         used = [int(u) if not math.isnan(u) else -1 for u in used]
         missing = [m for m in metrics if any(math.isnan(num(r.get(m))) for r in rows)]
-        detail = (f"{len(rows)} full set(s) from {a.occurrences} occurrences, {passes} passes "
+        detail = (f"{len(rows)} full set(s) from {a.occurrences} occurrences (skip {a.skip}), "
+                  f"{passes} passes "
                   f"(expected {want_rows}), occurrences_used {used}")
         if missing:
             out("FAIL", name, detail + f"; NaN or absent: {missing}")
@@ -373,6 +388,48 @@ def cmd_addup(a):
     return 0
 
 
+def cmd_selfconsistent(a):
+    """Each value set's percentages must agree with its own bytes, time and cycles: the DRAM
+    peak they imply, (read + write bytes) / gpu__time_duration / dram__throughput %, must be a
+    plausible DRAM peak (within 4x of the H200's 4.8 TB/s: the passes of a set come from
+    different occurrences, which vary, most on a GPU shared by two ranks), and SM throughput %
+    must not be far below the share of elapsed cycles
+    the SMs were active (a set combining counters of unlike occurrences, e.g. a warm-up step,
+    gave SM 0.08 % against 21 % active and an implied DRAM peak 100x too high)."""
+    try:
+        table = read_table(a.csv)
+    except (OSError, ValueError) as e:
+        out("FAIL", f"{a.label}/read", f"cannot read {a.csv}: {e}")
+        return 0
+    rows = [r for r in table if r.get("range") == a.range]
+    if not rows:
+        out("FAIL", a.label, f"no value set for range '{a.range}'")
+        return 0
+    bad = []
+    details = []
+    for r in rows:
+        t_ns = num(r.get("gpu__time_duration.sum"))
+        byts = num(r.get("dram__bytes_read.sum")) + num(r.get("dram__bytes_write.sum"))
+        dram_pct = num(r.get("dram__throughput.avg.pct_of_peak_sustained_elapsed"))
+        sm_pct = num(r.get("sm__throughput.avg.pct_of_peak_sustained_elapsed"))
+        clock = num(r.get("gpc__cycles_elapsed.avg.per_second"))
+        active = num(r.get("sm__cycles_active.avg"))
+        peak = byts / (t_ns * 1e-9) / (dram_pct / 100) if t_ns > 0 and dram_pct > 0 else math.nan
+        active_pct = 100 * active / (t_ns * 1e-9 * clock) if t_ns > 0 and clock > 0 else math.nan
+        details.append(f"occ {r.get('occurrence')}: {byts / 1e6:.0f} MB in {t_ns / 1e6:.2f} ms, "
+                       f"DRAM {dram_pct:.1f} % -> peak {peak / 1e12:.2f} TB/s, SM {sm_pct:.1f} % "
+                       f"(active {active_pct:.0f} %)")
+        if not (a.peak_min <= peak <= a.peak_max) or not (sm_pct * a.sm_factor >= active_pct):
+            bad.append(details[-1])
+    head = f"{len(rows)} value set(s) of '{a.range}'; " + "; ".join(details[:4])
+    if bad:
+        out("FAIL", a.label, head + f"; unlike their own bytes/time/cycles: {bad[:3]}")
+    else:
+        out("PASS", a.label, head + f"; implied DRAM peak within {a.peak_min / 1e12:.1f}-"
+            f"{a.peak_max / 1e12:.1f} TB/s and SM % >= active % / {a.sm_factor:.0f} in every set")
+    return 0
+
+
 def cmd_kernels(a):
     """Kernel records against the program's launches. Flagged records (profiler_internal: the
     range profiler's own WaitNs, one per measured range) never count. The program's own kernels
@@ -440,6 +497,7 @@ def main():
     s.add_argument("--ranges", required=True)
     s.add_argument("--metrics", required=True)
     s.add_argument("--occurrences", type=int, required=True)
+    s.add_argument("--skip", type=int, default=0, help="KP_METRICS_SKIP of the run")
     s = sub.add_parser("window", help="measured windows hold the GPU work launched in them")
     s.add_argument("--metrics", required=True, help="kp metrics.csv")
     s.add_argument("--kernels", required=True, help="kp kernels.csv")
@@ -453,6 +511,13 @@ def main():
     s.add_argument("--part-ranges", required=True)
     s.add_argument("--whole-range", required=True)
     s.add_argument("--tolerance", type=float, default=0.10)
+    s = sub.add_parser("selfconsistent", help="value sets agree with their own bytes and time")
+    s.add_argument("--csv", required=True)
+    s.add_argument("--range", required=True)
+    s.add_argument("--label", required=True)
+    s.add_argument("--peak-min", type=float, default=1.2e12, help="B/s (H200: 4.8e12)")
+    s.add_argument("--peak-max", type=float, default=20.0e12)
+    s.add_argument("--sm-factor", type=float, default=10.0)
     s = sub.add_parser("kernels", help="kernel records against the program's launches")
     s.add_argument("--kernels", required=True)
     s.add_argument("--launches", type=int, required=True,
@@ -465,7 +530,8 @@ def main():
     s.add_argument("--label", required=True)
     a = p.parse_args()
     return {"ncu": cmd_ncu, "verdict": cmd_verdict, "passes": cmd_passes, "addup": cmd_addup,
-            "kernels": cmd_kernels, "window": cmd_window}[a.cmd](a)
+            "kernels": cmd_kernels, "window": cmd_window,
+            "selfconsistent": cmd_selfconsistent}[a.cmd](a)
 
 
 if __name__ == "__main__":

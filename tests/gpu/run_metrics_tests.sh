@@ -238,7 +238,7 @@ main() {
     grep -o "kernel '.*' seen" "$T/range.err" | sort | uniq -c | sed 's/^/    /'
     kernel_records range
     py_checks passes --summary "$T/range.summary.json" --csv "$T/range_csv/metrics.csv" \
-      --label range/full_set --ranges "$RANGES" --metrics "$M" --occurrences "$REPS"
+      --label range/full_set --ranges "$RANGES" --metrics "$M" --occurrences "$REPS" --skip 1
   fi
 
   # (b) kernel mode.
@@ -278,7 +278,7 @@ main() {
     py_checks verdict --summary "$T/range_sol.summary.json" --label range_sol/verdict \
       --expect mem=memory-bound --expect mma=compute-bound --report mma_tiled
     py_checks passes --summary "$T/range_sol.summary.json" --csv "$T/range_sol_csv/metrics.csv" \
-      --label range_sol/full_set --ranges "$RANGES" --metrics "$SOL_NAMES" --occurrences "$REPS"
+      --label range_sol/full_set --ranges "$RANGES" --metrics "$SOL_NAMES" --occurrences "$REPS" --skip 1
   fi
   if kp_case kernel_sol --metrics sol --metrics-mode kernel -- "$BIN/metrics_sol" --reps 4; then
     py_checks verdict --summary "$T/kernel_sol.summary.json" --label kernel_sol/verdict \
@@ -312,7 +312,7 @@ main() {
       check_trace torch_phases
       py_checks passes --summary "$T/torch_phases.summary.json" \
         --csv "$T/torch_phases_csv/metrics.csv" --label torch_phases/full_set \
-        --ranges forward,backward,optimizer --metrics "$SOL_NAMES" --occurrences "$TRAIN_STEPS"
+        --ranges forward,backward,optimizer --metrics "$SOL_NAMES" --occurrences "$TRAIN_STEPS" --skip 1
       # The verdicts, and each measured window holding the GPU work launched inside it (the
       # summary's "while busy" reading depends on it: windows closed at the host's pop held
       # 20-70 % of it on the H200 and turned forward/backward into "compute+memory-bound").
@@ -326,12 +326,88 @@ main() {
     if kp_case torch_step --metrics sol --metrics-ranges step -- "${train[@]}"; then
       py_checks passes --summary "$T/torch_step.summary.json" \
         --csv "$T/torch_step_csv/metrics.csv" --label torch_step/full_set --ranges step \
-        --metrics "$SOL_NAMES" --occurrences "$TRAIN_STEPS"
+        --metrics "$SOL_NAMES" --occurrences "$TRAIN_STEPS" --skip 1
       if [[ -s "$T/torch_phases_csv/metrics.csv" ]]; then
         py_checks addup --parts "$T/torch_phases_csv/metrics.csv" \
           --whole "$T/torch_step_csv/metrics.csv" --part-ranges forward,backward,optimizer \
           --whole-range step
       fi
+    fi
+    # (g) warm-up: the summary header of a range says how many occurrences were skipped.
+    if grep -q 'step  \[.*warm-up skip 1' "$T/torch_step.summary.txt" 2>/dev/null; then
+      pass warmup/summary_header "$(grep 'step  \[' "$T/torch_step.summary.txt")"
+    else
+      fail warmup/summary_header "no 'warm-up skip 1' in the header of 'step'"
+    fi
+
+    # (h) a typo in KP_METRICS, in a program with no NVTX range at all: one line at start-up
+    # naming the metric and the closest valid name; tracing goes on, the program is unharmed.
+    echo
+    echo "=== typo: KP_METRICS=dram__bytes_reed.sum, no NVTX ranges"
+    KP_METRICS=dram__bytes_reed.sum timeout 120 "$KPTRACE" run -o "$T/typo.kptrace" -- "$PYTHON" \
+      -c 'import torch; x = torch.ones(1 << 20, device="cuda"); print("info typo:", (x * 2).sum().item())' \
+      >"$T/typo.out" 2>"$T/typo.err"
+    local rc=$?
+    sed 's/^/    out: /' "$T/typo.out"
+    sed 's/^/    err: /' "$T/typo.err" | tail -n 5
+    local typo_line
+    typo_line=$(grep -c "^kp: metrics: KP_METRICS: unknown metric 'dram__bytes_reed.sum'.*dram__bytes_read.sum.*metrics are off, tracing goes on" "$T/typo.err")
+    if [[ $rc -eq 0 && $typo_line -eq 1 ]] && grep -q '^info typo: 2097152' "$T/typo.out" &&
+      "$KPTRACE" info "$T/typo.kptrace" >"$T/typo.info" 2>&1 && grep -qi 'kernel' "$T/typo.info"; then
+      pass typo/startup "exit 0, one line naming the metric and the nearest name, trace written"
+    else
+      fail typo/startup "exit $rc, $typo_line matching line(s); see err above"
+    fi
+
+    # (i) DDP, two ranks (on one GPU they share it, with gloo), KP_METRICS=sol and the default
+    # KP_METRICS_RANGES: each rank measures its own `step` ranges on the launching thread; full
+    # value sets on both ranks, the warm-up step in none, percentages agreeing with each set's
+    # own bytes, time and cycles.
+    echo
+    echo "=== ddp: kptrace run --metrics sol -- torchrun --nproc-per-node 2 metrics_ddp.py"
+    local ddp_steps=20
+    timeout 300 "$KPTRACE" run --metrics sol -o "$T/ddp-%r.kptrace" -- "$PYTHON" -m \
+      torch.distributed.run --standalone --nproc-per-node 2 "$REPO/tests/gpu/metrics_ddp.py" \
+      --steps "$ddp_steps" >"$T/ddp.out" 2>"$T/ddp.err"
+    rc=$?
+    sed 's/^/    out: /' "$T/ddp.out"
+    grep -v "kernel '.*' seen" "$T/ddp.err" | tail -n 20 | sed 's/^/    err: /'
+    if [[ $rc -eq 0 ]]; then pass ddp/run "exit status 0"; else fail ddp/run "exit status $rc"; fi
+    # Counters are device-wide: ranks sharing one GPU cannot both hold them. On one GPU the
+    # first rank to set up measures and the other says CUPTI_ERROR_HARDWARE_BUSY and traces on;
+    # with a GPU per rank both must measure.
+    local gpus measured=0 busy r
+    gpus=$(grep -c '^GPU ' <<<"$smi_out")
+    busy=$(grep -c 'kp: metrics: .*CUPTI_ERROR_HARDWARE_BUSY.*metrics are off, tracing goes on' "$T/ddp.err")
+    for r in 0 1; do
+      if [[ ! -s "$T/ddp-$r.kptrace" ]]; then
+        fail "ddp/rank$r" "no trace $T/ddp-$r.kptrace ($(ls "$T" | grep ddp | tr '\n' ' '))"
+        continue
+      fi
+      "$KPTRACE" convert "$T/ddp-$r.kptrace" --to csv -o "$T/ddp${r}_csv" --no-progress \
+        >/dev/null 2>&1
+      "$KPTRACE" summary "$T/ddp-$r.kptrace" --format json >"$T/ddp$r.summary.json" 2>/dev/null
+      "$KPTRACE" summary "$T/ddp-$r.kptrace" >"$T/ddp$r.summary.txt" 2>&1
+      echo "--- rank $r: metrics and notices"
+      sed -n '/^Metrics per range/,$p' "$T/ddp$r.summary.txt" | head -n 40 | sed 's/^/    /'
+      if [[ $gpus -lt 2 && $(wc -l <"$T/ddp${r}_csv/metrics.csv") -le 1 ]]; then
+        echo "    rank $r: no value set (one GPU shared by both ranks)"
+        continue
+      fi
+      measured=$((measured + 1))
+      py_checks passes --summary "$T/ddp$r.summary.json" --csv "$T/ddp${r}_csv/metrics.csv" \
+        --label "ddp/rank$r/full_set" --ranges step --metrics "$SOL_NAMES" \
+        --occurrences "$ddp_steps" --skip 1
+      py_checks selfconsistent --csv "$T/ddp${r}_csv/metrics.csv" --range step \
+        --label "ddp/rank$r/selfconsistent"
+    done
+    if [[ $gpus -ge 2 ]]; then
+      if [[ $measured -eq 2 ]]; then pass ddp/both_ranks "value sets on both ranks ($gpus GPUs)"
+      else fail ddp/both_ranks "$measured of 2 ranks measured on $gpus GPUs"; fi
+    elif [[ $measured -eq 1 && $busy -eq 1 ]]; then
+      pass ddp/shared_gpu "one GPU: one rank measured, the other said HARDWARE_BUSY once and traced on"
+    else
+      fail ddp/shared_gpu "one GPU: $measured rank(s) measured, $busy HARDWARE_BUSY line(s)"
     fi
   else
     fail pytorch "$PYTHON cannot import torch"

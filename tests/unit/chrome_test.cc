@@ -179,10 +179,10 @@ TEST(ChromeExporter, ParsesAndHoldsEveryRecord) {
   }
   EXPECT_DOUBLE_EQ(first_kernel, 2.0);
   EXPECT_TRUE(odd_name_found) << "name with quotes, backslash and control characters round-trips";
-  EXPECT_TRUE(process_names.count("GPU 0: NVIDIA H200 (pid 4242)"));
-  EXPECT_TRUE(process_names.count("python3 train.py --steps=2"));
-  EXPECT_TRUE(thread_names.count("stream 7"));
-  EXPECT_TRUE(thread_names.count("stream 13"));
+  // One process group per process: its GPU streams are threads of it.
+  EXPECT_EQ(process_names, std::set<std::string>{"pid 4242 (host node1)"});
+  EXPECT_TRUE(thread_names.count("GPU 0 (NVIDIA H200) stream 7"));
+  EXPECT_TRUE(thread_names.count("GPU 0 (NVIDIA H200) stream 13"));
   EXPECT_TRUE(thread_names.count("main"));
   EXPECT_EQ(j["kp"]["files"][0]["original_pid"], 4242);
 }
@@ -382,7 +382,7 @@ TEST(CrossFormat, SyncAndOverheadRecordsOnTheirOwnTracksInBothFormats) {
   std::string err;
   ASSERT_TRUE(ExportFiles(perfetto, {"sync_input.kptrace"}, &err)) << err;
   ASSERT_TRUE(ExportFiles(chrome, {"sync_input.kptrace"}, &err)) << err;
-  // Both decoders also check nesting per track / tid: the overlapping pair must be clamped.
+  // Both decoders also check nesting per track / tid: the overlapping pair goes on two lanes.
   std::vector<std::string> names;
   PerfettoCounts p = DecodeAndCheckPerfetto(ReadFile(popt.output), nullptr, &names, true);
   json j = json::parse(ReadFile(copt.output));
@@ -393,8 +393,8 @@ TEST(CrossFormat, SyncAndOverheadRecordsOnTheirOwnTracksInBothFormats) {
   EXPECT_EQ(c.x_by_cat["cupti_overhead"], want.overheads);
   EXPECT_EQ(p.kernels, 1);
   EXPECT_EQ(c.x_by_cat["kernel"], 1);
-  EXPECT_EQ(perfetto.anomalies().sync_overlaps_clamped, 1u);
-  EXPECT_EQ(chrome.anomalies().sync_overlaps_clamped, 1u);
+  EXPECT_EQ(perfetto.anomalies().sync_records_on_extra_lanes, 1u);
+  EXPECT_EQ(chrome.anomalies().sync_records_on_extra_lanes, 1u);
   auto has = [&](const std::string& n) {
     return std::find(names.begin(), names.end(), n) != names.end();
   };

@@ -174,6 +174,15 @@ TEST(ConfigTest, MetricsRangesAndMode) {
             "KP_METRICS_CACHE=\"all\" is not valid: expected pass (sweep the L2 after each "
             "range-profiler start), range (before every measured range, like ncu "
             "--cache-control all) or none (default pass); metrics are off, tracing goes on");
+  EXPECT_EQ(Config().metrics_skip, 1u);
+  EXPECT_EQ(Good("KP_METRICS_SKIP", "0").metrics_skip, 0u);
+  EXPECT_EQ(Good("KP_METRICS_SKIP", "3").metrics_skip, 3u);
+  e = Bad("KP_METRICS_SKIP", "-1");
+  EXPECT_EQ(e.scope, ConfigErrorScope::kMetrics);
+  EXPECT_EQ(e.message,
+            "KP_METRICS_SKIP=\"-1\" is not valid: expected a whole number 0-1000000: the warm-up "
+            "occurrences of each measured range name that are traced but not measured (default "
+            "1); metrics are off, tracing goes on");
 }
 
 TEST(ConfigTest, FlushMs) {
@@ -258,12 +267,13 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   Config c = Good("KP_COMPRESSION", "zstd:7");
   c.metrics = {"a.sum", "b.sum"};
   auto pairs = DescribeConfig(c);
-  ASSERT_EQ(pairs.size(), 16u);
+  ASSERT_EQ(pairs.size(), 17u);
   std::map<std::string, std::string> m(pairs.begin(), pairs.end());
   EXPECT_EQ(m["KP_COMPRESSION"], "zstd:7");
   EXPECT_EQ(m["KP_METRICS"], "a.sum,b.sum");
   EXPECT_EQ(m["KP_ACTIVITIES"], "kernel,memcpy,memset,api,nvtx,sync,overhead");
   EXPECT_EQ(m["KP_FLUSH_MS"], "1000");
+  EXPECT_EQ(m["KP_METRICS_SKIP"], "1");
   EXPECT_EQ(m["KP_API"], "launch");
   EXPECT_EQ(m["KP_DELAY"], "0");
   EXPECT_EQ(m["KP_METRICS_MODE"], "range");

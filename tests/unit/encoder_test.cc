@@ -12,7 +12,7 @@
 #include "common/frame.h"
 #include "gtest/gtest.h"
 #include "inject/trace/chunk_writer.h"
-#include "inject/trace/proto_wire.h"
+#include "common/proto_wire.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
 

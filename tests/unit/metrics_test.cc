@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "common/metric_plan.h"
 #include "inject/config/config.h"
 #include "inject/metrics/l2_sweep.h"
-#include "inject/metrics/metric_plan.h"
 #include "inject/metrics/range_selector.h"
 #include "tools/kptrace/commands.h"
 #include "tools/metrics/metric_catalog.h"

@@ -165,6 +165,57 @@ TEST(Summary, RangeMetricsAreAlsoReadWhileTheGpuWasBusy) {
   EXPECT_EQ(j["metrics"][0]["verdict"], "memory-bound");
 }
 
+// Multi-pass value sets flagged inconsistent (occurrences of unlike length, e.g. a warm-up
+// step) stay out of the medians unless --all, and the header says how many were used and
+// dropped, and the warm-up skip of the run.
+TEST(Summary, InconsistentValueSetsAreLeftOutOfTheMedianUnlessAll) {
+  ProtoTraceWriter w;
+  Chunk c;
+  c.set_time_base_ns(1000000000);
+  InternedString* str = c.add_strings();
+  str->set_id(1);
+  str->set_value("step");
+  MetricConfig* cfg = c.add_metric_configs();
+  cfg->set_id(1);
+  cfg->set_mode("range");
+  cfg->set_num_passes(3);
+  cfg->set_skip(1);
+  cfg->add_metric_names("sm__throughput.avg.pct_of_peak_sustained_elapsed");
+  const double sm[] = {0.5, 55.0, 57.0, 56.0};  // the first set mixed a warm-up step in
+  for (int i = 0; i < 4; ++i) {
+    MetricRange* m = c.add_metric_ranges();
+    m->set_config(1);
+    m->set_name(1);
+    m->set_occurrence(3 + 3 * i);
+    m->set_occurrences_used(3);
+    m->set_start(i * 100000000);
+    m->set_duration(1500000);
+    m->set_occurrence_min_ns(1500000);
+    m->set_occurrence_max_ns(i == 0 ? 178000000 : 1600000);
+    m->set_inconsistent(i == 0);
+    m->add_values(sm[i]);
+  }
+  w.Add(c);
+  const std::string path = WriteTemp("inconsistent", w.bytes());
+  TraceSummary s = SummarizeTraces({path});
+  ASSERT_EQ(s.metrics.size(), 1u);
+  EXPECT_EQ(s.metrics[0].occurrences, 3u);
+  EXPECT_EQ(s.metrics[0].sets_inconsistent, 1u);
+  EXPECT_EQ(s.metrics[0].skip, 1u);
+  EXPECT_NEAR(s.metrics[0].medians["sm__throughput.avg.pct_of_peak_sustained_elapsed"], 56.0, 1e-9);
+  std::string text = FormatSummaryText(s, 20);
+  EXPECT_NE(text.find("step  [3 value set(s) used, 1 dropped as inconsistent (--all shows them), "
+                      "3 passes, warm-up skip 1]"),
+            std::string::npos)
+      << text;
+  TraceSummary all = SummarizeTraces({path}, /*include_inconsistent=*/true);
+  EXPECT_EQ(all.metrics[0].occurrences, 4u);
+  EXPECT_NEAR(all.metrics[0].medians["sm__throughput.avg.pct_of_peak_sustained_elapsed"], 55.0,
+              1e-9);
+  EXPECT_NE(FormatSummaryText(all, 20).find("[4 value set(s) used (1 of them inconsistent)"),
+            std::string::npos);
+}
+
 // PyTorch kernel names: "(anonymous namespace)" must not be taken for the parameter list, and
 // two instances of one template must stay distinguishable in the text table.
 TEST(Summary, TextTableKeepsKernelNamesReadable) {

@@ -15,6 +15,7 @@
 #include "common/time_math.h"
 #include "tools/export/nvtx_payload_text.h"
 #include "tools/export/output_buffer.h"
+#include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
 
 namespace kp {
@@ -142,12 +143,8 @@ class CsvFile {
   bool failed_ = false;
 };
 
-const char* CopyKindName(int k) {
-  static const char* const kNames[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-  return (k >= 0 && k <= 10) ? kNames[k] : "unknown";
-}
-const char* MemoryKindName(int k) {
+// CSV spells memory kinds as identifiers ("device_static"), unlike the timelines' labels.
+const char* MemoryKindColumn(int k) {
   static const char* const kNames[] = {"unknown", "pageable", "pinned",        "device",
                                        "array",   "managed",  "device_static", "managed_static"};
   return (k >= 0 && k <= 7) ? kNames[k] : "unknown";
@@ -408,8 +405,8 @@ class CsvExporter final : public Exporter {
     GpuIds(f, m.device(), m.context(), m.stream(), m.correlation());
     Times(f, m.start(), m.duration());
     f.Str(CopyKindName(m.copy_kind()));
-    f.Str(MemoryKindName(m.src_kind()));
-    f.Str(MemoryKindName(m.dst_kind()));
+    f.Str(MemoryKindColumn(m.src_kind()));
+    f.Str(MemoryKindColumn(m.dst_kind()));
     f.U(m.bytes());
     f.Fixed(GbPerS(m.bytes(), m.duration()), 3);
     f.U((m.flags() & RECORD_FLAG_ASYNC) ? 1 : 0);
@@ -435,7 +432,7 @@ class CsvExporter final : public Exporter {
     f.U(m.bytes());
     f.Fixed(GbPerS(m.bytes(), m.duration()), 3);
     f.U(m.value());
-    f.Str(MemoryKindName(m.memory_kind()));
+    f.Str(MemoryKindColumn(m.memory_kind()));
     f.U((m.flags() & RECORD_FLAG_ASYNC) ? 1 : 0);
     f.U(m.graph_id());
     f.U(m.graph_node_id());
@@ -543,6 +540,11 @@ class CsvExporter final : public Exporter {
     num(m.correlation());
     num(m.nesting_level());
     num(m.sm_clock_khz());
+    // Multi-pass sets: 0 when the occurrences that gave the passes were unlike (their ratio
+    // metrics combine counters of different work), with the shortest and longest occurrence.
+    num(m.inconsistent() ? 0 : 1);
+    num(m.occurrence_min_ns());
+    num(m.occurrence_max_ns());
     row += std::to_string(m.config());
     uint32_t sizes[4] = {static_cast<uint32_t>(row.size()), static_cast<uint32_t>(file_),
                          m.config(), static_cast<uint32_t>(m.values_size())};
@@ -559,7 +561,8 @@ class CsvExporter final : public Exporter {
     CsvFile f;
     std::string header =
         "file,pid,range,domain,occurrence,occurrences_used,start_ns,end_ns,duration_ns,t_ms,"
-        "device,thread_id,correlation,nesting_level,sm_clock_khz,config";
+        "device,thread_id,correlation,nesting_level,sm_clock_khz,consistent,occurrence_min_ns,"
+        "occurrence_max_ns,config";
     for (const std::string& n : metric_names_) {
       header += ',';
       AppendCsvField(&header, n);

@@ -27,12 +27,6 @@ struct ExportOptions {
   uint64_t time_base_ns = 0;
 };
 
-// The id of the launch -> GPU work arrow of one correlation id in input file `file_index`:
-// unique across the merged files, identical in the Perfetto and Chrome outputs.
-inline uint64_t LaunchFlowId(int file_index, uint64_t correlation) {
-  return (static_cast<uint64_t>(file_index + 1) << 32) | (correlation & 0xffffffffull);
-}
-
 class Exporter {
  public:
   virtual ~Exporter() = default;

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <nlohmann/json.hpp>
 
+#include "common/stats_table.h"
 #include "common/time_math.h"
 #include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
@@ -211,17 +212,15 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
   }
   o += Printf("  dropped records %" PRIu64 "%s\n", info.stats.cupti_dropped_records(),
               info.stats.cupti_dropped_records() > 0 ? "  <-- CUPTI lost records" : "");
-  // Losses and anomalies first; the writer's own bookkeeping counters are not losses.
-  static const std::set<std::string> kBookkeeping = {"bytes_written",
-                                                     "chunks_written",
-                                                     "records_written",
-                                                     "buffers_completed",
-                                                     "encoder_buffers_pending_max",
-                                                     "profiler_internal_kernels"};
+  // Losses and anomalies first; the writer's own bookkeeping counters are not losses, nor are
+  // the informational ones (common/stats_table.h decides which is which).
   std::string bookkeeping;
   for (const auto& [name, v] : NonZeroStats(info.stats)) {
-    if (kBookkeeping.count(name) != 0) {
+    const StatClass severity = ClassifyStat(name);
+    if (severity == StatClass::kBookkeeping) {
       bookkeeping += Printf("%s%s %" PRIu64, bookkeeping.empty() ? "" : ", ", name.c_str(), v);
+    } else if (severity == StatClass::kInfo) {
+      o += Printf("    %-28s %" PRIu64 "\n", name.c_str(), v);
     } else if (name != "cupti_dropped_records") {
       o += Printf("    %-28s %" PRIu64 "  <-- loss or anomaly\n", name.c_str(), v);
     }

@@ -5,6 +5,7 @@
 
 #include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
+#include "tools/kptrace/cupti_library.h"
 
 namespace {
 
@@ -38,7 +39,19 @@ int Dispatch(int argc, char** argv) {
   if (cmd == "info") return kp::cli::RunInfo(sub_argc, sub_argv);
   if (cmd == "convert") return kp::cli::RunConvert(sub_argc, sub_argv);
   if (cmd == "summary") return kp::cli::RunSummary(sub_argc, sub_argv);
-  if (cmd == "metrics") return kp::cli::RunMetrics(sub_argc, sub_argv);
+  if (cmd == "metrics") {
+    // The only command that needs libcupti (the Profiler Host API); the others run without CUDA.
+    const bool help = sub_argc > 0 && (std::strcmp(sub_argv[0], "--help") == 0 ||
+                                       std::strcmp(sub_argv[0], "-h") == 0);
+    if (!help) {
+      const kp::Status cupti = kp::LoadCuptiLibrary().WithContext("kptrace metrics");
+      if (!cupti.ok()) {
+        std::fprintf(stderr, "%s\n", cupti.message().c_str());
+        return 1;
+      }
+    }
+    return kp::cli::RunMetrics(sub_argc, sub_argv);
+  }
   if (cmd == "run") return kp::cli::RunLauncher(sub_argc, sub_argv);
   if (cmd == "version" || cmd == "--version") {
     std::printf("kptrace %s\n", KP_VERSION);

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "inject/metrics/metric_plan.h"
+#include "common/metric_plan.h"
 
 namespace kp {
 

@@ -1,7 +1,7 @@
 // metric_catalog.h: offline queries of the CUPTI Profiler Host API for `kptrace metrics`:
 // supported chips, base metrics with their descriptions and valid suffixes, and pass counts.
 // Needs only a chip name, no GPU (docs/cupti.md). Name validation itself lives in
-// inject/metrics/metric_plan.h, shared with the injector.
+// common/metric_plan.h, shared with the injector.
 #pragma once
 
 #include <cupti_profiler_host.h>

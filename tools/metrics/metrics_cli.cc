@@ -1,12 +1,12 @@
 // metrics_cli.cc: `kptrace metrics chips|list|check`, offline metric discovery and validation
 // through the Profiler Host API (no GPU needed). `check` uses the injector's own validator
-// (inject/metrics/metric_plan.h), so it prints exactly what KP_METRICS would report.
+// (common/metric_plan.h), so it prints exactly what KP_METRICS would report.
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
-#include "inject/metrics/metric_plan.h"
+#include "common/metric_plan.h"
 #include "tools/kptrace/commands.h"
 #include "tools/metrics/metric_catalog.h"
 

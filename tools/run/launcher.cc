@@ -32,6 +32,7 @@ const FlagVariable kFlags[] = {
     {"--metrics-ranges", nullptr, "KP_METRICS_RANGES", "NVTX ranges to measure (globs)"},
     {"--metrics-mode", nullptr, "KP_METRICS_MODE", "range | kernel"},
     {"--metrics-cache", nullptr, "KP_METRICS_CACHE", "pass | range | none"},
+    {"--metrics-skip", nullptr, "KP_METRICS_SKIP", "warm-up occurrences per range not measured"},
     {"--flush-ms", nullptr, "KP_FLUSH_MS", "ms between chunk writes"},
     {"--buffer-mb", nullptr, "KP_BUFFER_MB", "cap on CUPTI buffer memory"},
     {"--compression", nullptr, "KP_COMPRESSION", "zstd[:level] | none"},

@@ -13,8 +13,10 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "common/stats_table.h"
 #include "common/time_math.h"
 #include "tools/export/csv_exporter.h"
+#include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
 #include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
@@ -73,12 +75,6 @@ std::string ShortName(const std::string& name, size_t width) {
   return s;
 }
 
-const char* CopyKindName(int k) {
-  static const char* const kNames[] = {"unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA",
-                                       "AtoD",    "DtoA", "DtoD", "HtoH", "PtoP"};
-  return (k >= 0 && k <= 10) ? kNames[k] : "unknown";
-}
-
 struct Interval {
   uint64_t start, end;
 };
@@ -106,7 +102,8 @@ double MergedLength(std::vector<Interval>* v) {
 struct MetricAccum {
   std::string name, domain, chip;
   uint64_t occurrences = 0;
-  uint32_t passes = 0;
+  uint32_t passes = 0, skip = 0;
+  uint64_t inconsistent = 0;
   std::vector<std::string> names;
   std::map<std::string, std::vector<double>> values;
   std::vector<double> sm_clock_khz;
@@ -192,7 +189,7 @@ DurationStats ComputeDurationStats(std::vector<int64_t>* v) {
   return s;
 }
 
-TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
+TraceSummary SummarizeTraces(const std::vector<std::string>& paths, bool include_inconsistent) {
   TraceSummary sum;
   sum.paths = paths;
   std::map<std::pair<std::string, std::string>, std::vector<int64_t>> kernels, ranges, api;
@@ -283,10 +280,15 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
         MetricAccum& acc = metrics[{name, domain, m.config()}];
         acc.name = name;
         acc.domain = domain;
+        if (m.inconsistent()) {
+          ++acc.inconsistent;
+          if (!include_inconsistent) continue;  // counted, left out of the medians
+        }
         ++acc.occurrences;
         auto it = configs.find(m.config());
         if (it != configs.end()) {
           acc.passes = it->second.num_passes();
+          acc.skip = it->second.skip();
           acc.chip = it->second.chip();
           if (acc.names.empty()) {
             acc.names.assign(it->second.metric_names().begin(), it->second.metric_names().end());
@@ -332,11 +334,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
                            " records dropped by CUPTI (buffers full): totals are low");
     }
     for (const auto& [name, v] : NonZeroStats(ts)) {
-      if (name == "cupti_dropped_records" || name == "buffers_completed" ||
-          name == "bytes_written" || name == "chunks_written" || name == "records_written" ||
-          name == "encoder_buffers_pending_max" || name == "profiler_internal_kernels") {
-        continue;
-      }
+      if (name == "cupti_dropped_records" || ClassifyStat(name) != StatClass::kLoss) continue;
       sum.losses.push_back(prefix + name + ": " + std::to_string(v));
     }
     if (rs.chunks_ok > 0 && reader->footer() == nullptr) {
@@ -407,6 +405,9 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths) {
     m.chip = acc.chip;
     m.occurrences = acc.occurrences;
     m.passes = acc.passes;
+    m.skip = acc.skip;
+    m.sets_inconsistent = acc.inconsistent;
+    m.inconsistent_included = include_inconsistent;
     m.order = acc.names;
     for (auto& [name, vals] : acc.values) {
       std::sort(vals.begin(), vals.end());
@@ -572,8 +573,14 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
     o += "\nMetrics per range (median over occurrences; a range's percentages include its idle "
          "gaps, so range mode also reads them while the GPU was busy)\n";
     for (const MetricRangeSummary& m : s.metrics) {
+      std::string sets = Printf("%" PRIu64 " value set(s) used", m.occurrences);
+      if (m.sets_inconsistent > 0)
+        sets += m.inconsistent_included
+                    ? Printf(" (%" PRIu64 " of them inconsistent)", m.sets_inconsistent)
+                    : Printf(", %" PRIu64 " dropped as inconsistent (--all shows them)",
+                             m.sets_inconsistent);
       o += "  " + (m.domain.empty() ? m.name : m.domain + ": " + m.name) +
-           Printf("  [%" PRIu64 " occurrences, %u passes%s]\n", m.occurrences, m.passes,
+           Printf("  [%s, %u passes, warm-up skip %u%s]\n", sets.c_str(), m.passes, m.skip,
                   m.sm_clock_mhz > 0 ? Printf(", SM clock %.0f MHz", m.sm_clock_mhz).c_str() : "");
       for (const std::string& name : m.order) {
         auto it = m.medians.find(name);
@@ -710,6 +717,9 @@ std::string FormatSummaryJson(const TraceSummary& s) {
                        {"domain", m.domain},
                        {"occurrences", m.occurrences},
                        {"passes", m.passes},
+                       {"skip", m.skip},
+                       {"sets_inconsistent", m.sets_inconsistent},
+                       {"inconsistent_included", m.inconsistent_included},
                        {"sm_clock_mhz", m.sm_clock_mhz},
                        {"medians", m.medians},
                        {"verdict", m.verdict},
@@ -786,13 +796,17 @@ namespace cli {
 int RunSummary(int argc, char** argv) {
   static const char kUsage[] =
       "usage: kptrace summary FILE... [--format text|csv|json] [--append-log LOG.csv] "
-      "[--top N]\n";
+      "[--top N] [--all]\n"
+      "  --all  count multi-pass value sets flagged inconsistent in the metric medians too\n";
   std::vector<std::string> files;
   std::string format = "text", log;
   size_t top = 20;
+  bool all_sets = false;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--format" && i + 1 < argc) {
+    if (a == "--all") {
+      all_sets = true;
+    } else if (a == "--format" && i + 1 < argc) {
       format = argv[++i];
     } else if (a == "--append-log" && i + 1 < argc) {
       log = argv[++i];
@@ -833,7 +847,7 @@ int RunSummary(int argc, char** argv) {
       return 2;
     }
   }
-  TraceSummary s = SummarizeTraces(files);
+  TraceSummary s = SummarizeTraces(files, all_sets);
   for (const std::string& e : s.errors) std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
   if (!s.anything_read) {
     std::fprintf(stderr, "kptrace summary: nothing could be read from the input\n");

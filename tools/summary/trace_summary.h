@@ -55,9 +55,12 @@ struct StreamGaps {
 
 struct MetricRangeSummary {
   std::string name, domain, chip;
-  uint64_t occurrences = 0;
+  uint64_t occurrences = 0;  // value sets whose values the medians use
   uint32_t passes = 0;
-  double sm_clock_mhz = 0;                // 0 = unknown
+  uint32_t skip = 0;                   // warm-up occurrences not measured (KP_METRICS_SKIP)
+  uint64_t sets_inconsistent = 0;      // multi-pass sets of unlike occurrences (MetricRange flag)
+  bool inconsistent_included = false;  // --all: those sets are in the medians too
+  double sm_clock_mhz = 0;             // 0 = unknown
   std::map<std::string, double> medians;  // metric -> median over occurrences
   std::vector<std::string> order;         // metric names in config order
   std::string verdict, explanation;
@@ -95,7 +98,10 @@ struct TraceSummary {
   bool anything_read = false;
 };
 
-TraceSummary SummarizeTraces(const std::vector<std::string>& paths);
+// include_inconsistent (--all): multi-pass value sets flagged inconsistent count in the
+// medians too (by default they are left out and counted).
+TraceSummary SummarizeTraces(const std::vector<std::string>& paths,
+                             bool include_inconsistent = false);
 std::string FormatSummaryText(const TraceSummary& s, size_t top);
 std::string FormatSummaryCsv(const TraceSummary& s);
 std::string FormatSummaryJson(const TraceSummary& s);

@@ -1,6 +1,7 @@
-// proto_wire.h: a tiny zero-allocation protobuf wire writer for the injector's hot path (in the
-// spirit of Perfetto's protozero). The injector must not load libprotobuf into the host process,
-// so the TraceEncoder writes kp.Chunk bytes with this instead.
+// proto_wire.h: a tiny zero-allocation protobuf wire writer (in the spirit of Perfetto's
+// protozero), shared by the injector and kptrace. The injector must not load libprotobuf into the
+// host process, so its TraceEncoder writes kp.Chunk bytes with this; kptrace's Perfetto exporter
+// writes TracePackets with the same writer.
 //
 // Two pieces:
 // - WireWriter writes fields through a raw pointer into memory the caller has sized (a stack
@@ -10,7 +11,10 @@
 //   which zero-fills, and Commit() only ever advances over bytes a WireWriter wrote, so the
 //   buffer never holds uninitialised bytes.
 // A nested message is written into a scratch buffer first, then copied as tag+length+bytes
-// (AppendMessage), which keeps every length varint minimal.
+// (AppendMessage), which keeps every length varint minimal. A writer that streams nested
+// messages in one pass instead (the Perfetto exporter) reserves kPatchedLengthBytes after the
+// tag and fills them in afterwards with PatchLength (a redundant 4-byte varint, which every
+// protobuf parser accepts; protozero does the same).
 // Implicit-presence (proto3) rule: the Uint/Sint/Int/Bool/Double helpers skip default values;
 // the *Always variants write them (needed for oneof members and packed values).
 #pragma once
@@ -48,6 +52,15 @@ inline int64_t UnZigZag(uint64_t v) {
 
 // Worst-case bytes of a length-delimited field holding `payload` bytes.
 inline size_t MaxLengthDelimitedBytes(size_t payload) { return 5 + kMaxVarintBytes + payload; }
+
+// Room for a length patched in after the nested message is written: up to 2^28 - 1 bytes.
+inline constexpr size_t kPatchedLengthBytes = 4;
+inline void PatchLength(uint8_t* p, size_t len) {
+  p[0] = static_cast<uint8_t>((len & 0x7f) | 0x80);
+  p[1] = static_cast<uint8_t>(((len >> 7) & 0x7f) | 0x80);
+  p[2] = static_cast<uint8_t>(((len >> 14) & 0x7f) | 0x80);
+  p[3] = static_cast<uint8_t>((len >> 21) & 0x7f);
+}
 
 class WireWriter {
  public:

@@ -1,4 +1,4 @@
-#include "inject/metrics/metric_plan.h"
+#include "common/metric_plan.h"
 
 #include <cupti.h>
 
@@ -7,7 +7,7 @@
 #include <cstring>
 #include <set>
 
-#include "inject/config/config.h"
+#include "common/sol_metrics.h"
 
 namespace kp {
 namespace {

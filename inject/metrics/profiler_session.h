@@ -1,0 +1,135 @@
+// profiler_session.h: the CUPTI boundary of metric collection. A ProfilerSession is the range
+// profiler on one CUDA context (Enable, SetConfig, Start, Stop, PushRange, PopRange, decode and
+// evaluate, Disable) with the host time of each call; a ProfilerBackend is what the collectors
+// need from the process besides sessions (profiler initialization, the current context, the
+// clock). The collectors (range_mode_collector.h, kernel_mode_collector.h) see only these
+// interfaces: the CUPTI implementation is cupti_profiler_session.h, and CPU tests drive the
+// collectors with a scripted one (tests/unit/metrics_collector_test.cc).
+//
+// A session disables whatever it enabled: after a failed call the collector calls Disable()
+// (idempotent), and the destructor does it too.
+//
+// Thread safety: a session is not thread-safe; its collector calls it with the context's mutex
+// held (see profiler_collector.h). A backend is thread-safe.
+#pragma once
+
+#include <cuda.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "inject/config/config.h"
+
+namespace kp {
+
+// The calls whose host time is accounted and reported in the final notice.
+enum class SessionCall { kStart, kStop, kPush, kPop, kDecode, kRearm, kSweep, kCount };
+
+struct CallTimes {
+  uint64_t count = 0;
+  double total_ms = 0, max_ms = 0;
+  void Add(double ms) {
+    ++count;
+    total_ms += ms;
+    if (ms > max_ms) max_ms = ms;
+  }
+};
+
+// What set-up found out about the context and the metric set.
+struct SessionSetup {
+  uint32_t device = 0, context_id = 0;
+  std::string chip;
+  std::vector<std::string> names;  // the metric names, in value order
+  size_t num_passes = 0;
+  double availability_ms = 0, config_ms = 0;  // set-up steps' host time, for the notice
+};
+
+// One evaluated range of a decoded counter-data image.
+struct DecodedRange {
+  size_t index = 0;            // range index in the image
+  std::string name;            // CUPTI's range name
+  std::vector<double> values;  // in SessionSetup::names order
+};
+
+class ProfilerSession {
+ public:
+  virtual ~ProfilerSession() = default;
+
+  // Device support, chip, counter availability and the config image for `metrics` (validated
+  // with common/metric_plan.h). No range-profiler state is created yet.
+  virtual bool Plan(const std::vector<std::string>& metrics, SessionSetup* setup,
+                    std::string* error) = 0;
+  // Enables the range profiler on the context, sizes the counter-data image for `max_ranges`
+  // and sets the config: user ranges with user replay (range mode) or auto ranges with kernel
+  // replay (kernel mode). On failure everything enabled so far is disabled again.
+  virtual bool Enable(MetricsMode mode, size_t max_ranges, std::string* error) = 0;
+  virtual bool Start(std::string* error) = 0;
+  // *all_passes_submitted: CUPTI has every pass of the set (multi-pass user replay).
+  virtual bool Stop(bool* all_passes_submitted, std::string* error) = 0;
+  virtual bool PushRange(const std::string& name, std::string* error) = 0;
+  virtual bool PopRange(std::string* error) = 0;
+  // Decodes the image and evaluates the ranges `want(index, name)` selects, then re-arms the
+  // image and the config. Ranges whose values are all NaN (an incomplete multi-pass cycle)
+  // and ranges CUPTI dropped are counted in *dropped instead of returned.
+  virtual bool Decode(const std::function<bool(size_t, const std::string&)>& want,
+                      std::vector<DecodedRange>* out, uint64_t* dropped, std::string* error) = 0;
+  // Reads 2x the L2 on a stream of its own and waits (l2_sweep.h). Driver calls: the caller
+  // holds no mutex of the collector.
+  virtual bool SweepL2(std::string* error) = 0;
+  // Disables the range profiler if this session enabled it (stopping it first if started).
+  virtual void Disable() = 0;
+
+  bool started() const { return started_; }
+  const CallTimes& times(SessionCall c) const { return times_[static_cast<int>(c)]; }
+  // Host time of a call made outside the session (the collector times the sweep itself).
+  void AddTime(SessionCall c, double ms) { times_[static_cast<int>(c)].Add(ms); }
+  // "Start 9x 1.620 ms (max 2.100), Stop ...": the calls that ran.
+  std::string FormatCallTimes() const;
+
+ protected:
+  // Adds the time from construction to destruction to one call's times.
+  class Timer {
+   public:
+    Timer(ProfilerSession* s, SessionCall c)
+        : t_(&s->times_[static_cast<int>(c)]), t0_(std::chrono::steady_clock::now()) {}
+    ~Timer() {
+      t_->Add(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_)
+                  .count());
+    }
+    Timer(const Timer&) = delete;
+    Timer& operator=(const Timer&) = delete;
+
+   private:
+    CallTimes* t_;
+    std::chrono::steady_clock::time_point t0_;
+  };
+  bool started_ = false;
+
+ private:
+  CallTimes times_[static_cast<int>(SessionCall::kCount)];
+};
+
+class ProfilerBackend {
+ public:
+  virtual ~ProfilerBackend() = default;
+  // A session on `ctx` (nothing is called on the GPU yet).
+  virtual std::unique_ptr<ProfilerSession> NewSession(CUcontext ctx) = 0;
+  // The profiler interface, once per process (cuptiProfilerInitialize / DeInitialize).
+  virtual bool Initialize(std::string* error) = 0;
+  virtual void DeInitialize() = 0;
+  // The context current on the calling thread (nullptr: none or the driver is not ready).
+  virtual CUcontext CurrentContext() = 0;
+  // The trace clock (CUPTI timestamps, ns).
+  virtual uint64_t Now() = 0;
+  // The chip name of device `ordinal` ("GH100"), for the start-up check of metric names.
+  virtual bool ChipName(uint32_t ordinal, std::string* chip, std::string* error) = 0;
+};
+
+// The CUPTI implementation (cupti_profiler_session.cc).
+std::unique_ptr<ProfilerBackend> NewCuptiProfilerBackend();
+
+}  // namespace kp

@@ -1,0 +1,714 @@
+// metrics_collector_test.cc: the range-mode and kernel-mode collectors driven through their
+// real callback entry points (NVTX, launch, stream-capture and context callbacks built as CUPTI
+// passes them) with a scripted ProfilerSession in place of CUPTI's range profiler. Results go
+// through the real TraceEncoder and are read back with the libprotobuf classes of
+// proto/kptrace.proto. Covers pass rotation, warm-up skip, consistency flags, deferred pops,
+// capture begin/end races (run under ThreadSanitizer in CI: the `tsan` preset), the choice of
+// the measured thread and domain, set-up failures (every enabled session disabled again), and
+// the start-up check of metric names (the real Profiler Host API, chip GH100, no GPU).
+#include "inject/metrics/metrics_collector.h"
+
+#include <generated_nvtx_meta.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/metric_plan.h"
+#include "inject/config/config.h"
+#include "inject/metrics/profiler_session.h"
+#include "inject/trace/chunk_writer.h"
+#include "inject/trace/trace_encoder.h"
+#include "kptrace.pb.h"
+
+namespace kp {
+namespace {
+
+const CUcontext kCtx = reinterpret_cast<CUcontext>(0x1000);
+
+// What the scripted sessions saw; shared by the test and every session of one backend.
+struct Script {
+  size_t num_passes = 1;
+  // Calls that fail ("Plan", "Enable", "Start", "PushRange", "PopRange", "Stop", "Decode").
+  std::string fail_call;
+  int fail_after = 0;  // that many successful calls first
+  std::atomic<int> sessions_enabled{0};
+  std::atomic<int> calls_during_capture{0};
+  std::atomic<bool> capture_open{false};  // set by the test strictly inside a capture
+  std::atomic<int> pushes{0}, pops{0}, starts{0}, stops{0}, decodes{0}, sweeps{0};
+  std::mutex mu;
+  std::vector<std::string> pushed_names;
+  class ScriptedSession* current = nullptr;  // the latest session (kernel mode's auto ranges)
+};
+
+class ScriptedSession final : public ProfilerSession {
+ public:
+  explicit ScriptedSession(Script* s) : s_(s) { s_->current = this; }
+  ~ScriptedSession() override { Disable(); }
+
+  // Kernel mode: CUPTI opens an auto range per kernel launched while the profiler runs,
+  // numbered since it was enabled.
+  void KernelLaunched() {
+    std::lock_guard<std::mutex> lock(image_mu_);
+    if (running_) image_.push_back(std::to_string(auto_ranges_++));
+  }
+
+  bool Plan(const std::vector<std::string>& metrics, SessionSetup* setup,
+            std::string* error) override {
+    if (Fails("Plan", error)) return false;
+    setup->chip = "GH100";
+    setup->names = metrics;
+    setup->num_passes = s_->num_passes;
+    return true;
+  }
+  bool Enable(MetricsMode, size_t, std::string* error) override {
+    enabled_ = true;
+    ++s_->sessions_enabled;
+    if (Fails("Enable", error)) {  // a failure after enabling: the contract says disable
+      Disable();
+      return false;
+    }
+    return true;
+  }
+  bool Start(std::string* error) override {
+    Check();
+    ++s_->starts;
+    if (Fails("Start", error)) return false;
+    started_ = true;
+    std::lock_guard<std::mutex> lock(image_mu_);
+    running_ = true;
+    return true;
+  }
+  bool Stop(bool* all, std::string* error) override {
+    Check();
+    ++s_->stops;
+    started_ = false;
+    {
+      std::lock_guard<std::mutex> lock(image_mu_);
+      running_ = false;
+    }
+    if (Fails("Stop", error)) return false;
+    ++pass_;
+    *all = pass_ % s_->num_passes == 0;
+    return true;
+  }
+  bool PushRange(const std::string& name, std::string* error) override {
+    Check();
+    ++s_->pushes;
+    if (Fails("PushRange", error)) return false;
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      s_->pushed_names.push_back(name);
+    }
+    std::lock_guard<std::mutex> lock(image_mu_);
+    bool seen = false;
+    for (const auto& n : image_) seen |= n == name;
+    if (!seen) image_.push_back(name);
+    return true;
+  }
+  bool PopRange(std::string* error) override {
+    Check();
+    ++s_->pops;
+    return !Fails("PopRange", error);
+  }
+  bool Decode(const std::function<bool(size_t, const std::string&)>& want,
+              std::vector<DecodedRange>* out, uint64_t*, std::string* error) override {
+    Check();
+    ++s_->decodes;
+    if (Fails("Decode", error)) return false;
+    std::lock_guard<std::mutex> lock(image_mu_);
+    for (size_t i = 0; i < image_.size(); ++i) {
+      if (!want(i, image_[i])) continue;
+      DecodedRange d;
+      d.index = i;
+      d.name = image_[i];
+      for (size_t m = 0; m < 3; ++m) d.values.push_back(static_cast<double>(m + 1));
+      out->push_back(std::move(d));
+    }
+    image_.clear();
+    return true;
+  }
+  bool SweepL2(std::string*) override {
+    ++s_->sweeps;
+    return true;
+  }
+  void Disable() override {
+    if (!enabled_) return;
+    enabled_ = false;
+    started_ = false;
+    --s_->sessions_enabled;
+  }
+
+ private:
+  void Check() {
+    if (s_->capture_open.load()) ++s_->calls_during_capture;
+  }
+  bool Fails(const char* call, std::string* error) {
+    if (s_->fail_call != call) return false;
+    if (calls_[call]++ < s_->fail_after) return false;
+    *error = std::string("cuptiRangeProfiler") + call + " failed: scripted";
+    return true;
+  }
+  Script* s_;
+  std::mutex image_mu_;
+  bool running_ = false;
+  uint64_t auto_ranges_ = 0;
+  bool enabled_ = false;
+  uint64_t pass_ = 0;
+  std::vector<std::string> image_;
+  std::map<std::string, int> calls_;
+};
+
+class ScriptedBackend final : public ProfilerBackend {
+ public:
+  ScriptedBackend(Script* s, std::atomic<uint64_t>* clock) : s_(s), clock_(clock) {}
+  std::unique_ptr<ProfilerSession> NewSession(CUcontext) override {
+    return std::make_unique<ScriptedSession>(s_);
+  }
+  bool Initialize(std::string*) override { return true; }
+  void DeInitialize() override {}
+  CUcontext CurrentContext() override { return kCtx; }
+  uint64_t Now() override { return clock_->fetch_add(10) + 10; }
+  bool ChipName(uint32_t, std::string* chip, std::string*) override {
+    *chip = "GH100";
+    return true;
+  }
+
+ private:
+  Script* s_;
+  std::atomic<uint64_t>* clock_;
+};
+
+// One collector with its encoder output.
+class Harness {
+ public:
+  explicit Harness(Config config) {
+    if (config.metrics.empty())
+      config.metrics = {"dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"};
+    config.metrics_cache = MetricsCache::kNone;
+    std::string error;
+    collector_ = MetricsCollector::CreateWithBackend(
+        config,
+        [this](std::function<void(TraceEncoder&)> task) {
+          std::lock_guard<std::mutex> lock(mu_);
+          tasks_.push_back(std::move(task));
+        },
+        std::make_unique<ScriptedBackend>(&script, &clock), &error);
+    EXPECT_TRUE(collector_) << error;
+  }
+
+  MetricsCollector& c() { return *collector_; }
+
+  // Advances the trace clock (a long range).
+  void Elapse(uint64_t ns) { clock.fetch_add(ns); }
+
+  void Push(const char* message) {
+    nvtxRangePushA_params p{message};
+    CUpti_NvtxData d{};
+    d.functionName = "nvtxRangePushA";
+    d.functionParams = &p;
+    collector_->OnNvtx(CUPTI_CBID_NVTX_nvtxRangePushA, &d);
+  }
+  void Pop() {
+    CUpti_NvtxData d{};
+    d.functionName = "nvtxRangePop";
+    collector_->OnNvtx(CUPTI_CBID_NVTX_nvtxRangePop, &d);
+  }
+  nvtxDomainHandle_t CreateDomain(const char* name) {
+    static int handles[8];
+    static std::atomic<int> next{0};
+    nvtxDomainHandle_t h = reinterpret_cast<nvtxDomainHandle_t>(&handles[next++ % 8]);
+    nvtxDomainCreateA_params p{name};
+    CUpti_NvtxData d{};
+    d.functionParams = &p;
+    d.functionReturnValue = &h;
+    collector_->OnNvtx(CUPTI_CBID_NVTX_nvtxDomainCreateA, &d);
+    return h;
+  }
+  void DomainPush(nvtxDomainHandle_t domain, const char* message) {
+    nvtxEventAttributes_t attr{};
+    attr.version = NVTX_VERSION;
+    attr.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+    attr.messageType = NVTX_MESSAGE_TYPE_ASCII;
+    attr.message.ascii = message;
+    nvtxDomainRangePushEx_params p{};
+    p.domain = domain;
+    p.core.eventAttrib = &attr;
+    CUpti_NvtxData d{};
+    d.functionParams = &p;
+    collector_->OnNvtx(CUPTI_CBID_NVTX_nvtxDomainRangePushEx, &d);
+  }
+  void DomainPop(nvtxDomainHandle_t domain) {
+    nvtxDomainRangePop_params p{domain};
+    CUpti_NvtxData d{};
+    d.functionParams = &p;
+    collector_->OnNvtx(CUPTI_CBID_NVTX_nvtxDomainRangePop, &d);
+  }
+  // A cudaLaunchKernel call (ENTER and EXIT).
+  void Launch(const char* symbol, uint32_t correlation) {
+    CUpti_CallbackData d{};
+    d.context = kCtx;
+    d.symbolName = symbol;
+    d.correlationId = correlation;
+    d.callbackSite = CUPTI_API_ENTER;
+    collector_->OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API,
+                         CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
+    if (script.current) script.current->KernelLaunched();
+    d.callbackSite = CUPTI_API_EXIT;
+    collector_->OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API,
+                         CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
+  }
+  // cudaStreamBeginCapture / cudaStreamEndCapture, as the runtime reports them (status 0).
+  void Capture(bool begin, int site_mask = 3) {
+    int status = 0;
+    CUpti_CallbackData d{};
+    d.functionReturnValue = &status;
+    CUpti_CallbackId cbid = begin ? CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000
+                                  : CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000;
+    if (site_mask & 1) {
+      d.callbackSite = CUPTI_API_ENTER;
+      collector_->OnStreamCapture(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &d);
+    }
+    if (site_mask & 2) {
+      d.callbackSite = CUPTI_API_EXIT;
+      collector_->OnStreamCapture(CUPTI_CB_DOMAIN_RUNTIME_API, cbid, &d);
+    }
+  }
+
+  // Shuts the collector down, runs every posted task on a real encoder and parses the trace.
+  void Finish() {
+    collector_->Shutdown();
+    MemoryChunkSink sink;
+    TraceEncoder encoder(&sink, TraceEncoder::Options());
+    HeaderInfo header;
+    header.kp_version = "test";
+    encoder.SetHeader(header);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& t : tasks_) t(encoder);
+    }
+    FooterInfo footer;
+    footer.end_reason = "test";
+    encoder.Finish(footer);
+    for (const auto& raw : sink.raw_chunks()) {
+      Chunk chunk;
+      ASSERT_TRUE(chunk.ParseFromArray(raw.data(), static_cast<int>(raw.size())));
+      for (const auto& s : chunk.strings()) strings[s.id()] = s.value();
+      for (const auto& r : chunk.metric_ranges()) ranges.push_back(r);
+      for (const auto& c : chunk.metric_configs()) configs.push_back(c);
+      for (const auto& n : chunk.notices()) notices.push_back(n.message());
+      if (chunk.has_stats()) stats = chunk.stats();
+    }
+  }
+  std::string Name(const MetricRange& r) const {
+    auto it = strings.find(r.name());
+    return it == strings.end() ? "" : it->second;
+  }
+  bool Noticed(const std::string& fragment) const {
+    for (const auto& n : notices)
+      if (n.find(fragment) != std::string::npos) return true;
+    return false;
+  }
+
+  Script script;
+  std::atomic<uint64_t> clock{1000};
+  std::vector<MetricRange> ranges;
+  std::vector<MetricConfig> configs;
+  std::vector<std::string> notices;
+  std::map<uint32_t, std::string> strings;
+  Stats stats;
+
+ private:
+  std::mutex mu_;
+  std::vector<std::function<void(TraceEncoder&)>> tasks_;
+  std::unique_ptr<MetricsCollector> collector_;
+};
+
+Config RangeConfig(uint32_t skip) {
+  Config c;
+  c.metrics_mode = MetricsMode::kRange;
+  c.metrics_skip = skip;
+  return c;
+}
+
+// Runs `body` on a thread of its own (the collectors keep per-thread range stacks).
+template <typename F>
+void OnThread(F body) {
+  std::thread t(body);
+  t.join();
+}
+
+// Runs `work` on one thread while another begins and ends captures as fast as it can (the
+// scripted session counts any profiler call strictly inside a capture); then, on the same
+// thread with the captures over, `after` (so that something is measured however the race
+// went), and finishes `h`.
+template <typename F, typename G>
+void RaceWithCaptures(Harness* h, F work, G after) {
+  std::atomic<bool> done{false}, captures_over{false};
+  std::thread worker([&] {
+    work();
+    done = true;
+    while (!captures_over.load()) std::this_thread::yield();
+    after();
+  });
+  std::thread captures([&] {
+    while (!done.load()) {
+      h->Capture(true);
+      h->script.capture_open = true;
+      std::this_thread::yield();
+      h->script.capture_open = false;
+      h->Capture(false);
+    }
+    captures_over = true;
+  });
+  worker.join();
+  captures.join();
+  h->Finish();
+}
+
+TEST(RangeMode, SinglePassMeasuresEachOccurrenceAfterTheWarmUp) {
+  Harness h(RangeConfig(/*skip=*/1));
+  OnThread([&] {
+    for (int i = 0; i < 5; ++i) {
+      h.Push("step");
+      h.Push("forward");  // nested: part of step's values, never measured on its own
+      h.Pop();
+      h.Pop();
+    }
+  });
+  h.Finish();
+  ASSERT_EQ(h.configs.size(), 1u);
+  EXPECT_EQ(h.configs[0].skip(), 1u);
+  ASSERT_EQ(h.ranges.size(), 4u);
+  for (size_t i = 0; i < h.ranges.size(); ++i) {
+    EXPECT_EQ(h.Name(h.ranges[i]), "step");
+    EXPECT_EQ(h.ranges[i].occurrence(), i + 1);  // occurrence 0 was the warm-up
+    EXPECT_EQ(h.ranges[i].occurrences_used(), 1u);
+    EXPECT_FALSE(h.ranges[i].inconsistent());
+    EXPECT_EQ(h.ranges[i].values_size(), 3);
+  }
+  EXPECT_EQ(h.script.pushed_names,
+            (std::vector<std::string>{"step#1", "step#2", "step#3", "step#4"}));
+  EXPECT_TRUE(h.Noticed("1 warm-up range occurrence(s) traced but not measured"));
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+}
+
+TEST(RangeMode, SkipZeroMeasuresTheFirstOccurrence) {
+  Harness h(RangeConfig(/*skip=*/0));
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+  });
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.ranges[0].occurrence(), 0u);
+}
+
+TEST(RangeMode, MultiPassRotatesPassesOverRepeatedUnits) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.num_passes = 3;
+  OnThread([&] {
+    for (int step = 0; step < 7; ++step) {
+      h.Push("forward");
+      h.Pop();
+      h.Push("backward");
+      h.Pop();
+    }
+  });
+  h.Finish();
+  // 7 units: two full 3-pass cycles give one set per name each; the 7th pass is incomplete.
+  ASSERT_EQ(h.ranges.size(), 4u);
+  std::map<std::string, int> sets;
+  for (const auto& r : h.ranges) {
+    ++sets[h.Name(r)];
+    EXPECT_EQ(r.occurrences_used(), 3u);
+    EXPECT_GT(r.occurrence_max_ns(), 0u);
+    EXPECT_FALSE(r.inconsistent());
+  }
+  EXPECT_EQ(sets["forward"], 2);
+  EXPECT_EQ(sets["backward"], 2);
+  EXPECT_EQ(h.script.starts.load(), 7);  // one Start per pass (unit)
+  EXPECT_TRUE(h.Noticed("ended inside an unfinished pass cycle: 1 of the 3"));
+}
+
+TEST(RangeMode, MultiPassSetOfUnlikeOccurrencesIsFlagged) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.num_passes = 3;
+  OnThread([&] {
+    for (int step = 0; step < 6; ++step) {
+      h.Push("step");
+      h.Elapse(step == 0 ? 170'000'000 : 1'500'000);  // a warm-up-like first occurrence
+      h.Pop();
+    }
+  });
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 2u);
+  EXPECT_TRUE(h.ranges[0].inconsistent());
+  EXPECT_GE(h.ranges[0].occurrence_max_ns(), 170'000'000u);
+  EXPECT_LT(h.ranges[0].occurrence_min_ns(), 2'000'000u);
+  EXPECT_FALSE(h.ranges[1].inconsistent());
+  EXPECT_LE(h.ranges[1].occurrence_max_ns() - h.ranges[1].occurrence_min_ns(), 1000u);
+}
+
+TEST(RangeMode, PopDuringCaptureIsDeferredAndItsValuesDropped) {
+  Harness h(RangeConfig(/*skip=*/0));
+  OnThread([&] {
+    h.Push("step");
+    h.Capture(/*begin=*/true);
+    h.script.capture_open = true;
+    h.Pop();         // deferred: nothing may touch the profiler now
+    h.Push("step");  // not measured during the capture
+    h.Pop();
+    h.script.capture_open = false;
+    h.Capture(/*begin=*/false);
+    h.Push("step");  // closes the deferred range first, then measures this one
+    h.Pop();
+  });
+  h.Finish();
+  EXPECT_EQ(h.script.calls_during_capture.load(), 0);
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.ranges[0].occurrence(), 1u);
+  EXPECT_EQ(h.script.pops.load(), 2);  // the deferred pop ran after the capture
+  EXPECT_TRUE(h.Noticed("2 range(s) during CUDA-graph stream capture were not measured"));
+}
+
+TEST(RangeMode, CaptureBeginsAndEndsRacingWithRangesNeverTouchTheProfiler) {
+  for (uint32_t passes : {1u, 2u}) {
+    Harness h(RangeConfig(/*skip=*/0));
+    h.script.num_passes = passes;
+    auto steps = [&h](int n) {
+      for (int i = 0; i < n; ++i) {
+        h.Push("step");
+        h.Push("inner");
+        h.Pop();
+        h.Pop();
+      }
+    };
+    RaceWithCaptures(
+        &h, [&] { steps(3000); }, [&] { steps(2 * static_cast<int>(passes) + 1); });
+    EXPECT_EQ(h.script.calls_during_capture.load(), 0) << passes << " pass(es)";
+    EXPECT_EQ(h.script.pushes.load(), h.script.pops.load());
+    EXPECT_GT(h.ranges.size(), 0u);
+    EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+  }
+}
+
+TEST(RangeMode, MeasuresTheLaunchingThreadAndNotLibraryDomains) {
+  Harness h(RangeConfig(/*skip=*/0));
+  std::atomic<int> phase{0};
+  std::thread main_thread([&] {
+    h.Launch("init_kernel", 1);  // this thread launches the GPU work
+    phase = 1;
+    while (phase.load() != 2) std::this_thread::yield();
+    nvtxDomainHandle_t nccl = h.CreateDomain("NCCL");
+    h.DomainPush(nccl, "ncclAllReduce");  // a library's range: not picked by default
+    h.DomainPop(nccl);
+    for (int i = 0; i < 3; ++i) {
+      h.Push("step");
+      h.Pop();
+    }
+  });
+  std::thread helper([&] {
+    while (phase.load() != 1) std::this_thread::yield();
+    // A helper thread (no launches) opens a matching range first: not chosen.
+    h.Push("proxy");
+    h.Pop();
+    phase = 2;
+  });
+  main_thread.join();
+  helper.join();
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 3u);
+  for (const auto& r : h.ranges) EXPECT_EQ(h.Name(r), "step");
+  EXPECT_TRUE(
+      h.Noticed("(the thread launching GPU work), from its range 'step' in the default "
+                "NVTX domain"));
+  EXPECT_TRUE(h.Noticed("1 matching range(s) on threads other than the measured one"));
+}
+
+TEST(RangeMode, ExplicitPatternsMayNameALibraryDomain) {
+  Config config = RangeConfig(/*skip=*/0);
+  config.metrics_ranges = {"NCCL::*"};
+  Harness h(config);
+  OnThread([&] {
+    nvtxDomainHandle_t nccl = h.CreateDomain("NCCL");
+    h.DomainPush(nccl, "ncclAllReduce");
+    h.DomainPop(nccl);
+  });
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.Name(h.ranges[0]), "ncclAllReduce");
+}
+
+TEST(RangeMode, AFailedStartAtSetUpDisablesTheSessionAndTurnsMetricsOff) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.fail_call = "Start";
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+    h.Push("step");
+    h.Pop();
+  });
+  std::string err = testing::internal::GetCapturedStderr();
+  h.Finish();
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0);  // enabled, then disabled on the failure
+  EXPECT_EQ(h.script.pushes.load(), 0);
+  EXPECT_TRUE(h.ranges.empty());
+  EXPECT_NE(err.find("kp: metrics: cuptiRangeProfilerStart failed: scripted; metrics are off, "
+                     "tracing goes on"),
+            std::string::npos)
+      << err;
+  EXPECT_TRUE(h.Noticed("metrics are off"));
+}
+
+TEST(RangeMode, AFailedPopMidRunDisablesTheSession) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.fail_call = "PopRange";
+  h.script.fail_after = 2;
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    for (int i = 0; i < 5; ++i) {
+      h.Push("step");
+      h.Pop();
+    }
+  });
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+  h.Finish();
+  EXPECT_EQ(h.script.pushes.load(), 3);  // nothing after the failure
+  EXPECT_NE(err.find("cuptiRangeProfilerPopRange failed"), std::string::npos) << err;
+}
+
+TEST(RangeMode, AFailedEnableLeavesNothingEnabled) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.fail_call = "Enable";
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+  });
+  testing::internal::GetCapturedStderr();
+  h.Finish();
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+  EXPECT_TRUE(h.configs.empty());
+}
+
+// The start-up check runs the real Profiler Host API (libnvperf_host.so, dlopen'ed by libcupti
+// with RTLD_DEEPBIND, which the sanitizers' runtimes cannot load: google/sanitizers#611).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kUnderSanitizer = true;
+#else
+constexpr bool kUnderSanitizer = false;
+#endif
+#define REQUIRE_HOST_API()                                                                    \
+  do {                                                                                        \
+    if (kUnderSanitizer)                                                                      \
+      GTEST_SKIP() << "libnvperf_host.so is loaded with RTLD_DEEPBIND, which the sanitizers " \
+                      "cannot run (google/sanitizers#611); the plain build runs this test";   \
+    std::string why;                                                                          \
+    if (!MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}, &why))           \
+      GTEST_SKIP() << "Profiler Host API unavailable here: " << why;                          \
+  } while (0)
+
+TEST(StartupCheck, ABadNameAtTheFirstContextTurnsMetricsOffBeforeAnyRange) {
+  REQUIRE_HOST_API();
+  Config config = RangeConfig(/*skip=*/0);
+  config.metrics = {"dram__bytes_read.sum", "dram__bytes_reed.sum"};
+  Harness h(config);
+  testing::internal::CaptureStderr();
+  h.c().OnContextCreated(kCtx, 0);  // no range pushed yet, and none ever
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("kp: metrics: KP_METRICS: unknown metric 'dram__bytes_reed.sum' for GH100"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("did you mean 'dram__bytes_read.sum'"), std::string::npos) << err;
+  EXPECT_NE(err.find("metrics are off, tracing goes on"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;  // one line
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+  });
+  h.Finish();
+  EXPECT_TRUE(h.ranges.empty());
+  EXPECT_EQ(h.script.starts.load(), 0);  // never set up
+  EXPECT_TRUE(h.Noticed("unknown metric 'dram__bytes_reed.sum'"));
+}
+
+TEST(StartupCheck, GoodNamesPassAndMeasurementGoesOn) {
+  REQUIRE_HOST_API();
+  Harness h(RangeConfig(/*skip=*/0));
+  testing::internal::CaptureStderr();
+  h.c().OnContextCreated(kCtx, 0);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+  });
+  h.Finish();
+  EXPECT_EQ(h.ranges.size(), 1u);
+}
+
+Config KernelConfig() {
+  Config c;
+  c.metrics_mode = MetricsMode::kKernel;
+  return c;
+}
+
+TEST(KernelMode, BatchesLaunchesInOrder) {
+  Harness h(KernelConfig());
+  OnThread([&] {
+    for (uint32_t i = 0; i < 40; ++i) h.Launch(i % 2 ? "odd" : "even", 100 + i);
+  });
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 40u);
+  for (uint32_t i = 0; i < 40; ++i) {
+    EXPECT_EQ(h.ranges[i].occurrence(), i);
+    EXPECT_EQ(h.ranges[i].correlation(), static_cast<int64_t>(100 + i));
+    EXPECT_EQ(h.Name(h.ranges[i]), i % 2 ? "odd" : "even");
+  }
+  EXPECT_EQ(h.configs[0].skip(), 0u);  // warm-up skip is range mode's
+}
+
+TEST(KernelMode, CaptureBeginOnlyStopsTheBatchAndLaunchesDuringItAreNotMeasured) {
+  Harness h(KernelConfig());
+  OnThread([&] {
+    h.Launch("a", 1);
+    h.Launch("b", 2);
+    int decodes_before = h.script.decodes.load();
+    h.Capture(true);
+    EXPECT_EQ(h.script.decodes.load(), decodes_before);  // no decode inside the begin callback
+    h.script.capture_open = true;
+    h.Launch("captured", 3);
+    h.script.capture_open = false;
+    h.Capture(false);
+    h.Launch("c", 4);
+  });
+  h.Finish();
+  EXPECT_EQ(h.script.calls_during_capture.load(), 0);
+  std::vector<std::string> names;
+  for (const auto& r : h.ranges) names.push_back(h.Name(r));
+  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_TRUE(h.Noticed("1 kernel launch(es) during CUDA-graph stream capture"));
+}
+
+TEST(KernelMode, CaptureRacesWithLaunches) {
+  Harness h(KernelConfig());
+  RaceWithCaptures(
+      &h,
+      [&] {
+        for (uint32_t i = 0; i < 5000; ++i) h.Launch("k", i);
+      },
+      [&] { h.Launch("k", 5000); });
+  EXPECT_EQ(h.script.calls_during_capture.load(), 0);
+  EXPECT_GT(h.ranges.size(), 0u);
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+}
+
+}  // namespace
+}  // namespace kp

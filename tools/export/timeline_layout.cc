@@ -1,0 +1,267 @@
+#include "tools/export/timeline_layout.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "common/time_math.h"
+
+namespace kp {
+
+std::vector<std::string> TimelineAnomalies::Describe() const {
+  std::vector<std::string> out;
+  auto add = [&out](uint64_t n, const char* what) {
+    if (n != 0) out.push_back(std::to_string(n) + " " + what);
+  };
+  add(gpu_records_on_extra_lanes,
+      "GPU records ran concurrently with other work on their stream: drawn on extra lanes");
+  add(cpu_overlaps_clamped, "API/NVTX slices overlapped their parent slice: clamped");
+  add(negative_durations, "records ended before they started: drawn with zero duration");
+  add(untimed_records_skipped, "GPU records without timestamps: skipped");
+  add(metric_overlaps_clamped, "metric ranges overlapped another metric range: clamped");
+  add(sync_records_on_extra_lanes,
+      "synchronization records overlapped another one: drawn on extra lanes");
+  add(overhead_records_on_extra_lanes,
+      "CUPTI overhead records overlapped another one: drawn on extra lanes");
+  return out;
+}
+
+bool SliceNester::Place(uint64_t* start, uint64_t* end) {
+  bool changed = false;
+  while (!open_ends_.empty() && open_ends_.back() <= *start) {
+    floor_ = std::max(floor_, open_ends_.back());
+    open_ends_.pop_back();
+  }
+  if (*start < floor_) {
+    *start = floor_;
+    if (*end < *start) *end = *start;
+    changed = true;
+  }
+  if (!open_ends_.empty() && *end > open_ends_.back()) {
+    *end = open_ends_.back();
+    changed = true;
+  }
+  open_ends_.push_back(*end);
+  return changed;
+}
+
+uint32_t LaneSet::Place(uint64_t start, uint64_t end) {
+  // A lane's slices are disjoint because its end only grows: a slice goes on a lane only when
+  // it starts at or after everything already there.
+  for (size_t i = 0; i < ends_.size(); ++i) {
+    if (ends_[i] <= start) {
+      ends_[i] = end;
+      return static_cast<uint32_t>(i);
+    }
+  }
+  ends_.push_back(end);
+  return static_cast<uint32_t>(ends_.size() - 1);
+}
+
+namespace {
+
+// A function object (not a function pointer) so std::sort inlines the comparison.
+struct SliceOrder {
+  bool operator()(const LaidOutSlice& a, const LaidOutSlice& b) const {
+    if (a.track != b.track) return a.track < b.track;
+    if (a.start != b.start) return a.start < b.start;
+    return a.end > b.end;
+  }
+};
+
+void SortSlices(std::vector<LaidOutSlice>* slices) {
+  std::sort(slices->begin(), slices->end(), SliceOrder());
+}
+
+template <typename R>
+void CollectTimed(const R& records, SliceKind kind, bool gpu,
+                  uint64_t (*track)(const typename R::value_type&), std::vector<LaidOutSlice>* out,
+                  TimelineAnomalies* anomalies) {
+  int i = 0;
+  for (const auto& r : records) {
+    const int64_t start = r.start();
+    int64_t duration = r.duration();
+    if (gpu && start == 0) {
+      ++anomalies->untimed_records_skipped;
+      ++i;
+      continue;
+    }
+    if (duration < 0) {
+      ++anomalies->negative_durations;
+      duration = 0;
+    }
+    out->push_back({kind, 0, i, track(r), static_cast<uint64_t>(start),
+                    static_cast<uint64_t>(EndTime(start, duration))});
+    ++i;
+  }
+}
+
+uint64_t GpuTrack(uint32_t device, uint32_t stream) {
+  return (static_cast<uint64_t>(device) << 32) | stream;
+}
+
+}  // namespace
+
+TimelineLayout::FileLanes& TimelineLayout::Lanes(int file_index) {
+  if (static_cast<size_t>(file_index) >= lanes_.size()) lanes_.resize(file_index + 1);
+  return lanes_[file_index];
+}
+
+void TimelineLayout::LayOut(int file_index, const Chunk& chunk, std::vector<LaidOutSlice>* gpu,
+                            std::vector<LaidOutSlice>* cpu, std::vector<LaidOutSlice>* metrics) {
+  gpu->clear();
+  cpu->clear();
+  metrics->clear();
+  CollectTimed(
+      chunk.kernels(), SliceKind::kKernel, true,
+      +[](const Kernel& k) { return GpuTrack(k.device(), k.stream()); }, gpu, &anomalies_);
+  CollectTimed(
+      chunk.memcpys(), SliceKind::kMemcpy, true,
+      +[](const Memcpy& m) { return GpuTrack(m.device(), m.stream()); }, gpu, &anomalies_);
+  CollectTimed(
+      chunk.memsets(), SliceKind::kMemset, true,
+      +[](const Memset& m) { return GpuTrack(m.device(), m.stream()); }, gpu, &anomalies_);
+  SortSlices(gpu);
+  FileLanes& lanes = Lanes(file_index);
+  uint64_t last_track = ~0ull;
+  LaneSet* set = nullptr;
+  for (LaidOutSlice& s : *gpu) {
+    if (s.track != last_track) {
+      last_track = s.track;
+      set = &lanes.streams[s.track];
+    }
+    s.lane = set->Place(s.start, s.end);
+    if (s.lane != 0) ++anomalies_.gpu_records_on_extra_lanes;
+  }
+
+  CollectTimed(
+      chunk.api_calls(), SliceKind::kApi, false,
+      +[](const ApiCall& a) { return static_cast<uint64_t>(a.thread_id()); }, cpu, &anomalies_);
+  CollectTimed(
+      chunk.nvtx_ranges(), SliceKind::kNvtx, false,
+      +[](const NvtxRange& r) { return static_cast<uint64_t>(r.thread_id()); }, cpu, &anomalies_);
+  SortSlices(cpu);
+  {
+    SliceNester nester;
+    uint64_t track = ~0ull;
+    for (LaidOutSlice& s : *cpu) {
+      if (s.track != track) {
+        nester = SliceNester();
+        track = s.track;
+      }
+      if (nester.Place(&s.start, &s.end)) ++anomalies_.cpu_overlaps_clamped;
+    }
+  }
+
+  CollectTimed(
+      chunk.metric_ranges(), SliceKind::kMetric, false,
+      +[](const MetricRange&) { return uint64_t{0}; }, metrics, &anomalies_);
+  SortSlices(metrics);
+  {
+    SliceNester nester;
+    for (LaidOutSlice& s : *metrics) {
+      if (nester.Place(&s.start, &s.end)) ++anomalies_.metric_overlaps_clamped;
+    }
+  }
+}
+
+void TimelineLayout::LayOutProcessTracks(int file_index, const Chunk& chunk,
+                                         std::vector<LaidOutSlice>* sync,
+                                         std::vector<LaidOutSlice>* overhead) {
+  sync->clear();
+  overhead->clear();
+  FileLanes& lanes = Lanes(file_index);
+  CollectTimed(
+      chunk.syncs(), SliceKind::kSync, false, +[](const Synchronization&) { return uint64_t{0}; },
+      sync, &anomalies_);
+  SortSlices(sync);
+  for (LaidOutSlice& s : *sync) {
+    s.lane = lanes.sync.Place(s.start, s.end);
+    if (s.lane != 0) ++anomalies_.sync_records_on_extra_lanes;
+  }
+  CollectTimed(
+      chunk.overheads(), SliceKind::kOverhead, false, +[](const Overhead&) { return uint64_t{0}; },
+      overhead, &anomalies_);
+  SortSlices(overhead);
+  for (LaidOutSlice& s : *overhead) {
+    s.lane = lanes.overhead.Place(s.start, s.end);
+    if (s.lane != 0) ++anomalies_.overhead_records_on_extra_lanes;
+  }
+}
+
+void LaunchCorrelations::Clear() {
+  bits_.clear();
+  newest_ = 0;
+  any_ = false;
+}
+
+void LaunchCorrelations::Add(uint64_t c) {
+  if (c == 0) return;
+  if (bits_.empty()) bits_.assign(kWindow / 64, 0);
+  if (!any_) {
+    any_ = true;
+    newest_ = c;
+  } else if (c > newest_) {
+    // Ids between the newest and c leave the window's far end: clear their bits.
+    if (c - newest_ >= kWindow) {
+      std::fill(bits_.begin(), bits_.end(), 0);
+    } else {
+      for (uint64_t id = newest_ + 1; id < c; ++id) {
+        bits_[(id % kWindow) / 64] &= ~(uint64_t{1} << (id % 64));
+      }
+    }
+    newest_ = c;
+  } else if (newest_ - c >= kWindow) {
+    return;  // older than the window
+  }
+  bits_[(c % kWindow) / 64] |= uint64_t{1} << (c % 64);
+}
+
+bool LaunchCorrelations::Contains(uint64_t c) const {
+  if (!any_ || c == 0 || c > newest_ || newest_ - c >= kWindow) return false;
+  return (bits_[(c % kWindow) / 64] >> (c % 64)) & 1;
+}
+
+namespace {
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+uint64_t TimelineIds::TrackUuid(uint64_t kind, uint64_t a, uint64_t b) const {
+  return Mix(Mix(Mix(seed ^ kind) ^ a) ^ (b * 31 + 7));
+}
+
+TimelineIds TimelineIdAllocator::ForFile(const Header* header, int file_index) {
+  uint64_t seed = 0x6b70ull;  // "kp"
+  if (header != nullptr) {
+    seed = Mix(seed ^ std::hash<std::string>()(header->hostname()));
+    seed = Mix(seed ^ header->pid());
+    seed = Mix(seed ^ header->start_time_trace_ns());
+    seed = Mix(seed ^ header->start_time_unix_ns());
+  } else {
+    seed = Mix(seed ^ static_cast<uint64_t>(file_index));
+  }
+  for (;;) {
+    TimelineIds ids;
+    ids.seed = seed;
+    ids.sequence = static_cast<uint32_t>(seed % 0x7ffffffeull) + 1;
+    ids.flow_prefix = (seed >> 32) % 0xfffffull + 1;
+    bool clash = false;
+    for (const TimelineIds& u : used_) {
+      clash |= u.seed == ids.seed || u.sequence == ids.sequence || u.flow_prefix == ids.flow_prefix;
+    }
+    if (!clash) {
+      used_.push_back(ids);
+      return ids;
+    }
+    // The same file twice, or a one-in-a-million clash: derive another from the position.
+    seed = Mix(seed ^ (static_cast<uint64_t>(file_index) + 1));
+  }
+}
+
+}  // namespace kp

@@ -1,0 +1,148 @@
+// timeline_layout.h: which slice goes on which track and lane, shared by the Chrome JSON and
+// Perfetto exporters so both formats show exactly the same slices with the same times.
+//
+// A timeline never changes a measured duration of GPU work. Records that overlap on one track
+// (concurrent nodes of a CUDA graph on one stream, two threads synchronizing at once, CUPTI
+// overhead records) go on extra lanes of that track: a record takes the first lane whose last
+// slice has ended by its start, else a new lane. Each lane then holds disjoint slices, which
+// every viewer draws correctly, in any order of arrival. CPU thread tracks (API calls and NVTX
+// ranges) and the metrics track keep nesting instead (SliceNester): those records nest by
+// construction, and a rare partial overlap is clamped and counted.
+//
+// Also here: which GPU records get a launch arrow (LaunchCorrelations) and the ids that keep
+// two separately converted files apart (TimelineIds).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kptrace.pb.h"
+
+namespace kp {
+
+// Things worth saying about the layout, reported at End (stderr), never fatal.
+struct TimelineAnomalies {
+  uint64_t gpu_records_on_extra_lanes = 0;  // GPU work concurrent with other work on its stream
+  uint64_t cpu_overlaps_clamped = 0;        // API/NVTX slice partially overlapping its parent
+  uint64_t negative_durations = 0;          // end before start: drawn with zero duration
+  uint64_t untimed_records_skipped = 0;     // GPU records CUPTI gave no timestamps (start = 0)
+  uint64_t metric_overlaps_clamped = 0;
+  uint64_t sync_records_on_extra_lanes = 0;      // overlapping synchronization records
+  uint64_t overhead_records_on_extra_lanes = 0;  // overlapping CUPTI overhead records
+  // One line per non-zero counter.
+  std::vector<std::string> Describe() const;
+};
+
+enum class SliceKind : uint8_t {
+  kKernel,
+  kMemcpy,
+  kMemset,
+  kApi,
+  kNvtx,
+  kMetric,
+  kSync,
+  kOverhead
+};
+
+// One slice after layout: which record (kind + index into the chunk's list), where and when to
+// draw it. `track` is (device << 32 | stream) for GPU slices, the thread id for CPU slices, 0
+// for the per-process tracks; `lane` is 0 for the track itself, 1.. for its extra lanes.
+struct LaidOutSlice {
+  SliceKind kind;
+  uint32_t lane;
+  int index;
+  uint64_t track;
+  uint64_t start, end;
+};
+
+// Keeps the slices of one track properly nested or disjoint. Input must come sorted by
+// (start ascending, end descending). A slice that starts before the end of an earlier, already
+// closed slice is moved to start at that end; one that ends after its parent is cut at the
+// parent's end.
+class SliceNester {
+ public:
+  // Adjusts [*start, *end]; returns true if anything had to change.
+  bool Place(uint64_t* start, uint64_t* end);
+
+ private:
+  std::vector<uint64_t> open_ends_;
+  uint64_t floor_ = 0;
+};
+
+// The lanes of one track: where each lane's last slice ends.
+class LaneSet {
+ public:
+  // The lane for a slice [start, end]: the first whose last slice ended by `start`.
+  uint32_t Place(uint64_t start, uint64_t end);
+
+ private:
+  std::vector<uint64_t> ends_;
+};
+
+class TimelineLayout {
+ public:
+  // Fills *gpu (kernels, copies, memsets sorted by track then time, each on a lane of its
+  // stream), *cpu (API calls and NVTX ranges, nested per thread) and *metrics (metric ranges).
+  void LayOut(int file_index, const Chunk& chunk, std::vector<LaidOutSlice>* gpu,
+              std::vector<LaidOutSlice>* cpu, std::vector<LaidOutSlice>* metrics);
+  // Fills *sync and *overhead: one per-process track each ("CUDA sync", "CUPTI overhead"), with
+  // lanes. Synchronization records carry no thread id, and a sync spans the GPU work it waits
+  // for, so it can go neither on a CPU thread nor on a stream track.
+  void LayOutProcessTracks(int file_index, const Chunk& chunk, std::vector<LaidOutSlice>* sync,
+                           std::vector<LaidOutSlice>* overhead);
+  TimelineAnomalies& anomalies() { return anomalies_; }
+  const TimelineAnomalies& anomalies() const { return anomalies_; }
+
+ private:
+  struct FileLanes {
+    std::unordered_map<uint64_t, LaneSet> streams;  // by (device << 32 | stream)
+    LaneSet sync, overhead;
+  };
+  FileLanes& Lanes(int file_index);
+  std::vector<FileLanes> lanes_;
+  TimelineAnomalies anomalies_;
+};
+
+// The correlation ids of one input file's launch calls (API calls that start GPU work), so a
+// GPU record gets a launch arrow only when its launch call is in the trace: the range
+// profiler's own kernels have none, and an arrow end without a start is an error to a viewer.
+// Correlation ids grow through a run and GPU work completes after its launch call, so a
+// sliding window of the newest ids (a bitmap) is enough: O(1) memory per file.
+class LaunchCorrelations {
+ public:
+  void Clear();
+  void Add(uint64_t correlation);
+  bool Contains(uint64_t correlation) const;
+
+ private:
+  static constexpr uint64_t kWindow = uint64_t{1} << 22;  // ids; 512 KiB of bits
+  std::vector<uint64_t> bits_;
+  uint64_t newest_ = 0;
+  bool any_ = false;
+};
+
+// Ids that keep an input file's tracks, packet sequence and arrows apart from every other
+// file's, in this conversion and in any other (so two converted files can be merged): derived
+// from the host, pid and start time recorded in the trace, not from the file's position.
+struct TimelineIds {
+  uint64_t seed = 0;
+  uint32_t sequence = 0;     // Perfetto trusted_packet_sequence_id, >= 1
+  uint64_t flow_prefix = 0;  // 1 .. 2^20 - 1: arrow ids stay below 2^53 (exact in JSON)
+  uint64_t FlowId(uint64_t correlation) const {
+    return (flow_prefix << 32) | (correlation & 0xffffffffull);
+  }
+  uint64_t TrackUuid(uint64_t kind, uint64_t a, uint64_t b = 0) const;
+};
+
+// Hands out TimelineIds, unique within one conversion even for one file given twice.
+class TimelineIdAllocator {
+ public:
+  TimelineIds ForFile(const Header* header, int file_index);
+
+ private:
+  std::vector<TimelineIds> used_;
+};
+
+}  // namespace kp
