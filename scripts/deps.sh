@@ -3,6 +3,7 @@
 # and .ci/run call it before building.
 #   scripts/deps.sh build          # compile kp and run the demo
 #   scripts/deps.sh build test     # + the CPU test suite (gtest/gmock, Chromium for the report test)
+#   scripts/deps.sh fuzz           # clang and libFuzzer for fuzz/ (CI runs it)
 # Missing packages are installed when run as root on a system with apt-get (one `apt-get update`,
 # then one `apt-get install`); otherwise the exact install command is printed and it exits 1.
 # The CUDA toolkit (/usr/local/cuda) is not a Debian package and is not installed here.
@@ -13,6 +14,8 @@ profile[build]="cmake ninja-build g++ pkg-config libprotobuf-dev protobuf-compil
                 libzstd-dev nlohmann-json3-dev python3"
 # chromium + a font: the report's real-browser test (tests/report) loads and screenshots pages.
 profile[test]="libgtest-dev libgmock-dev chromium fonts-dejavu-core"
+# clang + its libFuzzer runtime: the fuzz target (fuzz/, -DKP_FUZZ=ON) that CI runs for a bounded time.
+profile[fuzz]="clang libclang-rt-14-dev"
 
 [ $# -gt 0 ] || set -- build
 wanted=()

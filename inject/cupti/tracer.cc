@@ -264,10 +264,22 @@ void FinishTrace(const std::string& reason) {
     Log(LogSeverity::kDebug, "this process created no CUDA context; no trace written");
     return;
   }
-  Log(LogSeverity::kInfo, "wrote %s (%llu records, %s)%s%s", writer.path().c_str(),
-      static_cast<unsigned long long>(g_state->encoder->stats().records_written),
-      HumanBytes(writer.bytes_written()).c_str(), reason == "exit" ? "" : " at ",
-      reason == "exit" ? "" : reason.c_str());
+  const EncoderStats& stats = g_state->encoder->stats();
+  const auto written = static_cast<unsigned long long>(stats.records_written);
+  if (stats.write_errors != 0 && written == 0) {
+    // After a write failure (a full disk) the line never claims what could not be written.
+    Log(LogSeverity::kError, "nothing could be written to %s (see the error above)",
+        writer.path().c_str());
+  } else if (stats.write_errors != 0) {
+    Log(LogSeverity::kError,
+        "%s is incomplete: %llu records (%s) written before writing failed; later records are "
+        "lost",
+        writer.path().c_str(), written, HumanBytes(writer.bytes_written()).c_str());
+  } else {
+    Log(LogSeverity::kInfo, "wrote %s (%llu records, %s)%s%s", writer.path().c_str(), written,
+        HumanBytes(writer.bytes_written()).c_str(), reason == "exit" ? "" : " at ",
+        reason == "exit" ? "" : reason.c_str());
+  }
 }
 
 void AtExit() {

@@ -8,46 +8,50 @@
 #include <vector>
 
 #include "common/proto_wire.h"
+#include "common/utf8.h"
 #include "inject/trace/chunk_writer.h"
 
 namespace kp {
 namespace {
 
 // Returns s[0..n) with every byte that is not part of a well-formed UTF-8 sequence replaced by
-// U+FFFD. The common case (already valid) is one pass and one copy.
+// U+FFFD (interned strings are stored once, when first seen).
 std::string ToValidUtf8(const char* s, size_t n) {
-  std::string out;
-  out.reserve(n);
-  const auto* p = reinterpret_cast<const unsigned char*>(s);
-  size_t i = 0;
-  while (i < n) {
-    unsigned char c = p[i];
-    size_t len = c < 0x80           ? 1
-                 : (c >> 5) == 0x6  ? 2
-                 : (c >> 4) == 0xE  ? 3
-                 : (c >> 3) == 0x1E ? 4
-                                    : 0;
-    bool ok = len != 0 && i + len <= n;
-    for (size_t k = 1; ok && k < len; ++k) ok = (p[i + k] & 0xC0) == 0x80;
-    if (ok && len > 1) {
-      uint32_t cp = c & (0x7F >> len);
-      for (size_t k = 1; k < len; ++k) cp = (cp << 6) | (p[i + k] & 0x3F);
-      static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
-      ok = cp >= kMin[len] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
-    }
-    if (ok) {
-      out.append(s + i, len);
-      i += len;
-    } else {
-      out.append("\xEF\xBF\xBD");
-      ++i;
-    }
-  }
+  std::string out(RepairedUtf8Size(s, n), '\0');
+  WriteRepairedUtf8(s, n, &out[0]);
   return out;
 }
 
 using wire::WireBuffer;
 using wire::WireWriter;
+
+// Every string field the encoder writes goes through here: proto3 `string` fields must hold
+// UTF-8 (libprotobuf rejects the whole chunk otherwise), and command lines, host names, paths
+// and names from the program can hold any bytes. Bad bytes become U+FFFD, so the caller's
+// Reserve must allow 3 bytes per input byte (Utf8Bound). Nothing is allocated.
+size_t Utf8Bound(std::string_view s) { return 3 * s.size(); }
+void Utf8Field(WireWriter& w, uint32_t field, std::string_view s, bool always = false) {
+  if (s.empty() && !always) return;
+  if (IsValidUtf8(s.data(), s.size())) {
+    w.BytesAlways(field, s.data(), s.size());
+    return;
+  }
+  w.Tag(field, wire::kLengthDelimited);
+  w.RawVarint(RepairedUtf8Size(s.data(), s.size()));
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  size_t i = 0, run = 0;  // [run, i) is valid and not yet written
+  while (i < s.size()) {
+    const size_t len = Utf8SequenceLength(p + i, s.size() - i);
+    if (len != 0) {
+      i += len;
+      continue;
+    }
+    w.RawBytes(s.data() + run, i - run);
+    w.RawBytes("\xEF\xBF\xBD", 3);
+    run = ++i;
+  }
+  w.RawBytes(s.data() + run, i - run);
+}
 
 // Field numbers and enum values come from proto/kptrace.proto (generated kptrace_schema.h).
 using ChunkField = schema::Chunk;
@@ -443,41 +447,41 @@ size_t TraceEncoder::pending_bytes() const { return impl_->chunk.size(); }
 
 void TraceEncoder::SetHeader(const HeaderInfo& h) {
   using F = schema::Header;
-  size_t bound = 512 + h.kp_version.size() + h.hostname.size() + h.clock.size() +
-                 h.driver_version.size() + h.injection_mode.size() + h.output_path.size() +
-                 h.run_id.size() + h.boot_id.size();
-  for (const auto& arg : h.command_line) bound += arg.size() + 16;
-  for (const auto& kv : h.config) bound += kv.first.size() + kv.second.size() + 48;
+  size_t bound = 512 + Utf8Bound(h.kp_version) + Utf8Bound(h.hostname) + Utf8Bound(h.clock) +
+                 Utf8Bound(h.driver_version) + Utf8Bound(h.injection_mode) +
+                 Utf8Bound(h.output_path) + Utf8Bound(h.run_id) + Utf8Bound(h.boot_id);
+  for (const auto& arg : h.command_line) bound += Utf8Bound(arg) + 16;
+  for (const auto& kv : h.config) bound += Utf8Bound(kv.first) + Utf8Bound(kv.second) + 48;
   WireBuffer& b = impl_->scratch;
   b.Clear();
   WireWriter w = b.Reserve(bound);
-  w.String(F::kKpVersion, h.kp_version);
+  Utf8Field(w, F::kKpVersion, h.kp_version);
   w.Uint(F::kPid, h.pid);
   w.Uint(F::kPpid, h.ppid);
-  w.String(F::kHostname, h.hostname);
-  for (const auto& arg : h.command_line) w.StringAlways(F::kCommandLine, arg);
+  Utf8Field(w, F::kHostname, h.hostname);
+  for (const auto& arg : h.command_line) Utf8Field(w, F::kCommandLine, arg, /*always=*/true);
   w.Int(F::kRank, h.rank);
   w.Int(F::kLocalRank, h.local_rank);
   w.Int(F::kWorldSize, h.world_size);
   w.Uint(F::kStartTimeUnixNs, h.start_time_unix_ns);
   w.Uint(F::kStartTimeTraceNs, h.start_time_trace_ns);
-  w.String(F::kClock, h.clock);
+  Utf8Field(w, F::kClock, h.clock);
   for (const auto& kv : h.config) {
     WireBuffer& sub = impl_->sub_scratch;
     sub.Clear();
-    WireWriter sw = sub.Reserve(kv.first.size() + kv.second.size() + 32);
-    sw.String(schema::KeyValue::kKey, kv.first);
-    sw.String(schema::KeyValue::kValue, kv.second);
+    WireWriter sw = sub.Reserve(Utf8Bound(kv.first) + Utf8Bound(kv.second) + 32);
+    Utf8Field(sw, schema::KeyValue::kKey, kv.first);
+    Utf8Field(sw, schema::KeyValue::kValue, kv.second);
     w.Message(F::kConfig, sw);
   }
   w.Uint(F::kCuptiApiVersion, h.cupti_api_version);
   w.Int(F::kCudaDriverVersion, h.cuda_driver_version);
-  w.String(F::kDriverVersion, h.driver_version);
-  w.String(F::kInjectionMode, h.injection_mode);
-  w.String(F::kOutputPath, h.output_path);
-  w.String(F::kRunId, h.run_id);
+  Utf8Field(w, F::kDriverVersion, h.driver_version);
+  Utf8Field(w, F::kInjectionMode, h.injection_mode);
+  Utf8Field(w, F::kOutputPath, h.output_path);
+  Utf8Field(w, F::kRunId, h.run_id);
   w.Uint(F::kStartTimeMonotonicNs, h.start_time_monotonic_ns);
-  w.String(F::kBootId, h.boot_id);
+  Utf8Field(w, F::kBootId, h.boot_id);
   b.Commit(w);
   impl_->header_bytes.assign(b.data(), b.data() + b.size());
   impl_->has_header = true;
@@ -488,9 +492,9 @@ void TraceEncoder::AddDevice(const DeviceInfo& d) {
   using F = schema::Device;
   WireBuffer& b = impl_->scratch;
   b.Clear();
-  WireWriter w = b.Reserve(512 + d.name.size() + d.pci_bus_id.size());
+  WireWriter w = b.Reserve(512 + Utf8Bound(d.name) + Utf8Bound(d.pci_bus_id));
   w.Uint(F::kId, d.id);
-  w.String(F::kName, d.name);
+  Utf8Field(w, F::kName, d.name);
   w.BytesAlways(F::kUuid, d.uuid, sizeof d.uuid);
   w.Uint(F::kComputeCapabilityMajor, d.cc_major);
   w.Uint(F::kComputeCapabilityMinor, d.cc_minor);
@@ -505,7 +509,7 @@ void TraceEncoder::AddDevice(const DeviceInfo& d) {
   w.Uint(F::kL2CacheBytes, d.l2_cache_bytes);
   w.Uint(F::kMaxWarpsPerSm, d.max_warps_per_sm);
   w.Uint(F::kNumThreadsPerWarp, d.num_threads_per_warp);
-  w.String(F::kPciBusId, d.pci_bus_id);
+  Utf8Field(w, F::kPciBusId, d.pci_bus_id);
   w.Bool(F::kIsMig, d.is_mig);
   b.Commit(w);
   Impl::Store(&impl_->devices, d.id, b);
@@ -530,9 +534,9 @@ void TraceEncoder::AddThreadName(uint32_t thread_id, std::string_view name) {
   using F = schema::ThreadInfo;
   WireBuffer& b = impl_->scratch;
   b.Clear();
-  WireWriter w = b.Reserve(64 + name.size());
+  WireWriter w = b.Reserve(64 + Utf8Bound(name));
   w.Uint(F::kThreadId, thread_id);
-  w.String(F::kName, name);
+  Utf8Field(w, F::kName, name);
   b.Commit(w);
   Impl::Store(&impl_->threads, thread_id, b);
   impl_->dirty = true;
@@ -543,10 +547,10 @@ void TraceEncoder::AddNotice(int severity, std::string_view component, std::stri
   using F = schema::Notice;
   WireBuffer& b = impl_->scratch;
   b.Clear();
-  WireWriter w = b.Reserve(64 + component.size() + message.size());
+  WireWriter w = b.Reserve(64 + Utf8Bound(component) + Utf8Bound(message));
   w.Int(F::kSeverity, severity);
-  w.String(F::kComponent, component);
-  w.String(F::kMessage, message);
+  Utf8Field(w, F::kComponent, component);
+  Utf8Field(w, F::kMessage, message);
   w.Uint(F::kTimeNs, time_ns);
   b.Commit(w);
   impl_->chunk.AppendMessage(ChunkField::kNotices, b);
@@ -555,18 +559,18 @@ void TraceEncoder::AddNotice(int severity, std::string_view component, std::stri
 
 uint32_t TraceEncoder::AddMetricConfig(const MetricConfigInfo& c) {
   using F = schema::MetricConfig;
-  size_t bound = 128 + c.mode.size() + c.chip.size();
-  for (const auto& m : c.metric_names) bound += m.size() + 16;
+  size_t bound = 128 + Utf8Bound(c.mode) + Utf8Bound(c.chip);
+  for (const auto& m : c.metric_names) bound += Utf8Bound(m) + 16;
   WireBuffer& b = impl_->scratch;
   b.Clear();
   uint32_t id = static_cast<uint32_t>(impl_->metric_configs.size() + 1);
   WireWriter w = b.Reserve(bound);
   w.Uint(F::kId, id);
-  for (const auto& m : c.metric_names) w.StringAlways(F::kMetricNames, m);
+  for (const auto& m : c.metric_names) Utf8Field(w, F::kMetricNames, m, /*always=*/true);
   w.Uint(F::kNumPasses, c.num_passes);
-  w.String(F::kMode, c.mode);
+  Utf8Field(w, F::kMode, c.mode);
   w.Uint(F::kDevice, c.device);
-  w.String(F::kChip, c.chip);
+  Utf8Field(w, F::kChip, c.chip);
   w.Uint(F::kSkip, c.skip);
   b.Commit(w);
   impl_->metric_configs.emplace_back(b.data(), b.data() + b.size());
@@ -840,8 +844,12 @@ void TraceEncoder::Flush(bool force) {
   m.EncodeStats(stats_);
   m.chunk.AppendMessage(ChunkField::kStats, m.scratch);
 
-  if (!m.sink->WriteChunk(m.chunk.data(), m.chunk.size())) ++stats_.write_errors;
-  stats_.records_written += m.records_in_chunk;
+  // Only records that reached the file count as written (the exit line reports this number).
+  if (m.sink->WriteChunk(m.chunk.data(), m.chunk.size())) {
+    stats_.records_written += m.records_in_chunk;
+  } else {
+    ++stats_.write_errors;
+  }
 
   ++m.sequence;
   m.chunk.Clear();
@@ -861,10 +869,10 @@ void TraceEncoder::Finish(const FooterInfo& footer) {
   if (m.finished) return;
   WireBuffer& b = m.scratch;
   b.Clear();
-  WireWriter w = b.Reserve(16 * wire::kMaxScalarFieldBytes + footer.end_reason.size());
+  WireWriter w = b.Reserve(16 * wire::kMaxScalarFieldBytes + Utf8Bound(footer.end_reason));
   w.Bool(F::kCleanEnd, true);
   w.Uint(F::kEndTimeNs, footer.end_time_ns);
-  w.String(F::kEndReason, footer.end_reason);
+  Utf8Field(w, F::kEndReason, footer.end_reason);
   w.Uint(F::kKernels, m.totals[kKernels]);
   w.Uint(F::kMemcpys, m.totals[kMemcpys]);
   w.Uint(F::kMemsets, m.totals[kMemsets]);

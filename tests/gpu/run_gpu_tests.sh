@@ -4,8 +4,8 @@
 # Builds the CUDA programs of tests/gpu/programs with nvcc, runs each under kp from the installed
 # prefix DIST (bin/kptrace, lib/libkpinject.so, libexec/kp/kp_trace_expect), and checks every
 # trace against the `expect` lines the program printed. Also covers plain CUDA_INJECTION64_PATH
-# injection, exit-status passthrough, a run killed with SIGKILL, a forked child, and a PyTorch
-# training loop; captures raw CUPTI buffers for the CPU decoder tests ($OUT/cupti_buffers.tar.gz)
+# injection, exit-status passthrough, a run killed with SIGKILL, a forked child, a PyTorch
+# training loop, and torch.profiler started inside a kp-profiled process; captures raw CUPTI buffers for the CPU decoder tests ($OUT/cupti_buffers.tar.gz)
 # and the example trace ($OUT/example_pytorch.kptrace); all traces go to $OUT/traces.tar.gz.
 #
 # Everything is logged to $OUT/gpu_tests.log ($OUT: a fresh temporary directory if unset). With no
@@ -224,6 +224,29 @@ main() {
     fi
   else
     fail pytorch "$PYTHON cannot import torch"
+  fi
+
+  # torch.profiler inside a kp-profiled process (a second CUPTI client): the program runs on and
+  # exits 0, kp's trace is complete, and if torch.profiler got no GPU events the user was told
+  # that kp holds CUPTI.
+  if "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
+    run_case torch_profiler 0 "$KPTRACE" run -o "$traces/torch_profiler.kptrace" -- \
+      "$PYTHON" "$REPO/tests/gpu/torch_profiler_under_kp.py" --steps 10 &&
+      check_trace torch_profiler "$traces/torch_profiler.kptrace" "$WORK/torch_profiler.out"
+    local cuda_events
+    cuda_events=$(sed -n 's/^info torch_profiler: cuda_events=\([0-9]*\).*/\1/p' \
+      "$WORK/torch_profiler.out")
+    echo "    torch.profiler got ${cuda_events:-?} GPU events; what the run said about CUPTI:"
+    grep -i -E 'cupti|subscriber|kp' "$WORK/torch_profiler.err" | sed 's/^/      /' | head -n 20
+    if [[ -z "$cuda_events" ]]; then
+      fail torch_profiler/told "the script printed no cuda_events line"
+    elif [[ "$cuda_events" -gt 0 ]]; then
+      pass torch_profiler/told "torch.profiler collected $cuda_events GPU events alongside kp"
+    elif grep -q -E '\bkp\b' "$WORK/torch_profiler.err"; then
+      pass torch_profiler/told "torch.profiler got no GPU events and the message names kp"
+    else
+      fail torch_profiler/told "torch.profiler got no GPU events and nothing said kp holds CUPTI"
+    fi
   fi
 
   echo

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -876,6 +877,93 @@ TEST(EncoderTest, InvalidUtf8StringsAreRepairedSoTheChunkStillParses) {
   EXPECT_EQ(r.find('\xf4'), std::string::npos);
   EXPECT_EQ(r.front(), 'a');
   EXPECT_EQ(r.back(), '\xbd');
+}
+
+// On a full disk nothing counts as written: the exit line ("kp: wrote ... N records") reads
+// records_written, which must not claim records that never reached the file.
+TEST(EncoderTest, RecordsOnAFullDiskAreNotCountedAsWritten) {
+  std::string err;
+  std::unique_ptr<FileChunkWriter> writer(FileChunkWriter::Open("/dev/full", 0, &err));
+  ASSERT_NE(writer, nullptr) << err;
+  TraceEncoder enc(writer.get(), TraceEncoder::Options());
+  KernelRecord k;
+  k.name = "k";
+  for (uint64_t i = 1; i <= 100; ++i) {
+    k.start = i * 10;
+    k.end = i * 10 + 5;
+    enc.AddKernel(k);
+  }
+  ::testing::internal::CaptureStderr();
+  enc.Flush(true);
+  enc.Finish({2000, "exit"});
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("No space left on device"), std::string::npos) << said;
+  EXPECT_EQ(enc.stats().records_written, 0u);
+  EXPECT_GE(enc.stats().write_errors, 1u);
+}
+
+// Every string field the program or the system can feed (argv, host name, KP_* values, output
+// path, kernel and device names, NVTX messages and domains, thread names, notices, metric names,
+// the end reason) reaches disk as valid UTF-8: libprotobuf parses every chunk (it rejects a
+// chunk with an invalid proto3 string), and each bad byte shows as U+FFFD.
+TEST(EncoderTest, EveryStringFieldIsValidUtf8OnDisk) {
+  const std::string bad = "caf\xe9-\xff";  // Latin-1 e-acute and a stray byte
+  const std::string fixed = "caf\xef\xbf\xbd-\xef\xbf\xbd";
+  MemoryChunkSink sink;
+  TraceEncoder enc(&sink, TraceEncoder::Options());
+  HeaderInfo h;
+  h.kp_version = bad;
+  h.hostname = bad;
+  h.command_line = {"./app", bad, ""};
+  h.clock = bad;
+  h.config = {{"KP_OUTPUT", bad}, {bad, "x"}};
+  h.driver_version = bad;
+  h.injection_mode = bad;
+  h.output_path = bad;
+  enc.SetHeader(h);
+  DeviceInfo d;
+  d.name = bad;
+  d.pci_bus_id = bad;
+  enc.AddDevice(d);
+  enc.AddThreadName(7, bad);
+  MetricConfigInfo mc;
+  mc.metric_names = {bad};
+  mc.mode = bad;
+  mc.chip = bad;
+  enc.AddMetricConfig(mc);
+  enc.AddNotice(NOTICE_WARNING, bad, bad, 1);
+  KernelRecord k;
+  k.name = bad.c_str();
+  k.start = 10;
+  k.end = 20;
+  enc.AddKernel(k);
+  NvtxRangeRecord r;
+  r.name = bad.c_str();
+  r.domain = "dom\xe9";
+  r.start = 10;
+  r.end = 30;
+  enc.AddNvtxRange(r);
+  enc.Finish({40, bad});
+  ParsedFile f = ParseFile(sink.file());
+  ASSERT_EQ(f.chunks.size(), 1u) << "a chunk failed libprotobuf's parse (invalid UTF-8?)";
+  const Chunk& c = f.chunks[0];
+  const Header& hd = c.header();
+  for (const std::string* v :
+       {&hd.kp_version(), &hd.hostname(), &hd.clock(), &hd.driver_version(), &hd.injection_mode(),
+        &hd.output_path(), &hd.command_line(1), &hd.config(0).value(), &hd.config(1).key(),
+        &c.devices(0).name(), &c.devices(0).pci_bus_id(), &c.threads(0).name(),
+        &c.metric_configs(0).metric_names(0), &c.metric_configs(0).mode(),
+        &c.metric_configs(0).chip(), &c.notices(0).component(), &c.notices(0).message(),
+        &c.footer().end_reason()}) {
+    EXPECT_EQ(*v, fixed);
+  }
+  EXPECT_EQ(hd.command_line_size(), 3);
+  EXPECT_EQ(hd.command_line(2), "");
+  std::map<uint32_t, std::string> strings = StringsOf(c);
+  ASSERT_EQ(c.kernel_shapes_size(), 1);
+  EXPECT_EQ(strings[c.kernel_shapes(0).name()], fixed);
+  EXPECT_EQ(strings[c.nvtx_ranges(0).name()], fixed);
+  EXPECT_EQ(strings[c.nvtx_ranges(0).domain()], "dom\xef\xbf\xbd");
 }
 
 // A run with ever-new NVTX messages ("step 1234") must not grow the injector's intern tables

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/stats_table.h"
+#include "common/time_math.h"
+#include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 #include "tools/run/run_inputs.h"
 #include "tools/summary/text_format.h"
@@ -16,9 +18,9 @@ namespace {
 template <typename List>
 void Span(const List& list, TraceInfo* info) {
   for (const auto& r : list) {
+    if (r.start() <= 0) continue;  // untimed (or damaged) record
     uint64_t s = static_cast<uint64_t>(r.start());
-    uint64_t e = s + static_cast<uint64_t>(std::max<int64_t>(r.duration(), 0));
-    if (s == 0) continue;  // untimed record
+    uint64_t e = static_cast<uint64_t>(EndTime(r.start(), std::max<int64_t>(r.duration(), 0)));
     if (info->first_ns == 0 || s < info->first_ns) info->first_ns = s;
     if (e > info->last_ns) info->last_ns = e;
   }
@@ -362,9 +364,16 @@ int RunInfo(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  TraceInputs inputs = ExpandTraceInputs(args, file_only);
-  for (const std::string& e : inputs.errors) std::fprintf(stderr, "kptrace info: %s\n", e.c_str());
-  const std::vector<std::string>& files = inputs.files;
+  TraceInputs expanded = ExpandTraceInputs(args, file_only);
+  for (const std::string& e : expanded.errors) {
+    std::fprintf(stderr, "kptrace info: %s\n", e.c_str());
+  }
+  InputSet inputs;  // a file given twice is read once
+  for (const std::string& f : expanded.files) {
+    std::string note;
+    if (!inputs.Add(f, &note)) std::fprintf(stderr, "kptrace info: warning: %s\n", note.c_str());
+  }
+  const std::vector<std::string> files = inputs.paths();
   std::vector<TraceInfo> infos;
   bool any = false;
   for (const std::string& f : files) {
@@ -374,10 +383,11 @@ int RunInfo(int argc, char** argv) {
       std::fprintf(stderr, "kptrace info: %s\n", infos.back().open_error.c_str());
   }
   if (json_out) {
-    for (const std::string& n : inputs.notes) std::fprintf(stderr, "kptrace info: %s\n", n.c_str());
+    for (const std::string& n : expanded.notes)
+      std::fprintf(stderr, "kptrace info: %s\n", n.c_str());
     std::fputs(FormatTraceInfoJson(infos).c_str(), stdout);
   } else {
-    for (const std::string& n : inputs.notes) std::printf("%s\n", n.c_str());
+    for (const std::string& n : expanded.notes) std::printf("%s\n", n.c_str());
     if (infos.size() > 1) std::fputs(FormatProcessTable(infos).c_str(), stdout);
     for (size_t i = 0; i < infos.size(); ++i) {
       if (i > 0 || infos.size() > 1) std::fputs("\n", stdout);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 #include "tools/kptrace/cupti_library.h"
 
@@ -32,9 +33,7 @@ void PrintUsage(FILE* out) {
       out);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int Dispatch(int argc, char** argv) {
   if (argc < 2) {
     PrintUsage(stderr);
     return 2;
@@ -72,4 +71,18 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "kptrace: unknown command '%s'\n\n", cmd.c_str());
   PrintUsage(stderr);
   return 2;
+}
+
+}  // namespace
+
+// Output that could not be written is an error whatever the command: `kptrace info > /dev/full`
+// says so and fails.
+int main(int argc, char** argv) {
+  int rc = Dispatch(argc, argv);
+  std::string err;
+  if (!kp::FlushStandardStreams(&err)) {
+    std::fprintf(stderr, "kptrace: %s\n", err.c_str());
+    if (rc == 0) rc = 1;
+  }
+  return rc;
 }

@@ -1,11 +1,10 @@
 // report_command.cc: `kptrace report FILE... -o REPORT.html`: summarises the inputs (the shared
 // input listing, as summary), reads their timeline once more, and writes tools/report's page.
-#include <sys/stat.h>
-
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 #include "tools/kptrace/progress_line.h"
 #include "tools/kptrace/trace_inputs.h"
@@ -24,12 +23,6 @@ constexpr char kUsage[] =
 int Usage(const std::string& problem) {
   std::fprintf(stderr, "kptrace report: %s\n%s", problem.c_str(), kUsage);
   return 2;
-}
-
-bool SameFile(const std::string& a, const std::string& b) {
-  struct stat sa, sb;
-  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev &&
-         sa.st_ino == sb.st_ino;
 }
 
 }  // namespace
@@ -66,12 +59,15 @@ int RunReport(int argc, char** argv) {
   }
   if (files.empty()) return Usage("no input file");
   if (out.empty()) return Usage("-o REPORT.html is required");
+  InputSet inputs;  // a file given twice is read once; -o may not name an input
   for (const std::string& f : files) {
-    if (f == out || SameFile(f, out)) {
-      std::fprintf(stderr, "kptrace report: -o %s is one of the inputs; name another output file\n",
-                   out.c_str());
-      return 2;
-    }
+    std::string note;
+    if (!inputs.Add(f, &note)) std::fprintf(stderr, "kptrace report: warning: %s\n", note.c_str());
+  }
+  files = inputs.paths();
+  if (!inputs.CheckOutput(out, &error)) {
+    std::fprintf(stderr, "kptrace report: %s\n", error.c_str());
+    return 2;
   }
   SummaryOptions options;
   options.progress_label = "kptrace report (1/2)";
@@ -86,15 +82,17 @@ int RunReport(int argc, char** argv) {
   ProgressLine progress("kptrace report (2/2)", ProgressLine::TotalFileBytes(files));
   const ReportTimeline timeline = BuildReportTimeline(files, bins, 6, &progress);
   const std::string html = RenderHtmlReport(summary, timeline, KP_VERSION);
-  FILE* f = std::fopen(out.c_str(), "wb");
+  AtomicOutputFile output(out);  // written under a temporary name: no half-written page
+  FILE* f = std::fopen(output.temp_path().c_str(), "wb");
   if (f == nullptr) {
     std::fprintf(stderr, "kptrace report: cannot write %s\n", out.c_str());
     return 1;
   }
   bool ok = std::fwrite(html.data(), 1, html.size(), f) == html.size();
   ok = std::fclose(f) == 0 && ok;
-  if (!ok) {
-    std::fprintf(stderr, "kptrace report: writing %s failed\n", out.c_str());
+  if (!ok || !output.Commit(&error)) {
+    std::fprintf(stderr, "kptrace report: writing %s failed%s%s\n", out.c_str(),
+                 error.empty() ? "" : ": ", error.c_str());
     return 1;
   }
   std::fprintf(stderr, "kptrace report: %s (%zu KiB)\n", out.c_str(), html.size() / 1024);

@@ -8,14 +8,23 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <unordered_map>
 
 #include "common/frame.h"
+#include "tools/reader/chunk_budget.h"
 
 namespace kp {
 namespace {
 
-constexpr size_t kReadBytes = 4u << 20;
+constexpr size_t kReadBytes = 1u << 20;  // read size; frames larger than it grow the buffer
+// Duplicate chunks are recognised among the last this many chunks read; sequence gaps are
+// remembered (as ranges) up to this many, so a late chunk counts as reordered, not lost. Both
+// tables stay small whatever the file holds.
+constexpr size_t kRecentChunks = 1u << 16;
+constexpr size_t kMaxGapRanges = 1u << 16;
+// The format versions this reader reads: the last byte of the file magic.
+constexpr char kFormatVersionsRead[] = "1";
 // Ids below this resolve through a flat table; larger (corrupt or exotic) ids through a map,
 // so a damaged id cannot make the reader allocate gigabytes.
 constexpr uint32_t kFlatIdLimit = 1u << 20;
@@ -51,53 +60,6 @@ class IdTable {
   std::unordered_map<uint32_t, const T*> sparse_;
 };
 
-// A damaged or crafted chunk of tiny records (2 bytes each) would parse into ~100 bytes of
-// message per byte of input. The writer's chunks hold at most a few million records (about
-// 4 MiB, never more than 64 MiB, of records of 5+ bytes), so a chunk with more top-level
-// fields than this is refused as undecodable before libprotobuf allocates anything.
-constexpr uint64_t kMaxFieldsPerChunk = 16u << 20;
-
-// Counts the top-level fields of a serialized message without decoding them (stops early, and
-// returns UINT64_MAX on malformed wire data: the parse would fail anyway).
-uint64_t CountTopLevelFields(const uint8_t* p, size_t n) {
-  const uint8_t* end = p + n;
-  uint64_t fields = 0;
-  auto varint = [&](uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64 && p < end; shift += 7) {
-      const uint8_t b = *p++;
-      *v |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) return true;
-    }
-    return false;
-  };
-  while (p < end) {
-    uint64_t tag = 0, v = 0;
-    if (!varint(&tag)) return UINT64_MAX;
-    switch (tag & 7) {
-      case 0:
-        if (!varint(&v)) return UINT64_MAX;
-        break;
-      case 1:
-        if (end - p < 8) return UINT64_MAX;
-        p += 8;
-        break;
-      case 2:
-        if (!varint(&v) || v > static_cast<uint64_t>(end - p)) return UINT64_MAX;
-        p += v;
-        break;
-      case 5:
-        if (end - p < 4) return UINT64_MAX;
-        p += 4;
-        break;
-      default:
-        return UINT64_MAX;
-    }
-    if (++fields > kMaxFieldsPerChunk) return fields;
-  }
-  return fields;
-}
-
 // Undoes the per-list delta coding of `start`/`time` (from time_base) and of `correlation`.
 template <typename List>
 void UndoStartDeltas(List* list, uint64_t time_base, uint64_t* negative_durations) {
@@ -129,9 +91,56 @@ struct TraceReader::Impl {
   ZSTD_DCtx* dctx = nullptr;
   uint64_t next_sequence = 0;
   bool seen_chunk = false;
+  bool regular_file = false;
+  uint64_t file_size = 0;
+  // Sequence bookkeeping (see kRecentChunks): sequence -> payload CRC of recent chunks, in
+  // arrival order for eviction; missing sequence ranges [first, last].
+  std::unordered_map<uint64_t, uint32_t> recent;
+  std::vector<uint64_t> recent_order;
+  size_t recent_next = 0;
+  std::map<uint64_t, uint64_t> gaps;
   IdTable<std::string> strings;
   IdTable<KernelShape> shapes;
   std::string unknown;  // backing store for "<unknown string N>"
+
+  // Records a chunk's sequence; returns how it relates to those read before.
+  enum class Order { kInOrder, kDuplicate, kReordered, kReused };
+  Order Sequence(uint64_t seq, uint32_t crc, ReaderStats* st) {
+    Order order = Order::kInOrder;
+    if (seen_chunk && seq < next_sequence) {
+      auto it = recent.find(seq);
+      if (it != recent.end() && it->second == crc) return Order::kDuplicate;
+      order = Order::kReused;
+      auto g = gaps.upper_bound(seq);
+      if (it == recent.end() && g != gaps.begin()) {
+        --g;
+        if (seq >= g->first && seq <= g->second) {  // a missing chunk arrived late
+          const uint64_t first = g->first, last = g->second;
+          gaps.erase(g);
+          if (first < seq) gaps[first] = seq - 1;
+          if (seq < last) gaps[seq + 1] = last;
+          --st->sequence_gaps;
+          order = Order::kReordered;
+        }
+      }
+    } else if (seq > next_sequence || (!seen_chunk && seq > 0)) {
+      const uint64_t first = seen_chunk ? next_sequence : 0;
+      st->sequence_gaps += seq - first;
+      gaps[first] = seq - 1;
+      if (gaps.size() > kMaxGapRanges) gaps.erase(gaps.begin());  // oldest gap: stays lost
+    }
+    if (!seen_chunk || seq >= next_sequence) next_sequence = seq + 1;
+    seen_chunk = true;
+    if (recent_order.size() < kRecentChunks) {
+      recent_order.push_back(seq);
+    } else {
+      recent.erase(recent_order[recent_next]);
+      recent_order[recent_next] = seq;
+      recent_next = (recent_next + 1) % kRecentChunks;
+    }
+    recent[seq] = crc;
+    return order;
+  }
 
   ~Impl() {
     if (fd >= 0) close(fd);
@@ -146,8 +155,13 @@ struct TraceReader::Impl {
       tail -= head;
       head = 0;
     }
-    if (buf.size() < n) buf.resize(std::max(n, kReadBytes));
+    // The buffer grows only as data actually arrives: a header that claims a huge chunk costs
+    // the bytes the file really holds, not the size it claims.
     while (!eof && tail < n) {
+      if (buf.size() == tail) {
+        buf.resize(n <= kReadBytes ? kReadBytes
+                                   : std::min(n, std::max(kReadBytes, 2 * buf.size())));
+      }
       size_t want = buf.size() - tail;
       ssize_t got = read(fd, buf.data() + tail, want);
       if (got < 0 && errno == EINTR) continue;
@@ -171,7 +185,7 @@ std::unique_ptr<TraceReader> TraceReader::Open(const std::string& path, std::str
   r->impl_ = std::make_unique<Impl>();
   r->impl_->fd = fd;
   r->path_ = path;
-  struct stat st;
+  struct stat st = {};
   if (fstat(fd, &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
       *error = path + ": is a directory, not a kp trace";
@@ -180,7 +194,22 @@ std::unique_ptr<TraceReader> TraceReader::Open(const std::string& path, std::str
     r->stats_.file_bytes = static_cast<uint64_t>(st.st_size);
   }
   Impl& im = *r->impl_;
-  if (!im.Ensure(kFileMagicSize) ||
+  im.regular_file = S_ISREG(st.st_mode);
+  im.file_size = r->stats_.file_bytes;
+  if (im.Ensure(kFileMagicSize)) {
+    const uint8_t* magic = im.buf.data() + im.head;
+    const uint8_t version = magic[kFileMagicSize - 1];
+    if (std::memcmp(magic, kFileMagic, kFileMagicSize - 1) == 0 &&
+        version != static_cast<uint8_t>(kFileMagic[kFileMagicSize - 1])) {
+      *error = path + ": kp trace format version " +
+               (version >= 0x21 && version < 0x7f ? std::string(1, static_cast<char>(version))
+                                                  : "byte " + std::to_string(version)) +
+               " found; this kptrace reads version " + kFormatVersionsRead +
+               " -- read it with the kptrace of the kp release that wrote it";
+      return nullptr;
+    }
+  }
+  if (im.avail() < kFileMagicSize ||
       std::memcmp(im.buf.data() + im.head, kFileMagic, kFileMagicSize) != 0) {
     *error = path + " is not a kp trace (bad magic); expected a file written by libkpinject";
     if (im.avail() < kFileMagicSize)
@@ -239,22 +268,53 @@ bool TraceReader::Next(Chunk* chunk) {
     }
     resyncing = false;
     const size_t frame = kFrameHeaderSize + fh.stored_size;
+    // A frame longer than what is left of a regular file is the torn end of the trace: known
+    // without reading (or allocating) what it claims.
+    if (im.regular_file && pos_ + frame > im.file_size) {
+      struct stat st;  // the trace may still be growing: look again before calling it torn
+      if (fstat(im.fd, &st) == 0) im.file_size = static_cast<uint64_t>(st.st_size);
+    }
+    if (im.regular_file && pos_ + frame > im.file_size && im.file_size >= pos_) {
+      const uint64_t rest = im.file_size - pos_;
+      stats_.truncated_tail_bytes += rest;
+      pos_ += rest;
+      im.head = im.tail;
+      im.eof = true;
+      return false;
+    }
+    if (fh.stored_size > kMaxStoredChunkBytes) {
+      // Over budget before reading: skip the frame's bytes as they stream past.
+      ++stats_.chunks_over_budget;
+      uint64_t left = frame;
+      while (left > 0 && im.Ensure(1)) {
+        const size_t step = static_cast<size_t>(std::min<uint64_t>(left, im.avail()));
+        im.head += step;
+        pos_ += step;
+        left -= step;
+      }
+      continue;
+    }
     if (!im.Ensure(frame)) {
       stats_.truncated_tail_bytes += im.avail();
       pos_ += im.avail();
       im.head = im.tail;
       return false;
     }
-    const uint8_t* payload = im.buf.data() + im.head + kFrameHeaderSize;
+    uint8_t* payload = im.buf.data() + im.head + kFrameHeaderSize;
     im.head += frame;
     pos_ += frame;
     if (Crc32c(payload, fh.stored_size) != fh.payload_crc) {
       ++stats_.chunks_bad_crc;
       continue;
     }
-    const uint8_t* msg = payload;
+    uint8_t* msg = payload;
     size_t msg_size = fh.stored_size;
     if (fh.flags & kFrameFlagZstd) {
+      if (fh.raw_size > kMaxRawChunkBytes ||
+          fh.raw_size > kMaxCompressionRatio * uint64_t{fh.stored_size}) {
+        ++stats_.chunks_over_budget;
+        continue;
+      }
       im.raw.resize(fh.raw_size);
       size_t n =
           ZSTD_decompressDCtx(im.dctx, im.raw.data(), im.raw.size(), payload, fh.stored_size);
@@ -265,18 +325,31 @@ bool TraceReader::Next(Chunk* chunk) {
       msg = im.raw.data();
       msg_size = n;
     }
-    if (CountTopLevelFields(msg, msg_size) > kMaxFieldsPerChunk ||
-        !chunk->ParseFromArray(msg, static_cast<int>(msg_size))) {
+    const ChunkScanResult scan = ScanChunk(msg, msg_size, DecodeBudget(msg_size));
+    if (scan.over_budget) {
+      ++stats_.chunks_over_budget;
+      continue;
+    }
+    if (!scan.well_formed || !chunk->ParseFromArray(msg, static_cast<int>(msg_size))) {
       ++stats_.chunks_undecodable;
       continue;
     }
+    switch (im.Sequence(chunk->sequence(), fh.payload_crc, &stats_)) {
+      case Impl::Order::kDuplicate:
+        ++stats_.chunks_duplicate;
+        continue;
+      case Impl::Order::kReordered:
+        ++stats_.chunks_reordered;
+        break;
+      case Impl::Order::kReused:
+        ++stats_.chunks_sequence_reused;
+        break;
+      case Impl::Order::kInOrder:
+        break;
+    }
+    stats_.strings_repaired += scan.strings_repaired;
     // Only a chunk that fully decoded counts, so damaged data never reaches the caller.
     ++stats_.chunks_ok;
-    if (chunk->sequence() > im.next_sequence) {
-      stats_.sequence_gaps += chunk->sequence() - im.next_sequence;
-    }
-    if (chunk->sequence() >= im.next_sequence) im.next_sequence = chunk->sequence() + 1;
-    im.seen_chunk = true;
 
     if (chunk->has_header() && !have_header_) {
       header_ = chunk->header();
@@ -291,7 +364,12 @@ bool TraceReader::Next(Chunk* chunk) {
         *it = d;
       }
     }
-    if (chunk->has_stats()) trace_stats_ = chunk->stats();
+    // Stats are cumulative: the latest chunk's win, whatever order the chunks arrived in.
+    if (chunk->has_stats() && (!have_trace_stats_ || chunk->sequence() >= stats_sequence_)) {
+      trace_stats_ = chunk->stats();
+      stats_sequence_ = chunk->sequence();
+      have_trace_stats_ = true;
+    }
     if (chunk->has_footer()) {
       footer_ = chunk->footer();
       stats_.saw_footer = true;
@@ -365,6 +443,15 @@ std::vector<std::string> ReaderStats::Describe() const {
       " of a torn final chunk ignored (trace cut short while writing)");
   add(skipped_bytes, "byte", "bytes", " skipped while resynchronising");
   add(sequence_gaps, "chunk", "chunks", " missing (sequence gaps): their records are lost");
+  add(chunks_over_budget, "chunk", "chunks",
+      " skipped: over the decode budget (claims more memory than its size allows)");
+  add(chunks_duplicate, "duplicate chunk", "duplicate chunks",
+      " (same sequence number and CRC as one already read) read once");
+  add(chunks_reordered, "chunk", "chunks",
+      " out of order (arrived after later chunks): read, nothing lost");
+  add(chunks_sequence_reused, "chunk", "chunks",
+      " reuse a sequence number already read, with other content: read as separate chunks");
+  add(strings_repaired, "string", "strings", " held invalid UTF-8: each bad byte shown as '?'");
   add(unknown_string_ids, "reference", "references", " to an unknown string id");
   add(unknown_shape_ids, "reference", "references", " to an unknown kernel shape id");
   add(negative_durations, "record", "records", " with end before start (negative duration)");

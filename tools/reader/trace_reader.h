@@ -3,7 +3,8 @@
 //
 // After Next(), every `start`/`time` field in the chunk holds an absolute trace-clock ns value,
 // every `correlation` field an absolute id, and Str()/Shape() resolve the chunk's ids. Memory is
-// one chunk at a time plus small tables, whatever the file size.
+// one chunk at a time, within the decode budget of chunk_budget.h, plus small bounded tables,
+// whatever the file holds.
 #pragma once
 
 #include <cstdint>
@@ -25,11 +26,16 @@ struct ReaderStats {
   uint64_t chunks_undecodable = 0;      // zstd or protobuf parse failed
   uint64_t truncated_tail_bytes = 0;    // bytes of a torn final chunk, ignored
   uint64_t skipped_bytes = 0;           // bytes skipped while resynchronising
-  uint64_t sequence_gaps = 0;           // chunks missing by sequence number
+  uint64_t sequence_gaps = 0;           // chunks missing by sequence number (at the end)
+  uint64_t chunks_over_budget = 0;      // over the decode budget (chunk_budget.h): skipped
+  uint64_t chunks_duplicate = 0;        // same sequence number and CRC as one read: skipped
+  uint64_t chunks_reordered = 0;        // arrived after a later chunk (read, nothing lost)
+  uint64_t chunks_sequence_reused = 0;  // a passed sequence number with other content (read)
+  uint64_t strings_repaired = 0;        // strings with invalid UTF-8 ('?' replaces bad bytes)
   uint64_t unknown_string_ids = 0;      // record referred to a string id its chunk lacks
   uint64_t unknown_shape_ids = 0;
-  uint64_t negative_durations = 0;      // end before start
-  uint64_t records = 0;                 // records of all kinds delivered
+  uint64_t negative_durations = 0;  // end before start
+  uint64_t records = 0;             // records of all kinds delivered
   bool bad_file_magic = false;
   bool saw_footer = false;
   // One line per non-zero anomaly, e.g. "2 chunks skipped: payload CRC mismatch".
@@ -39,7 +45,7 @@ struct ReaderStats {
 class TraceReader {
  public:
   // Returns nullptr and sets *error (naming the path and the problem) if the file cannot be
-  // opened or is not a kp trace.
+  // opened, is not a kp trace, or is a kp trace of a format version this reader does not read.
   static std::unique_ptr<TraceReader> Open(const std::string& path, std::string* error);
   ~TraceReader();
 
@@ -70,6 +76,8 @@ class TraceReader {
   Header header_;
   bool have_header_ = false;
   Stats trace_stats_;
+  uint64_t stats_sequence_ = 0;
+  bool have_trace_stats_ = false;
   Footer footer_;
   std::vector<Device> devices_;
   ReaderStats stats_;

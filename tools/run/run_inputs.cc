@@ -239,7 +239,10 @@ TraceInputs ExpandTraceInputs(const std::vector<std::string>& args, bool single_
       add(path);  // listed already unless its entry is missing
       continue;
     }
-    add(path);
+    // A plain file named twice is passed on twice: the commands read it once and say so
+    // (tools/io/output_guard.h, InputSet), which a silent drop here would hide.
+    seen.insert(Canonical(path));
+    out.files.push_back(path);
   }
   return out;
 }

@@ -1,11 +1,14 @@
 #include "tools/summary/trace_summary.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
@@ -14,6 +17,7 @@
 #include "tools/export/csv_exporter.h"
 #include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
+#include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 #include "tools/kptrace/progress_line.h"
 #include "tools/kptrace/trace_inputs.h"
@@ -239,7 +243,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     if (start <= 0) return;
     uint64_t s = static_cast<uint64_t>(start);
     first = std::min(first, s);
-    last = std::max(last, s + static_cast<uint64_t>(std::max<int64_t>(dur, 0)));
+    last = std::max(last, static_cast<uint64_t>(EndTime(start, std::max<int64_t>(dur, 0))));
   };
   Chunk c;
   for (size_t fi = 0; fi < paths.size(); ++fi) {
@@ -286,7 +290,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         span(k.start(), k.duration());
         if (k.start() > 0 && k.duration() >= 0) {
           Interval iv{static_cast<uint64_t>(k.start()),
-                      static_cast<uint64_t>(k.start() + k.duration())};
+                      static_cast<uint64_t>(EndTime(k.start(), k.duration()))};
           device_work[k.device()].push_back(iv);
           stream_kernels[{k.device(), k.stream()}].push_back(iv);
         }
@@ -303,14 +307,16 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         span(m.start(), m.duration());
         if (m.start() > 0 && m.duration() >= 0) {
           device_work[m.device()].push_back(
-              {static_cast<uint64_t>(m.start()), static_cast<uint64_t>(m.start() + m.duration())});
+              {static_cast<uint64_t>(m.start()),
+               static_cast<uint64_t>(EndTime(m.start(), m.duration()))});
         }
       }
       for (const Memset& m : c.memsets()) {
         span(m.start(), m.duration());
         if (m.start() > 0 && m.duration() >= 0) {
           device_work[m.device()].push_back(
-              {static_cast<uint64_t>(m.start()), static_cast<uint64_t>(m.start() + m.duration())});
+              {static_cast<uint64_t>(m.start()),
+               static_cast<uint64_t>(EndTime(m.start(), m.duration()))});
         }
       }
       for (const NvtxRange& r : c.nvtx_ranges()) {
@@ -359,7 +365,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
           acc.range_mode = it->second.mode() == "range";
           if (acc.range_mode && m.start() > 0 && m.duration() > 0) {
             acc.occurrences_seen.push_back({static_cast<uint64_t>(m.start()),
-                                            static_cast<uint64_t>(m.start() + m.duration()),
+                                            static_cast<uint64_t>(EndTime(m.start(), m.duration())),
                                             m.device(), gpu_time});
           }
         }
@@ -952,9 +958,10 @@ std::string FormatSummaryJson(const TraceSummary& s) {
 bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::string* error) {
   struct stat st;
   bool fresh = stat(log_path.c_str(), &st) != 0 || st.st_size == 0;
+  const off_t old_size = fresh ? 0 : st.st_size;
   FILE* f = std::fopen(log_path.c_str(), "ab");
   if (f == nullptr) {
-    *error = log_path + ": cannot open for appending";
+    *error = log_path + ": cannot open for appending: " + std::strerror(errno);
     return false;
   }
   std::string o;
@@ -979,9 +986,22 @@ bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::s
     AppendCsvField(&o, trace);
     o += "\r\n";
   }
+  errno = 0;
   bool ok = std::fwrite(o.data(), 1, o.size(), f) == o.size();
+  ok = std::fflush(f) == 0 && ok;
+  const int write_errno = errno;
+  // A failed append is taken back, so the log never ends in a partial row.
+  if (!ok && fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode)) {
+    if (ftruncate(fileno(f), old_size) != 0) {
+      // Nothing more to do: the message below already reports the failure.
+    }
+  }
   ok = std::fclose(f) == 0 && ok;
-  if (!ok) *error = log_path + ": write failed";
+  if (!ok) {
+    *error = log_path +
+             ": write failed: " + (write_errno != 0 ? std::strerror(write_errno) : "error") +
+             " (the log is left as it was)";
+  }
   return ok;
 }
 
@@ -1040,11 +1060,24 @@ int RunSummary(int argc, char** argv) {
     std::fprintf(stderr, "kptrace summary: %s\n", n.c_str());
   for (const std::string& e : inputs.errors)
     std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
-  const std::vector<std::string>& files = inputs.files;
+  std::vector<std::string> files = inputs.files;
   if (files.empty() || (format != "text" && format != "csv" && format != "json")) {
     std::fprintf(stderr, "kptrace summary: %s\n%s",
                  files.empty() ? "no input file" : "--format must be text, csv or json", kUsage);
     return 2;
+  }
+  InputSet unique;
+  for (const std::string& f : files) {
+    std::string note;
+    if (!unique.Add(f, &note)) std::fprintf(stderr, "kptrace summary: warning: %s\n", note.c_str());
+  }
+  files = unique.paths();
+  if (!log.empty()) {
+    std::string err;
+    if (!unique.CheckOutput(log, &err)) {
+      std::fprintf(stderr, "kptrace summary: --append-log: %s\n", err.c_str());
+      return 2;
+    }
   }
   TraceSummary s = SummarizeTraces(files, options);
   for (const std::string& e : s.errors) std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
