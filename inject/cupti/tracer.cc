@@ -260,25 +260,26 @@ void FinishTrace(const std::string& reason) {
   g_exit_done.store(true);
   FileChunkWriter& writer = *g_state->writer;
   writer.MarkEnded(cupti_ok ? reason : "cupti fatal error");
-  if (!writer.created()) {
-    Log(LogSeverity::kDebug, "this process created no CUDA context; no trace written");
-    return;
-  }
   const EncoderStats& stats = g_state->encoder->stats();
   const auto written = static_cast<unsigned long long>(stats.records_written);
-  if (stats.write_errors != 0 && written == 0) {
-    // After a write failure (a full disk) the line never claims what could not be written.
-    Log(LogSeverity::kError, "nothing could be written to %s (see the error above)",
-        writer.path().c_str());
+  const char* at = reason == "exit" ? "" : " at ";
+  const char* why = reason == "exit" ? "" : reason.c_str();
+  if (stats.write_errors != 0 && (written == 0 || writer.bytes_written() == 0)) {
+    // After a write failure (a full disk, a path that could not be claimed) the line never
+    // claims what could not be written: chunks held before the file existed count as records
+    // written by the encoder but never reached the disk.
+    Log(LogSeverity::kError, "nothing could be written to %s (see the error above)%s%s",
+        writer.path().c_str(), at, why);
   } else if (stats.write_errors != 0) {
     Log(LogSeverity::kError,
         "%s is incomplete: %llu records (%s) written before writing failed; later records are "
-        "lost",
-        writer.path().c_str(), written, HumanBytes(writer.bytes_written()).c_str());
+        "lost%s%s",
+        writer.path().c_str(), written, HumanBytes(writer.bytes_written()).c_str(), at, why);
+  } else if (!writer.created()) {
+    Log(LogSeverity::kDebug, "this process created no CUDA context; no trace written");
   } else {
     Log(LogSeverity::kInfo, "wrote %s (%llu records, %s)%s%s", writer.path().c_str(), written,
-        HumanBytes(writer.bytes_written()).c_str(), reason == "exit" ? "" : " at ",
-        reason == "exit" ? "" : reason.c_str());
+        HumanBytes(writer.bytes_written()).c_str(), at, why);
   }
 }
 

@@ -31,6 +31,11 @@ expect 0 "csv" $k diff "$a" "$b" --format csv --threshold 10%
 python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1]))); assert r and "p_value" in r[0]' \
   "$work/out" || { echo "FAIL: CSV output"; fail=1; }
 expect 0 "several per side" $k diff "$a" "$a" --vs "$a" "$a" --fail-on-regression
+grep -q "is the same file as" "$work/err" || { echo "FAIL: a file named twice on one side must be read once, with a warning"; fail=1; }
+expect 0 "one file named twice, json" $k diff "$a" "$a" --vs "$a" --format json
+cp "$work/out" "$work/twice.json"
+expect 0 "one file once, json" $k diff "$a" "$a" --format json
+cmp -s "$work/out" "$work/twice.json" || { echo "FAIL: naming a file twice changed the comparison"; fail=1; }
 expect 2 "bad threshold" $k diff "$a" "$b" --threshold lots
 grep -q -- "--threshold needs a percentage" "$work/err" || { echo "FAIL: threshold message"; fail=1; }
 expect 2 "one trace" $k diff "$a"

@@ -133,13 +133,12 @@ int RunConvert(int argc, char** argv) {
     }
     readable[i] = true;
     const Header* h = reader->header();
-    uint64_t start =
-        h != nullptr && h->start_time_trace_ns() != 0
-            ? static_cast<uint64_t>(std::max<int64_t>(
-                  0,
-                  SaturatingAdd(static_cast<int64_t>(h->start_time_trace_ns()), clock_offsets[i])))
-            : static_cast<uint64_t>(std::max<int64_t>(
-                  0, SaturatingAdd(static_cast<int64_t>(first.time_base_ns()), clock_offsets[i])));
+    ShiftChunkTimes(&first, clock_offsets[i]);  // as the export pass does (0 stays 0)
+    uint64_t start = h != nullptr && h->start_time_trace_ns() != 0
+                         ? static_cast<uint64_t>(std::max<int64_t>(
+                               0, SaturatingAdd(static_cast<int64_t>(h->start_time_trace_ns()),
+                                                clock_offsets[i])))
+                         : first.time_base_ns();
     if (start != 0 && (earliest_ns == 0 || start < earliest_ns)) earliest_ns = start;
   }
   if (std::find(readable.begin(), readable.end(), true) == readable.end()) {

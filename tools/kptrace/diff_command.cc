@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tools/diff/trace_diff.h"
+#include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 #include "tools/kptrace/trace_inputs.h"
 
@@ -92,6 +93,15 @@ int RunDiff(int argc, char** argv) {
   if (!ListTraceInputs(side_a, &files_a, &error) || !ListTraceInputs(side_b, &files_b, &error)) {
     std::fprintf(stderr, "kptrace diff: %s\n", error.c_str());
     return 2;
+  }
+  // Within one side a file named twice is read once (with a warning), as every command does.
+  for (std::vector<std::string>* side : {&files_a, &files_b}) {
+    InputSet unique;
+    for (const std::string& f : *side) {
+      std::string note;
+      if (!unique.Add(f, &note)) std::fprintf(stderr, "kptrace diff: warning: %s\n", note.c_str());
+    }
+    *side = unique.paths();
   }
   SummaryOptions summary_options;
   summary_options.keep_samples = true;
