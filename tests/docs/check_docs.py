@@ -215,7 +215,7 @@ def self_test():
 
     clean = {
         "README.md": "# kp\n\nSee [the index](docs/README.md) and [setup](docs/a.md#set-up-kp).\n",
-        "docs/README.md": "# Index\n\n[A](a.md), [pending](timeline.md), [web](https://x.org)\n",
+        "docs/README.md": "# Index\n\n[A](a.md), [web](https://x.org)\n",
         "docs/a.md": "# A page\n\n## Set up kp!\n\nBack to [top](#a-page); [code](../src/x.cc).\n"
         "\n    [not a link](nowhere.md)\n",
         "src/x.cc": "// Why: see docs/a.md and ../shared/tools/perfetto/trace_processor_shell.\n",
