@@ -98,10 +98,7 @@ int RunConvert(int argc, char** argv) {
     return 2;
   }
   InputSet unique;  // a file given twice is read once; no output may be one of these
-  for (const std::string& f : inputs.files) {
-    std::string note;
-    if (!unique.Add(f, &note)) std::fprintf(stderr, "kptrace convert: warning: %s\n", note.c_str());
-  }
+  unique.AddAll(inputs.files, "kptrace convert");
   const std::vector<std::string> files = unique.paths();
   std::vector<int64_t> clock_offsets(files.size(), 0);
   if (run_flags.align_collectives && files.size() > 1) {

@@ -369,10 +369,7 @@ int RunInfo(int argc, char** argv) {
     std::fprintf(stderr, "kptrace info: %s\n", e.c_str());
   }
   InputSet inputs;  // a file given twice is read once
-  for (const std::string& f : expanded.files) {
-    std::string note;
-    if (!inputs.Add(f, &note)) std::fprintf(stderr, "kptrace info: warning: %s\n", note.c_str());
-  }
+  inputs.AddAll(expanded.files, "kptrace info");
   const std::vector<std::string> files = inputs.paths();
   std::vector<TraceInfo> infos;
   bool any = false;

@@ -52,6 +52,13 @@ bool InputSet::Add(const std::string& path, std::string* note) {
   return true;
 }
 
+void InputSet::AddAll(const std::vector<std::string>& paths, const char* command) {
+  for (const std::string& path : paths) {
+    std::string note;
+    if (!Add(path, &note)) std::fprintf(stderr, "%s: warning: %s\n", command, note.c_str());
+  }
+}
+
 bool InputSet::CheckOutput(const std::string& output, std::string* err) const {
   struct stat st;
   if (stat(output.c_str(), &st) != 0) return true;  // a new file cannot be an input

@@ -3,7 +3,7 @@
 // diff) goes through these.
 //
 //   InputSet inputs;                       // 1. collect the inputs (a file given twice is
-//   for (auto& f : files) inputs.Add(f, &note);  //    read once, with a note)
+//   inputs.AddAll(files, "kptrace x");     //    read once, with a warning)
 //   if (!inputs.CheckOutput(out, &err)) { print err; return 2; }   // 2. refuse an input as output
 //   AtomicOutputFile o(out);               // 3. write o.temp_path(), then o.Commit(&err);
 //                                          //    without Commit the temporary is removed
@@ -25,6 +25,8 @@ class InputSet {
   // file as A: read once") and the caller skips it. A path that cannot be examined (missing) is
   // accepted: reading it reports the problem.
   bool Add(const std::string& path, std::string* note);
+  // Adds every path, printing "<command>: warning: <note>" on stderr for each one skipped.
+  void AddAll(const std::vector<std::string>& paths, const char* command);
   // False, with *err naming the output and the input, if `output` is one of the inputs.
   bool CheckOutput(const std::string& output, std::string* err) const;
   // For an output directory that receives files ending in `suffix`: false if one of the inputs

@@ -97,10 +97,7 @@ int RunDiff(int argc, char** argv) {
   // Within one side a file named twice is read once (with a warning), as every command does.
   for (std::vector<std::string>* side : {&files_a, &files_b}) {
     InputSet unique;
-    for (const std::string& f : *side) {
-      std::string note;
-      if (!unique.Add(f, &note)) std::fprintf(stderr, "kptrace diff: warning: %s\n", note.c_str());
-    }
+    unique.AddAll(*side, "kptrace diff");
     *side = unique.paths();
   }
   SummaryOptions summary_options;

@@ -60,10 +60,7 @@ int RunReport(int argc, char** argv) {
   if (files.empty()) return Usage("no input file");
   if (out.empty()) return Usage("-o REPORT.html is required");
   InputSet inputs;  // a file given twice is read once; -o may not name an input
-  for (const std::string& f : files) {
-    std::string note;
-    if (!inputs.Add(f, &note)) std::fprintf(stderr, "kptrace report: warning: %s\n", note.c_str());
-  }
+  inputs.AddAll(files, "kptrace report");
   files = inputs.paths();
   if (!inputs.CheckOutput(out, &error)) {
     std::fprintf(stderr, "kptrace report: %s\n", error.c_str());

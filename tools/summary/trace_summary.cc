@@ -1067,10 +1067,7 @@ int RunSummary(int argc, char** argv) {
     return 2;
   }
   InputSet unique;
-  for (const std::string& f : files) {
-    std::string note;
-    if (!unique.Add(f, &note)) std::fprintf(stderr, "kptrace summary: warning: %s\n", note.c_str());
-  }
+  unique.AddAll(files, "kptrace summary");
   files = unique.paths();
   if (!log.empty()) {
     std::string err;
