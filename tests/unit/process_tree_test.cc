@@ -630,14 +630,15 @@ TEST(LauncherOutput, ForceRemovesTheEarlierRunButNeverALiveOne) {
   EXPECT_TRUE(IsFixedOutputPath(dir + "/100%%.kptrace"));
   const int fd = open((dir + "/ddp.r0.node1.500.kptrace").c_str(), O_RDONLY);
   ASSERT_EQ(flock(fd, LOCK_EX), 0);  // a live writer
-  std::string error;
-  EXPECT_FALSE(RemoveEarlierRun(root, &error));
-  EXPECT_EQ(error, dir +
-                       "/ddp.r0.node1.500.kptrace is being written by a running process; wait "
-                       "for it to end or choose another -o");
+  const Status held = RemoveEarlierRun(root);
+  EXPECT_FALSE(held.ok());
+  EXPECT_EQ(held.message(), dir +
+                                "/ddp.r0.node1.500.kptrace is being written by a running process; "
+                                "wait for it to end or choose another -o");
   EXPECT_TRUE(Exists(root));
   close(fd);
-  EXPECT_TRUE(RemoveEarlierRun(root, &error)) << error;
+  const Status removed = RemoveEarlierRun(root);
+  EXPECT_TRUE(removed.ok()) << removed.message();
   EXPECT_FALSE(Exists(root));
   EXPECT_FALSE(Exists(dir + "/ddp.r0.node1.500.kptrace"));
   EXPECT_FALSE(Exists(ManifestDirFor(root)));

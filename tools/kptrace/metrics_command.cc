@@ -1,6 +1,7 @@
-// metrics_cli.cc: `kptrace metrics chips|list|check`, offline metric discovery and validation
-// through the Profiler Host API (no GPU needed). `check` uses the injector's own validator
-// (common/metric_plan.h), so it prints exactly what KP_METRICS would report.
+// metrics_command.cc: `kptrace metrics chips|list|check`, offline metric discovery and
+// validation through the Profiler Host API (tools/metrics/metric_catalog.h; no GPU needed).
+// `check` uses the injector's own validator (common/metric_plan.h), so it prints exactly what
+// KP_METRICS would report.
 #include <cstdio>
 #include <cstring>
 #include <string>
