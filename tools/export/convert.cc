@@ -92,10 +92,12 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
   } else {
     output = out.empty() ? base + ".perfetto-trace" : out;
   }
-  if (!unique.CheckOutput(output, &err) ||
-      (to == "csv" && !unique.CheckOutputDirectory(output, ".csv", &err))) {
+  Status usable = unique.CheckOutput(output);
+  if (usable.ok() && to == "csv") usable = unique.CheckOutputDirectory(output, ".csv");
+  if (!usable.ok()) {
     result.bad_output = true;
-    return fail(err);
+    result.status = usable;
+    return result;
   }
   struct stat st;
   if (to == "csv" && stat(output.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
@@ -156,7 +158,7 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
   bar.Finish();
   if (!exporter->End(&err)) return fail(named_for_user(err));
   if (result.files_read == 0) return fail("nothing could be read from the input");
-  if (!(out_file ? out_file->Commit(&err) : out_dir->Commit(&err))) return fail(err);
+  result.status = out_file ? out_file->Commit() : out_dir->Commit();
   return result;
 }
 

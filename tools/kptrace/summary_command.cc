@@ -75,9 +75,8 @@ int RunSummary(int argc, char** argv) {
   unique.AddAll(files, "kptrace summary");
   files = unique.paths();
   if (!log.empty()) {
-    std::string err;
-    if (!unique.CheckOutput(log, &err)) {
-      std::fprintf(stderr, "kptrace summary: --append-log: %s\n", err.c_str());
+    if (const Status usable = unique.CheckOutput(log).WithContext("--append-log"); !usable.ok()) {
+      std::fprintf(stderr, "kptrace summary: %s\n", usable.message().c_str());
       return 2;
     }
   }
