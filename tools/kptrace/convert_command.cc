@@ -11,6 +11,7 @@
 #include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 #include "tools/kptrace/progress_line.h"
+#include "tools/kptrace/trace_inputs.h"
 #include "tools/run/run_inputs.h"
 
 namespace kp::cli {
@@ -33,7 +34,6 @@ int RunConvert(int argc, char** argv) {
   options.progress = ProgressLine::StderrIsTerminal();
   options.report = Say;
   RunInputFlags run_flags;
-  std::string flag_error;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if ((a == "--to" || a == "-o" || a == "--output") && i + 1 < argc) {
@@ -42,10 +42,10 @@ int RunConvert(int argc, char** argv) {
       options.format = a.substr(5);
     } else if (a == "--no-progress") {
       options.progress = false;
-    } else if (FlagTaken t = TakeRunInputFlag(argc, argv, &i, &run_flags, &flag_error);
-               t != FlagTaken::kNo) {
-      if (t == FlagTaken::kBadValue) {
-        std::fprintf(stderr, "kptrace convert: %s\n%s", flag_error.c_str(), kUsage);
+    } else if (const StatusOr<bool> taken = TakeRunInputFlag(argc, argv, &i, &run_flags);
+               !taken.ok() || taken.value()) {
+      if (!taken.ok()) {
+        std::fprintf(stderr, "kptrace convert: %s\n%s", taken.status().message().c_str(), kUsage);
         return 2;
       }
     } else if (a == "-h" || a == "--help") {

@@ -51,12 +51,12 @@ int RunReport(int argc, char** argv) {
       args.push_back(a);
     }
   }
-  std::vector<std::string> files;
-  std::string error;
-  if (!ListTraceInputs(args, &files, &error)) {
-    std::fprintf(stderr, "kptrace report: %s\n", error.c_str());
+  StatusOr<std::vector<std::string>> listed = ListTraceInputs(args);
+  if (!listed.ok()) {
+    std::fprintf(stderr, "kptrace report: %s\n", listed.status().message().c_str());
     return 2;
   }
+  std::vector<std::string> files = std::move(listed.value());
   if (files.empty()) return Usage("no input file");
   if (out.empty()) return Usage("-o REPORT.html is required");
   InputSet inputs;  // a file given twice is read once; -o may not name an input

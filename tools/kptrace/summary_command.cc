@@ -7,6 +7,7 @@
 
 #include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
+#include "tools/kptrace/trace_inputs.h"
 #include "tools/run/run_inputs.h"
 #include "tools/summary/trace_summary.h"
 
@@ -19,7 +20,6 @@ int RunSummary(int argc, char** argv) {
       "  --all  count multi-pass value sets flagged inconsistent in the metric medians too\n";
   std::vector<std::string> args;
   RunInputFlags run_flags;
-  std::string flag_error;
   std::string format = "text", log;
   size_t top = 20;
   bool all_sets = false;
@@ -39,10 +39,10 @@ int RunSummary(int argc, char** argv) {
         return 2;
       }
       top = static_cast<size_t>(n);
-    } else if (FlagTaken t = TakeRunInputFlag(argc, argv, &i, &run_flags, &flag_error);
-               t != FlagTaken::kNo) {
-      if (t == FlagTaken::kBadValue) {
-        std::fprintf(stderr, "kptrace summary: %s\n%s", flag_error.c_str(), kUsage);
+    } else if (const StatusOr<bool> taken = TakeRunInputFlag(argc, argv, &i, &run_flags);
+               !taken.ok() || taken.value()) {
+      if (!taken.ok()) {
+        std::fprintf(stderr, "kptrace summary: %s\n%s", taken.status().message().c_str(), kUsage);
         return 2;
       }
     } else if (a == "-h" || a == "--help") {

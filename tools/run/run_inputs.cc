@@ -247,21 +247,4 @@ TraceInputs ExpandTraceInputs(const std::vector<std::string>& args, bool single_
   return out;
 }
 
-FlagTaken TakeRunInputFlag(int argc, char** argv, int* i, RunInputFlags* flags,
-                           std::string* error) {
-  const std::string a = argv[*i];
-  if (a == "--file-only") {
-    flags->file_only = true;
-    return FlagTaken::kYes;
-  }
-  if (a != "--align" || *i + 1 >= argc) return FlagTaken::kNo;
-  const std::string what = argv[++*i];
-  if (what != "collectives" && what != "none") {
-    *error = "--align takes collectives or none (not '" + what + "')";
-    return FlagTaken::kBadValue;
-  }
-  flags->align_collectives = what == "collectives";
-  return FlagTaken::kYes;
-}
-
 }  // namespace kp
