@@ -54,7 +54,7 @@ const std::string& OutputDir() {
 void Export(std::unique_ptr<kp::Exporter> exporter, const std::string& input) {
   std::string err;
   if (!exporter || !exporter->Begin(&err)) return;
-  auto reader = kp::TraceReader::Open(input, &err);
+  auto reader = kp::TraceReader::Open(input).value_or(nullptr);
   if (reader) {
     kp::Chunk chunk;
     bool first = true;

@@ -690,8 +690,12 @@ std::vector<Expectation> ParseExpectations(std::istream& in, std::vector<std::st
 }
 
 bool LoadTraceFacts(const std::string& path, TraceFacts* facts, std::string* error) {
-  std::unique_ptr<TraceReader> reader = TraceReader::Open(path, error);
-  if (!reader) return false;
+  StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(path);
+  if (!opened.ok()) {
+    *error = opened.status().message();
+    return false;
+  }
+  std::unique_ptr<TraceReader>& reader = opened.value();
   Chunk chunk;
   auto str = [&](uint32_t id) { return id == 0 ? std::string() : std::string(reader->Str(id)); };
   while (reader->Next(&chunk)) {

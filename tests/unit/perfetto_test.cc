@@ -188,8 +188,12 @@ FixedTraceCounts WriteFixedTrace(const std::string& path, uint32_t pid) {
 bool ExportFiles(kp::Exporter& exporter, const std::vector<std::string>& paths, std::string* err) {
   if (!exporter.Begin(err)) return false;
   for (size_t i = 0; i < paths.size(); ++i) {
-    auto reader = kp::TraceReader::Open(paths[i], err);
-    if (reader == nullptr) return false;
+    kp::StatusOr<std::unique_ptr<kp::TraceReader>> opened = kp::TraceReader::Open(paths[i]);
+    if (!opened.ok()) {
+      *err = opened.status().message();
+      return false;
+    }
+    std::unique_ptr<kp::TraceReader>& reader = opened.value();
     kp::Chunk chunk;
     bool have = reader->Next(&chunk);
     exporter.BeginFile(static_cast<int>(i), *reader);
@@ -561,9 +565,9 @@ TEST(PerfettoExporter, RealH200PyTorchTraces) {
     uint64_t sweeps = 0;  // kp_l2_sweep kernels
     std::set<uint32_t> api_correlations;
     {
-      std::string err;
-      auto reader = kp::TraceReader::Open(in, &err);
-      ASSERT_NE(reader, nullptr) << err;
+      kp::StatusOr<std::unique_ptr<kp::TraceReader>> opened = kp::TraceReader::Open(in);
+      ASSERT_TRUE(opened.ok()) << opened.status().message();
+      std::unique_ptr<kp::TraceReader>& reader = opened.value();
       kp::Chunk c;
       while (reader->Next(&c)) {
         kernels += c.kernels_size();

@@ -53,11 +53,12 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
   uint64_t total_bytes = 0, earliest_ns = 0;
   std::string err;
   for (size_t i = 0; i < files.size(); ++i) {
-    auto reader = TraceReader::Open(files[i], &err);
-    if (!reader) {
-      report(err + " (skipped)");
+    StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(files[i]);
+    if (!opened.ok()) {
+      report(opened.status().message() + " (skipped)");
       continue;
     }
+    std::unique_ptr<TraceReader>& reader = opened.value();
     total_bytes += reader->stats().file_bytes;
     Chunk first;
     if (!reader->Next(&first)) {
@@ -132,7 +133,7 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
   Chunk chunk;
   for (size_t i = 0; i < files.size(); ++i) {
     if (!readable[i]) continue;
-    auto reader = TraceReader::Open(files[i], &err);
+    auto reader = TraceReader::Open(files[i]).value_or(nullptr);
     if (!reader || !reader->Next(&chunk)) {  // changed since the first look
       report(files[i] + ": could no longer be read (skipped)");
       continue;

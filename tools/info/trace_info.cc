@@ -93,8 +93,12 @@ std::vector<std::pair<std::string, uint64_t>> NonZeroStats(const Stats& stats) {
 TraceInfo CollectTraceInfo(const std::string& path) {
   TraceInfo info;
   info.path = path;
-  auto reader = TraceReader::Open(path, &info.open_error);
-  if (!reader) return info;
+  StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(path);
+  if (!opened.ok()) {
+    info.open_error = opened.status().message();
+    return info;
+  }
+  std::unique_ptr<TraceReader>& reader = opened.value();
   info.opened = true;
   for (const char* k : kKinds) info.counts[k] = 0;
   Chunk c;

@@ -99,8 +99,7 @@ RunProcess ProcessFromHeader(const std::string& path) {
   p.root = true;
   p.file = path;
   p.file_exists = true;
-  std::string error;
-  auto reader = TraceReader::Open(path, &error);
+  auto reader = TraceReader::Open(path).value_or(nullptr);
   Chunk chunk;
   if (reader && reader->Next(&chunk) && reader->header() != nullptr) {
     const Header& h = *reader->header();

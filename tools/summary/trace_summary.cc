@@ -244,12 +244,12 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
   Chunk c;
   for (size_t fi = 0; fi < paths.size(); ++fi) {
     const std::string prefix = paths.size() > 1 ? paths[fi] + ": " : "";
-    std::string err;
-    auto reader = TraceReader::Open(paths[fi], &err);
-    if (!reader) {
-      sum.errors.push_back(err);
+    StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(paths[fi]);
+    if (!opened.ok()) {
+      sum.errors.push_back(opened.status().message());
       continue;
     }
+    std::unique_ptr<TraceReader>& reader = opened.value();
     std::map<uint32_t, MetricConfig> configs;
     std::vector<Interval> collective_work, compute_work;
     ProcessSummary* process = several ? &sum.processes[fi] : nullptr;
