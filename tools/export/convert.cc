@@ -51,7 +51,6 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
   // at rest; the export pass below reopens them one at a time.
   std::vector<bool> readable(files.size(), false);
   uint64_t total_bytes = 0, earliest_ns = 0;
-  std::string err;
   for (size_t i = 0; i < files.size(); ++i) {
     StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(files[i]);
     if (!opened.ok()) {
@@ -126,7 +125,7 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
     }
     return message;
   };
-  if (!exporter->Begin(&err)) return fail(named_for_user(err));
+  if (Status begun = exporter->Begin(); !begun.ok()) return fail(named_for_user(begun.message()));
 
   ProgressLine bar("kptrace convert", total_bytes, options.progress);
   uint64_t done_bytes = 0;
@@ -157,7 +156,7 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
     }
   }
   bar.Finish();
-  if (!exporter->End(&err)) return fail(named_for_user(err));
+  if (Status ended = exporter->End(); !ended.ok()) return fail(named_for_user(ended.message()));
   if (result.files_read == 0) return fail("nothing could be read from the input");
   result.status = out_file ? out_file->Commit() : out_dir->Commit();
   return result;
