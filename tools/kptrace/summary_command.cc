@@ -91,9 +91,8 @@ int RunSummary(int argc, char** argv) {
                                       : FormatSummaryText(s, top);
   std::fputs(out.c_str(), stdout);
   if (!log.empty()) {
-    std::string err;
-    if (!AppendSummaryLog(s, log, &err)) {
-      std::fprintf(stderr, "kptrace summary: %s\n", err.c_str());
+    if (const Status appended = AppendSummaryLog(s, log); !appended.ok()) {
+      std::fprintf(stderr, "kptrace summary: %s\n", appended.message().c_str());
       return 1;
     }
   }

@@ -951,14 +951,13 @@ std::string FormatSummaryJson(const TraceSummary& s) {
   return j.dump(2) + "\n";
 }
 
-bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::string* error) {
+Status AppendSummaryLog(const TraceSummary& s, const std::string& log_path) {
   struct stat st;
   bool fresh = stat(log_path.c_str(), &st) != 0 || st.st_size == 0;
   const off_t old_size = fresh ? 0 : st.st_size;
   FILE* f = std::fopen(log_path.c_str(), "ab");
   if (f == nullptr) {
-    *error = log_path + ": cannot open for appending: " + std::strerror(errno);
-    return false;
+    return Status::Error(log_path + ": cannot open for appending: " + std::strerror(errno));
   }
   std::string o;
   if (fresh) {
@@ -994,11 +993,11 @@ bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::s
   }
   ok = std::fclose(f) == 0 && ok;
   if (!ok) {
-    *error = log_path +
-             ": write failed: " + (write_errno != 0 ? std::strerror(write_errno) : "error") +
-             " (the log is left as it was)";
+    return Status::Error(
+        log_path + ": write failed: " + (write_errno != 0 ? std::strerror(write_errno) : "error") +
+        " (the log is left as it was)");
   }
-  return ok;
+  return Status();
 }
 
 }  // namespace kp
