@@ -646,7 +646,7 @@ TEST(EncoderThreadTest, FileSizeLimitDoesNotKillTheProcess) {
     rlimit limit{64 << 10, 64 << 10};
     setrlimit(RLIMIT_FSIZE, &limit);
     std::string error;
-    FileChunkWriter* writer = FileChunkWriter::Open(trace, 0, &error);
+    FileChunkWriter* writer = FileChunkWriter::Open(trace, 0).value_or(nullptr).release();
     if (writer == nullptr) _exit(3);
     TraceEncoder encoder(writer, TraceEncoder::Options());
     ActivityDecoder decoder(&encoder, nullptr, {});

@@ -23,6 +23,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/run_manifest.h"
 #include "inject/trace/trace_file_claim.h"
+#include "tests/unit/status_assertions.h"
 #include "tools/info/trace_info.h"
 #include "tools/reader/proto_trace_writer.h"
 #include "tools/reader/trace_reader.h"
@@ -66,18 +67,26 @@ ClaimRequest Request(const std::string& path, uint32_t pid, int rank = -1,
 
 // ---- ownership ----
 
+// ClaimTraceFile, passing with the file in *claimed or failing with the message.
+::testing::AssertionResult Claimed(const ClaimRequest& request, ClaimedFile* claimed) {
+  StatusOr<ClaimedFile> c = ClaimTraceFile(request);
+  if (!c.ok()) return ::testing::AssertionFailure() << c.status().message();
+  *claimed = c.value();
+  return ::testing::AssertionSuccess();
+}
+
 TEST(TraceFileClaim, SecondWriterOfALiveFileGetsAMemberName) {
   const std::string dir = TempDir();
   const std::string path = dir + "/t.kptrace";
   ClaimedFile a, b;
   std::string error;
-  ASSERT_TRUE(ClaimTraceFile(Request(path, 100, 0), &a, &error)) << error;
+  ASSERT_TRUE(Claimed(Request(path, 100, 0), &a));
   EXPECT_TRUE(a.is_root);
   EXPECT_EQ(a.path, path);
   EXPECT_TRUE(a.note.empty());
   ASSERT_EQ(write(a.fd, "KPTRACE1", 8), 8);
   EXPECT_EQ(ProbeTraceFile(path), TraceFileState::kHeld);
-  ASSERT_TRUE(ClaimTraceFile(Request(path, 101, 1), &b, &error)) << error;
+  ASSERT_TRUE(Claimed(Request(path, 101, 1), &b));
   EXPECT_FALSE(b.is_root);
   EXPECT_EQ(b.root, path);
   EXPECT_EQ(b.path, dir + "/t.r1.node1.101.kptrace");
@@ -95,7 +104,7 @@ TEST(TraceFileClaim, AFileLeftByAnEarlierRunIsKeptAndTheRunGetsTheNextRootName) 
   std::ofstream(path) << "earlier run";
   ClaimedFile c;
   std::string error;
-  ASSERT_TRUE(ClaimTraceFile(Request(path, 200), &c, &error)) << error;
+  ASSERT_TRUE(Claimed(Request(path, 200), &c));
   EXPECT_TRUE(c.is_root);
   EXPECT_EQ(c.path, dir + "/t.2.kptrace");
   EXPECT_EQ(c.note, "kp: " + path + " is from an earlier run and is kept; this run writes " + dir +
@@ -124,16 +133,16 @@ TEST(TraceFileClaim, AProcessOfTheSameRunJoinsARootWhoseWriterHasEnded) {
     const std::string path = dir + "/t.kptrace";
     ClaimedFile root;
     std::string error;
-    ASSERT_TRUE(ClaimTraceFile(Request(path, 300, 0, "job-7"), &root, &error));
+    ASSERT_TRUE(Claimed(Request(path, 300, 0, "job-7"), &root));
     const std::string bytes = RootBytes("job-7", zstd_level);
     ASSERT_EQ(write(root.fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
     close(root.fd);  // the root's writer ended
     EXPECT_EQ(RootRunId(path), "job-7");
     ClaimedFile late, other_run;
-    ASSERT_TRUE(ClaimTraceFile(Request(path, 301, 1, "job-7"), &late, &error));
+    ASSERT_TRUE(Claimed(Request(path, 301, 1, "job-7"), &late));
     EXPECT_FALSE(late.is_root);
     EXPECT_EQ(late.root, path);
-    ASSERT_TRUE(ClaimTraceFile(Request(path, 302, 1, "job-8"), &other_run, &error));
+    ASSERT_TRUE(Claimed(Request(path, 302, 1, "job-8"), &other_run));
     EXPECT_TRUE(other_run.is_root);
     EXPECT_EQ(other_run.path, dir + "/t.2.kptrace");
     close(late.fd);
@@ -162,7 +171,7 @@ TEST(TraceFileClaim, ThreadsRacingOnOnePathGetOneFileEach) {
       while (ready.load() < kThreads) {
       }
       std::string error;
-      EXPECT_TRUE(ClaimTraceFile(Request(path, 1000 + i, i), &claimed[i], &error)) << error;
+      EXPECT_TRUE(Claimed(Request(path, 1000 + i, i), &claimed[i]));
       const std::string mine = "writer " + std::to_string(i);
       EXPECT_EQ(write(claimed[i].fd, mine.data(), mine.size()), static_cast<ssize_t>(mine.size()));
     });
@@ -197,7 +206,7 @@ TEST(TraceFileClaim, ForkedProcessesRacingOnOnePathNeverShareAFile) {
       if (read(go[0], &byte, 1) != 0) _exit(3);  // EOF = everyone starts at once
       ClaimedFile c;
       std::string error;
-      if (!ClaimTraceFile(Request(path, static_cast<uint32_t>(getpid()), i), &c, &error)) _exit(4);
+      if (!Claimed(Request(path, static_cast<uint32_t>(getpid()), i), &c)) _exit(4);
       const std::string mine = "pid " + std::to_string(getpid()) + (c.is_root ? " root" : "");
       // Write in small pieces: an interleaving writer would show up as mixed content.
       for (char ch : mine) {
@@ -360,7 +369,7 @@ TEST(RunManifest, ManyProcessesWriteTheirEntriesAtOnce) {
       std::string error;
       for (int round = 0; round < 20; ++round) {
         e.state = round == 19 ? "ended" : "writing";
-        if (!WriteManifestEntry(ManifestDirFor(root), e, &error)) _exit(1);
+        if (!WriteManifestEntry(ManifestDirFor(root), e).ok()) _exit(1);
       }
       _exit(0);
     }
@@ -485,13 +494,13 @@ std::string MakeRun(const std::string& dir, int64_t rank1_skew = 0) {
   e.host = "node2";
   e.pid = 501;
   e.rank = 1;
-  EXPECT_TRUE(WriteManifestEntry(ManifestDirFor(root), e, &error)) << error;
+  EXPECT_TRUE(IsOk(WriteManifestEntry(ManifestDirFor(root), e)));
   e.root = false;
   e.file = "ddp.r0.node1.500.kptrace";
   e.host = "node1";
   e.pid = 500;
   e.rank = 0;
-  EXPECT_TRUE(WriteManifestEntry(ManifestDirFor(root), e, &error)) << error;
+  EXPECT_TRUE(IsOk(WriteManifestEntry(ManifestDirFor(root), e)));
   return root;
 }
 
