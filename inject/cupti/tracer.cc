@@ -601,10 +601,10 @@ void DoToolInit(InjectionMode mode) {
   EnableActivities(g_state->config);
   EnableCallbacks(g_state->subscriber, g_state->collector.get());
   std::atexit(&AtExit);
-  std::string signal_error;
-  if (!InstallTerminationSignals(&FinishOnSignal, kSignalFinishTimeoutMs, &signal_error)) {
+  if (const Status signals = InstallTerminationSignals(&FinishOnSignal, kSignalFinishTimeoutMs);
+      !signals.ok()) {
     Log(LogSeverity::kWarning, "%s; a signal that ends the process leaves no footer",
-        signal_error.c_str());
+        signals.message().c_str());
   }
   Log(LogSeverity::kDebug, "tracing for %s (%s mode)", g_state->output_path.c_str(),
       ModeName(mode));
