@@ -444,12 +444,14 @@ void DoToolInit(InjectionMode mode) {
   auto getenv_fn = [](const char* name) { return std::getenv(name); };
   const std::string run_id = RunIdFromEnv(config, getenv_fn);
 
-  std::string expand_error;
-  if (!ExpandOutputPattern(config.output_pattern, pid, host, rank, start_unix_ns,
-                           &state->output_path, &expand_error)) {
-    Log(LogSeverity::kError, "KP_OUTPUT: %s; kp is off for this process", expand_error.c_str());
+  StatusOr<std::string> output_path =
+      ExpandOutputPattern(config.output_pattern, pid, host, rank, start_unix_ns);
+  if (!output_path.ok()) {
+    Log(LogSeverity::kError, "%s; kp is off for this process",
+        output_path.status().message().c_str());
     return;
   }
+  state->output_path = std::move(output_path.value());
 
   // Subscribe first: it is also the "am I the only CUDA profiler" check (docs/cupti.md).
   char old_subscriber[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
