@@ -570,9 +570,8 @@ void DoToolInit(InjectionMode mode) {
   thread_options.pid = pid;
   thread_options.cupti_usable = &CuptiAlive;
   thread_ptr = new EncoderThread(state->encoder, state->decoder, state->pool, thread_options);
-  std::string thread_error;
-  if (!thread_ptr->Start(&thread_error)) {
-    Log(LogSeverity::kError, "%s; kp is off for this process", thread_error.c_str());
+  if (const Status started = thread_ptr->Start(); !started.ok()) {
+    Log(LogSeverity::kError, "%s; kp is off for this process", started.message().c_str());
     SetNoticeSink(nullptr);
     cuptiUnsubscribe(state->subscriber);
     return;  // the file keeps its magic only; nothing else was enabled
