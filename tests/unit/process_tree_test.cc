@@ -98,6 +98,43 @@ TEST(TraceFileClaim, SecondWriterOfALiveFileGetsAMemberName) {
   EXPECT_EQ(ProbeTraceFile(path), TraceFileState::kFree);
 }
 
+size_t Occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// Every root name taken by earlier runs: one error that gives its advice once (the writer adds
+// only "; nothing is traced").
+TEST(TraceFileClaim, EveryNameTakenIsOneErrorWithItsAdviceOnce) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/t.kptrace";
+  std::ofstream(path) << "earlier run";
+  for (int n = 2; n <= 1000; ++n) {
+    std::ofstream(dir + "/t." + std::to_string(n) + ".kptrace") << "earlier run";
+  }
+  const StatusOr<ClaimedFile> claimed = ClaimTraceFile(Request(path, 200));
+  ASSERT_FALSE(claimed.ok());
+  const std::string& message = claimed.status().message();
+  EXPECT_EQ(message, "cannot create trace " + path +
+                         ": it and 999 numbered names exist already (remove old traces or choose "
+                         "another KP_OUTPUT)");
+  EXPECT_EQ(Occurrences(message, "KP_OUTPUT"), 1u);
+}
+
+TEST(TraceFileClaim, AnUnwritableDirectoryNamesTheFixOnce) {
+  const std::string dir = TempDir() + "/readonly";
+  ASSERT_EQ(mkdir(dir.c_str(), 0555), 0);
+  // root ignores directory permissions; /sys refuses new files to everyone.
+  const std::string path = geteuid() == 0 ? "/sys/kp-test.kptrace" : dir + "/t.kptrace";
+  const StatusOr<ClaimedFile> claimed = ClaimTraceFile(Request(path, 200));
+  ASSERT_FALSE(claimed.ok());
+  EXPECT_EQ(
+      claimed.status().message(),
+      "cannot create trace " + path + ": Permission denied (set KP_OUTPUT to a writable path)");
+  rmdir(dir.c_str());
+}
+
 TEST(TraceFileClaim, AFileLeftByAnEarlierRunIsKeptAndTheRunGetsTheNextRootName) {
   const std::string dir = TempDir();
   const std::string path = dir + "/t.kptrace";
