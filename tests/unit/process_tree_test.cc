@@ -115,7 +115,7 @@ TEST(TraceFileClaim, EveryNameTakenIsOneErrorWithItsAdviceOnce) {
   }
   const StatusOr<ClaimedFile> claimed = ClaimTraceFile(Request(path, 200));
   ASSERT_FALSE(claimed.ok());
-  const std::string& message = claimed.status().message();
+  const std::string message = claimed.status().message();
   EXPECT_EQ(message, "cannot create trace " + path +
                          ": it and 999 numbered names exist already (remove old traces or choose "
                          "another KP_OUTPUT)");
