@@ -115,26 +115,44 @@ class CsvFile {
     if (!first_) buf_.Put(',');
     first_ = false;
   }
-  // AppendCsvField into the buffer: one pass to find whether quoting is needed.
+  // AppendCsvField into the buffer. Demangled kernel names are long and full of commas, so
+  // both the test for quoting and the quoting itself go a word or a run at a time.
   void AppendField(std::string_view field) {
-    bool quote = false;
-    for (char c : field) {
-      if (c == ',' || c == '"' || c == '\r' || c == '\n') {
-        quote = true;
-        break;
-      }
-    }
-    if (!quote) {
+    if (!NeedsQuotes(field)) {
       buf_.Append(field);
       return;
     }
     buf_.Reserve(field.size() * 2 + 2);
     buf_.Put('"');
-    for (char c : field) {
-      if (c == '"') buf_.Put('"');
-      buf_.Put(c);
+    const char* p = field.data();
+    const char* end = p + field.size();
+    while (p < end) {
+      const char* q = static_cast<const char*>(std::memchr(p, '"', static_cast<size_t>(end - p)));
+      const char* stop = q != nullptr ? q + 1 : end;  // a quote is copied, then doubled
+      buf_.Append(p, static_cast<size_t>(stop - p));
+      if (q != nullptr) buf_.Put('"');
+      p = stop;
     }
     buf_.Put('"');
+  }
+  static bool NeedsQuotes(std::string_view field) {
+    const auto* p = reinterpret_cast<const unsigned char*>(field.data());
+    const unsigned char* end = p + field.size();
+    constexpr uint64_t kOnes = 0x0101010101010101ull;
+    constexpr uint64_t kHigh = 0x8080808080808080ull;
+    auto has = [](uint64_t x, unsigned char c) {  // some byte of x equals c
+      const uint64_t y = x ^ (kOnes * c);
+      return ((y - kOnes) & ~y & kHigh) != 0;
+    };
+    for (; end - p >= 8; p += 8) {
+      uint64_t x;
+      std::memcpy(&x, p, 8);
+      if (has(x, ',') || has(x, '"') || has(x, '\r') || has(x, '\n')) return true;
+    }
+    for (; p < end; ++p) {
+      if (*p == ',' || *p == '"' || *p == '\r' || *p == '\n') return true;
+    }
+    return false;
   }
   FILE* f_ = nullptr;
   std::string path_;
