@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 #include <queue>
 
@@ -17,9 +18,60 @@ struct Before {
   }
 };
 
-// Intervals mostly arrive in time order per key: a run that is already sorted costs one pass.
+struct StartBefore {
+  bool operator()(const KeyedInterval& a, const KeyedInterval& b) const {
+    return a.start < b.start;
+  }
+};
+
+// Sorts by (key, start). There are few keys (devices, streams) and each key's intervals mostly
+// arrive in time order: they are grouped by key in one counting pass, and only a group out of
+// order is sorted, by start alone.
 void SortRun(std::vector<KeyedInterval>* v) {
-  if (!std::is_sorted(v->begin(), v->end(), Before())) std::sort(v->begin(), v->end(), Before());
+  if (std::is_sorted(v->begin(), v->end(), Before())) return;
+  constexpr size_t kMaxKeys = 64;
+  uint64_t keys[kMaxKeys];
+  size_t counts[kMaxKeys] = {};
+  size_t n = 0, last = 0;
+  for (const KeyedInterval& iv : *v) {
+    if (n == 0 || keys[last] != iv.key) {
+      last = 0;
+      while (last < n && keys[last] != iv.key) ++last;
+      if (last == n) {
+        if (n == kMaxKeys) {
+          std::sort(v->begin(), v->end(), Before());
+          return;
+        }
+        keys[n++] = iv.key;
+      }
+    }
+    ++counts[last];
+  }
+  size_t order[kMaxKeys], offset[kMaxKeys];
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order, order + n, [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    offset[order[i]] = at;
+    at += counts[order[i]];
+  }
+  std::vector<KeyedInterval> grouped(v->size());
+  size_t next[kMaxKeys];
+  std::copy(offset, offset + n, next);
+  last = 0;
+  for (const KeyedInterval& iv : *v) {
+    if (keys[last] != iv.key) {
+      last = 0;
+      while (keys[last] != iv.key) ++last;
+    }
+    grouped[next[last]++] = iv;
+  }
+  v->swap(grouped);
+  for (size_t g = 0; g < n; ++g) {
+    auto first = v->begin() + static_cast<ptrdiff_t>(offset[g]);
+    auto end = first + static_cast<ptrdiff_t>(counts[g]);
+    if (!std::is_sorted(first, end, StartBefore())) std::sort(first, end, StartBefore());
+  }
 }
 
 }  // namespace
