@@ -1,46 +1,80 @@
 #!/usr/bin/env bash
-# convert_throughput.sh: `kptrace convert` throughput on one core (issue 3, point 4).
-# Generates an N-record trace with kp_gen_trace (the injector's own encoder), converts it to
-# Perfetto, CSV and Chrome JSON pinned to one core (taskset -c 0), and prints a Markdown table:
-# wall time, records/s, CPU (user) time and peak RSS from /usr/bin/time. Perfetto and Chrome are
-# also converted to /dev/null, which separates the converter's own cost from the page-cache and
-# disk cost of writing several GB.
-# usage: bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR]
+# convert_throughput.sh: `kptrace convert` and `kptrace summary` throughput per core (issue 10,
+# point 4), measured in CPU time, not wall time (the machine may be busy with other work).
+# Generates an N-record trace with kp_gen_trace (the injector's own encoder; mix below), then runs
+# `convert --to perfetto|csv|chrome` (to a file in WORK_DIR) and `summary`, ROUNDS times each,
+# interleaved, and prints a Markdown table per binary: median CPU seconds (user + sys, from
+# /usr/bin/time), records per CPU second ("per core": the converter is single-threaded), the
+# median user and sys seconds, the largest peak RSS, the output size.
+# With BEFORE=path/to/other/kptrace the same runs are made with that binary too, interleaved
+# with the first, for a before/after comparison under the same load.
+#
+# Trace mix (bench/gen_trace.cc): 45 % kernels (~200 long templated names), 35 % CUDA API calls
+# linked to their GPU work by correlation id, 5 % memcpy, 2 % memset, 10 % nested NVTX ranges,
+# 3 % synchronizations; 2 devices, 4 streams, 3 threads; zstd level 3.
+#
+# usage: [BEFORE=kptrace] bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR] [ROUNDS]
 set -euo pipefail
-build=${1:-build-perf}
+build=${1:-build}
 records=${2:-20000000}
 work=${3:-$(mktemp -d /tmp/kp_convert_bench.XXXXXX)}
+rounds=${4:-3}
 kptrace=$build/tools/kptrace
 gen=$build/bench/kp_gen_trace
-for tool in "$kptrace" "$gen" /usr/bin/time taskset; do
-  if [[ ! -x $tool ]] && ! command -v "$tool" >/dev/null; then
+for tool in "$kptrace" "$gen" /usr/bin/time; do
+  if [[ ! -x $tool ]]; then
     echo "convert_throughput: missing $tool (build kptrace and kp_gen_trace; apt-get install time)" >&2
     exit 1
   fi
 done
+binaries=("$kptrace")
+if [[ -n ${BEFORE:-} ]]; then
+  [[ -x $BEFORE ]] || { echo "convert_throughput: BEFORE=$BEFORE is not an executable" >&2; exit 1; }
+  binaries=("$BEFORE" "$kptrace")
+fi
 mkdir -p "$work"
 trace=$work/trace_${records}.kptrace
 [[ -f $trace ]] || "$gen" --records "$records" -o "$trace" >/dev/null
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), 1 core (taskset -c 0)"
-echo "trace: $records records, $(stat -L -c %s "$trace") bytes"
-echo
-echo "| format | output | wall s | records/s | user s | sys s | user-only records/s | peak RSS MiB | output bytes |"
-echo "|---|---|---:|---:|---:|---:|---:|---:|---:|"
-run() {  # format output-path
-  local fmt=$1 out=$2 tf=$work/time.txt
-  rm -rf "$out"
-  /usr/bin/time -f "%e %U %S %M" -o "$tf" taskset -c 0 "$kptrace" convert "$trace" --to "$fmt" \
-    -o "$out" --no-progress 2>/dev/null
-  read -r wall user sys rss <"$tf"
-  local bytes
-  if [[ $out == /dev/null ]]; then bytes="-"; else bytes=$(du -sb "$out" | cut -f1); fi
-  awk -v f="$fmt" -v o="$out" -v w="$wall" -v u="$user" -v s="$sys" -v r="$rss" -v n="$records" \
-    -v b="$bytes" 'BEGIN { printf "| %s | %s | %.2f | %.2fM | %.2f | %.2f | %.2fM | %.0f | %s |\n",
-    f, o == "/dev/null" ? "/dev/null" : "file", w, n / w / 1e6, u, s, n / u / 1e6, r / 1024, b }'
-  [[ $out == /dev/null ]] || rm -rf "$out"
-}
-run perfetto "$work/out.perfetto-trace"
-run perfetto /dev/null
-run csv "$work/out_csv/"
-run chrome "$work/out.json"
-run chrome /dev/null
+formats=(perfetto csv chrome summary)
+log=$work/times.txt
+: >"$log"
+for ((r = 1; r <= rounds; ++r)); do
+  for f in "${formats[@]}"; do
+    for b in "${!binaries[@]}"; do
+      out=$work/out_$f
+      rm -rf "$out" "$out".*
+      tf=$work/time.txt
+      if [[ $f == summary ]]; then
+        /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$b]}" summary "$trace" >"$out" 2>/dev/null
+      else
+        [[ $f == csv ]] && out=$out/
+        /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$b]}" convert "$trace" --to "$f" \
+          -o "$out" --no-progress 2>/dev/null
+      fi
+      echo "$b $f $(cat "$tf") $(du -sb "$work/out_$f" | cut -f1)" >>"$log"
+      rm -rf "$work/out_$f"
+    done
+  done
+done
+echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; CPU time of one process"
+echo "trace: $records records, $(stat -L -c %s "$trace") bytes; medians of $rounds rounds"
+for b in "${!binaries[@]}"; do
+  echo
+  echo "${binaries[$b]}:"
+  echo
+  echo "| command | CPU s (user+sys) | records/s per core | user s | sys s | peak RSS MiB | output bytes |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  for f in "${formats[@]}"; do
+    awk -v b="$b" -v f="$f" -v n="$records" '
+      $1 == b && $2 == f { cpu[++k] = $3 + $4; u[k] = $3; s[k] = $4; if ($5 > rss) rss = $5; bytes = $6 }
+      function median(a, m,   i, j, t) {
+        for (i = 1; i <= m; ++i) for (j = i + 1; j <= m; ++j) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+        return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+      }
+      END {
+        c = median(cpu, k); mu = median(u, k); ms = median(s, k)
+        printf "| %s | %.2f | %.2fM | %.2f | %.2f | %.0f | %s |\n", f == "summary" ? "summary" : "convert --to " f,
+          c, n / c / 1e6, mu, ms, rss / 1024, bytes
+      }' "$log"
+  done
+done

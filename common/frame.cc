@@ -2,6 +2,10 @@
 
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
 namespace kp {
 namespace {
 
@@ -26,9 +30,36 @@ uint32_t GetU32(const uint8_t* p) {
 
 }  // namespace
 
+#if defined(__x86_64__)
+namespace {
+// SSE4.2's crc32 instruction computes exactly this polynomial, 8 bytes per instruction: the
+// reader checks every payload byte of a trace, and the table loop was a twentieth of a
+// conversion's time.
+__attribute__((target("sse4.2"))) uint32_t Crc32cHardware(const uint8_t* p, size_t size,
+                                                          uint32_t crc) {
+  uint64_t c = crc;
+  for (; size >= 8; size -= 8, p += 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = _mm_crc32_u64(c, word);
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  for (; size > 0; --size, ++p) c32 = _mm_crc32_u8(c32, *p);
+  return c32;
+}
+bool HaveSse42() {
+  static const bool have = (__builtin_cpu_init(), __builtin_cpu_supports("sse4.2"));
+  return have;
+}
+}  // namespace
+#endif
+
 uint32_t Crc32c(const void* data, size_t size, uint32_t crc) {
   const auto* p = static_cast<const uint8_t*>(data);
   crc = ~crc;
+#if defined(__x86_64__)
+  if (HaveSse42()) return ~Crc32cHardware(p, size, crc);
+#endif
   for (size_t i = 0; i < size; ++i) crc = kTable.t[(crc ^ p[i]) & 0xFF] ^ (crc >> 8);
   return ~crc;
 }

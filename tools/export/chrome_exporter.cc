@@ -54,39 +54,82 @@ void PayloadValue(JsonWriter& j, const NvtxPayload& p) {
   }
 }
 
+// The argument names with their lengths (KeyPlain would otherwise measure them every time).
+struct ArgKeys {
+  std::string_view name[kArgCount];
+  ArgKeys() {
+    for (uint32_t i = 0; i < kArgCount; ++i) name[i] = kArgNames[i] ? kArgNames[i] : "";
+  }
+};
+const ArgKeys& Keys() {
+  static const ArgKeys keys;
+  return keys;
+}
+
+// The fixed start of each kind of "X" event.
+constexpr std::string_view kCatKernel = R"("ph":"X","cat":"kernel")";
+constexpr std::string_view kCatMemcpy = R"("ph":"X","cat":"gpu_memcpy")";
+constexpr std::string_view kCatMemset = R"("ph":"X","cat":"gpu_memset")";
+constexpr std::string_view kCatDriver = R"("ph":"X","cat":"cuda_driver")";
+constexpr std::string_view kCatRuntime = R"("ph":"X","cat":"cuda_runtime")";
+constexpr std::string_view kCatNvtx = R"("ph":"X","cat":"nvtx")";
+constexpr std::string_view kCatSync = R"("ph":"X","cat":"cuda_sync")";
+constexpr std::string_view kCatOverhead = R"("ph":"X","cat":"cupti_overhead")";
+constexpr std::string_view kCatMetrics = R"("ph":"X","cat":"kp_metrics")";
+
 // Writes record_args.h's arguments as JSON members of "args".
 struct JsonArgs {
   JsonWriter& j;
+  const ArgKeys& keys = Keys();
   void UInt(uint32_t id, uint64_t v) {
-    j.KeyPlain(kArgNames[id]);
+    j.KeyPlain(keys.name[id]);
     j.UInt(v);
   }
   void Int(uint32_t id, int64_t v) {
-    j.KeyPlain(kArgNames[id]);
+    j.KeyPlain(keys.name[id]);
     j.Int(v);
   }
   void Double(uint32_t id, double v) {
-    j.KeyPlain(kArgNames[id]);
+    j.KeyPlain(keys.name[id]);
     j.Double(v);
   }
   void Bool(uint32_t id, bool v) {
-    j.KeyPlain(kArgNames[id]);
+    j.KeyPlain(keys.name[id]);
     j.Bool(v);
   }
   void Str(uint32_t id, std::string_view v) {
-    j.KeyPlain(kArgNames[id]);
+    j.KeyPlain(keys.name[id]);
     j.String(v);
   }
   void Dim3(uint32_t id, uint32_t x, uint32_t y, uint32_t z) {
-    j.KeyPlain(kArgNames[id]);
-    j.String(kp::Dim3(x, y, z));
+    j.KeyPlain(keys.name[id]);
+    char tmp[40];  // "(x,y,z)" as kp::Dim3 spells it, without a heap string per kernel
+    char* p = tmp;
+    *p++ = '(';
+    p = WriteDecimal(p, x);
+    *p++ = ',';
+    p = WriteDecimal(p, y);
+    *p++ = ',';
+    p = WriteDecimal(p, z);
+    *p++ = ')';
+    j.PlainString(std::string_view(tmp, static_cast<size_t>(p - tmp)));
   }
   void Payload(uint32_t id, const NvtxPayload& p) {
     if (p.value_case() == NvtxPayload::VALUE_NOT_SET) return;
-    j.KeyPlain(kArgNames[id]);
+    j.KeyPlain(keys.name[id]);
     PayloadValue(j, p);
   }
 };
+
+// "Memcpy <kind>" for every copy kind, built once.
+const std::string& MemcpyName(int kind) {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (int k = 0; k <= 10; ++k) v.push_back(std::string("Memcpy ") + CopyKindName(k));
+    return v;
+  }();
+  return names[kind >= 0 && kind <= 10 ? static_cast<size_t>(kind) : 0];  // as CopyKindName
+}
 
 }  // namespace
 
@@ -192,6 +235,9 @@ void ChromeExporter::BeginFile(int file_index, TraceReader& reader) {
 }
 
 void ChromeExporter::NameThread(Process& p, uint32_t tid) {
+  if (p.have_named_tid && p.last_named_tid == tid) return;  // consecutive slices share a thread
+  p.have_named_tid = true;
+  p.last_named_tid = tid;
   if (p.threads_named.insert(tid).second) {
     auto it = p.thread_names.find(tid);
     Meta("thread_name", p.pid, tid, "name",
@@ -237,16 +283,24 @@ int64_t ChromeExporter::ProcessTrackThread(Process& p, int64_t tid, const char* 
   return track_tid;
 }
 
-void ChromeExporter::BeginComplete(const char* cat, std::string_view name, int32_t pid, int64_t tid,
-                                   uint64_t start, uint64_t end) {
+bool ChromeExporter::NamePlain(Process& p, TraceReader& reader, uint32_t sid) {
+  if (sid >= (1u << 24)) return JsonWriter::IsPlain(reader.Str(sid));
+  if (sid >= p.name_plain.size()) p.name_plain.resize(sid + 1, 0);
+  if (p.name_plain[sid] == 0) p.name_plain[sid] = JsonWriter::IsPlain(reader.Str(sid)) ? 1 : 2;
+  return p.name_plain[sid] == 1;
+}
+
+void ChromeExporter::BeginComplete(std::string_view members, std::string_view name, int32_t pid,
+                                   int64_t tid, uint64_t start, uint64_t end, bool plain) {
   JsonWriter& j = *json_;
   j.BeginObject();
-  j.KeyPlain("ph");
-  j.String("X");
-  j.KeyPlain("cat");
-  j.String(cat);
+  j.PlainMembers(members);
   j.KeyPlain("name");
-  j.String(name);
+  if (plain) {
+    j.PlainString(name);
+  } else {
+    j.String(name);
+  }
   j.KeyPlain("pid");
   j.Int(pid);
   j.KeyPlain("tid");
@@ -327,15 +381,16 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
     if (s.kind == SliceKind::kKernel) {
       const Kernel& k = chunk.kernels(s.index);
       const KernelShape* shape = reader.Shape(k.shape());
+      const uint32_t sid =
+          shape != nullptr ? (shape->demangled() != 0 ? shape->demangled() : shape->name()) : 0;
       std::string_view name =
-          shape != nullptr
-              ? reader.Str(shape->demangled() != 0 ? shape->demangled() : shape->name())
-              : std::string_view("<unknown kernel>");
+          shape != nullptr ? reader.Str(sid) : std::string_view("<unknown kernel>");
+      bool plain = shape != nullptr && NamePlain(p, reader, sid);
       if ((k.flags() & RECORD_FLAG_PROFILER_INTERNAL) != 0) {
         internal_name.assign("[kp profiler] ").append(name);  // rare: no allocation per kernel
         name = internal_name;
       }
-      BeginComplete("kernel", name, p.pid, tid, s.start, s.end);
+      BeginComplete(kCatKernel, name, p.pid, tid, s.start, s.end, plain);
       j.KeyPlain("args");
       j.BeginObject();
       KernelArgs(k, shape, shape != nullptr ? reader.Str(shape->name()) : "", args);
@@ -344,8 +399,7 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
       correlation = k.correlation();
     } else if (s.kind == SliceKind::kMemcpy) {
       const Memcpy& m = chunk.memcpys(s.index);
-      BeginComplete("gpu_memcpy", std::string("Memcpy ") + CopyKindName(m.copy_kind()), p.pid, tid,
-                    s.start, s.end);
+      BeginComplete(kCatMemcpy, MemcpyName(m.copy_kind()), p.pid, tid, s.start, s.end, true);
       j.KeyPlain("args");
       j.BeginObject();
       MemcpyArgs(m, args);
@@ -354,7 +408,7 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
       correlation = m.correlation();
     } else {
       const Memset& m = chunk.memsets(s.index);
-      BeginComplete("gpu_memset", "Memset", p.pid, tid, s.start, s.end);
+      BeginComplete(kCatMemset, "Memset", p.pid, tid, s.start, s.end, true);
       j.KeyPlain("args");
       j.BeginObject();
       MemsetArgs(m, args);
@@ -376,24 +430,33 @@ void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk&
     if (s.kind == SliceKind::kApi) {
       const ApiCall& a = chunk.api_calls(s.index);
       std::string_view name = reader.Str(a.name());
-      BeginComplete(a.domain() == API_DRIVER ? "cuda_driver" : "cuda_runtime", name, p.pid, tid,
-                    s.start, s.end);
+      BeginComplete(a.domain() == API_DRIVER ? kCatDriver : kCatRuntime, name, p.pid, tid, s.start,
+                    s.end, NamePlain(p, reader, a.name()));
       j.KeyPlain("args");
       j.BeginObject();
       ApiArgs(a, args);
       j.EndObject();
       j.EndObject();
-      if (a.correlation() != 0 && ApiStartsGpuWork(name)) {
+      bool flow;
+      if (a.name() < (1u << 24)) {
+        if (a.name() >= p.api_flow.size()) p.api_flow.resize(a.name() + 1, 0);
+        if (p.api_flow[a.name()] == 0) p.api_flow[a.name()] = ApiStartsGpuWork(name) ? 1 : 2;
+        flow = p.api_flow[a.name()] == 1;
+      } else {
+        flow = ApiStartsGpuWork(name);
+      }
+      if (a.correlation() != 0 && flow) {
         launches_.Add(a.correlation());
         Flow("s", p.ids.FlowId(a.correlation()), p.pid, tid, s.start);
       }
     } else {
       const NvtxRange& r = chunk.nvtx_ranges(s.index);
       if ((r.flags() & RECORD_FLAG_OPEN) != 0) {
-        BeginComplete("nvtx", std::string(reader.Str(r.name())) + std::string(kOpenRangeSuffix),
+        BeginComplete(kCatNvtx, std::string(reader.Str(r.name())) + std::string(kOpenRangeSuffix),
                       p.pid, tid, s.start, s.end);
       } else {
-        BeginComplete("nvtx", reader.Str(r.name()), p.pid, tid, s.start, s.end);
+        BeginComplete(kCatNvtx, reader.Str(r.name()), p.pid, tid, s.start, s.end,
+                      NamePlain(p, reader, r.name()));
       }
       j.KeyPlain("args");
       j.BeginObject();
@@ -439,7 +502,7 @@ void ChromeExporter::EmitSyncs(Process& p, const Chunk& chunk) {
   for (const LaidOutSlice& s : sync_) {
     const Synchronization& y = chunk.syncs(s.index);
     const int64_t tid = ProcessTrackThread(p, kSyncTid, "CUDA sync", s.lane);
-    BeginComplete("cuda_sync", SyncTypeLabel(y.type()), p.pid, tid, s.start, s.end);
+    BeginComplete(kCatSync, SyncTypeLabel(y.type()), p.pid, tid, s.start, s.end);
     j.KeyPlain("args");
     j.BeginObject();
     SyncArgs(y, args);
@@ -454,8 +517,8 @@ void ChromeExporter::EmitOverheads(Process& p, TraceReader& reader, const Chunk&
   for (const LaidOutSlice& s : overhead_) {
     const Overhead& o = chunk.overheads(s.index);
     const int64_t tid = ProcessTrackThread(p, kOverheadTid, "CUPTI overhead", s.lane);
-    BeginComplete("cupti_overhead", OverheadLabel(reader.Str(o.name()), o.kind()), p.pid, tid,
-                  s.start, s.end);
+    BeginComplete(kCatOverhead, OverheadLabel(reader.Str(o.name()), o.kind()), p.pid, tid, s.start,
+                  s.end);
     j.KeyPlain("args");
     j.BeginObject();
     OverheadArgs(o, args);
@@ -476,7 +539,7 @@ void ChromeExporter::EmitMetricRanges(Process& p, TraceReader& reader, const Chu
                  ? cfg->second[i]
                  : "metric " + std::to_string(i);
     };
-    BeginComplete("kp_metrics", reader.Str(m.name()), p.pid, tid, s.start, s.end);
+    BeginComplete(kCatMetrics, reader.Str(m.name()), p.pid, tid, s.start, s.end);
     j.KeyPlain("args");
     j.BeginObject();
     MetricRangeArgs(m, reader.Str(m.domain()), args);

@@ -53,6 +53,12 @@ class ChromeExporter final : public Exporter {
     int64_t last_gpu_tid = 0;
     std::unordered_set<int64_t> process_tracks_named;  // sync, overhead, metrics and lanes
     std::unordered_map<uint32_t, std::vector<std::string>> metric_names;
+    // Hot-path caches by reader string id (ids are stable within a file): whether the name
+    // needs JSON escaping (0 unknown, 1 plain, 2 escape) and whether an API call starts GPU
+    // work (0 unknown, 1 yes, 2 no); the last CPU thread named.
+    std::vector<int8_t> name_plain, api_flow;
+    uint32_t last_named_tid = 0;
+    bool have_named_tid = false;
   };
   Process& ProcessFor(int file_index, TraceReader& reader);
   void Meta(const char* name, int32_t pid, int64_t tid, std::string_view key,
@@ -72,8 +78,12 @@ class ChromeExporter final : public Exporter {
   int64_t GpuThread(Process& p, TraceReader& reader, uint64_t key, uint32_t lane);
   int64_t ProcessTrackThread(Process& p, int64_t tid, const char* name, uint32_t lane);
   // The start of an "X" event; the caller writes "args" and closes the object.
-  void BeginComplete(const char* cat, std::string_view name, int32_t pid, int64_t tid,
-                     uint64_t start, uint64_t end);
+  // `members` is the event's fixed start, "ph":"X","cat":"<category>" (kCat* in the .cc);
+  // `plain`: the name needs no escaping (JsonWriter::IsPlain).
+  void BeginComplete(std::string_view members, std::string_view name, int32_t pid, int64_t tid,
+                     uint64_t start, uint64_t end, bool plain = false);
+  // Whether reader string `sid` (the current file's) needs no JSON escaping; cached.
+  bool NamePlain(Process& p, TraceReader& reader, uint32_t sid);
   void Flow(const char* ph, uint64_t id, int32_t pid, int64_t tid, uint64_t ts);
 
   ExportOptions options_;

@@ -58,17 +58,43 @@ class CsvFile {
     Sep();
     AppendField(s);
   }
+  // Integers are written straight into the buffer (a kernel row has two dozen of them).
   void U(uint64_t v) {
-    Sep();
-    char tmp[24];
-    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-    buf_.Append(tmp, static_cast<size_t>(r.ptr - tmp));
+    buf_.Reserve(22);
+    char* p = buf_.Tail();
+    if (!first_) *p++ = ',';
+    first_ = false;
+    buf_.Advance(static_cast<size_t>(WriteDecimal(p, v) - buf_.Tail()));
   }
   void I(int64_t v) {
-    Sep();
-    char tmp[24];
-    auto r = std::to_chars(tmp, tmp + sizeof tmp, v);
-    buf_.Append(tmp, static_cast<size_t>(r.ptr - tmp));
+    buf_.Reserve(23);
+    char* p = buf_.Tail();
+    if (!first_) *p++ = ',';
+    first_ = false;
+    if (v < 0) *p++ = '-';
+    const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+    buf_.Advance(static_cast<size_t>(WriteDecimal(p, a) - buf_.Tail()));
+  }
+  // ns / 1e6 with six decimals, as Fixed(ms, 6) prints it: for |ns| < 1e15 the double nearest
+  // to ns / 1e6 rounds back to exactly these digits, so the integer path gives the same text.
+  void MillisFromNs(bool negative, uint64_t ns) {
+    if (ns >= 1000000000000000ull) {
+      Fixed(negative ? -static_cast<double>(ns) / 1e6 : static_cast<double>(ns) / 1e6, 6);
+      return;
+    }
+    buf_.Reserve(32);
+    char* p = buf_.Tail();
+    if (!first_) *p++ = ',';
+    first_ = false;
+    if (negative && ns != 0) *p++ = '-';
+    p = WriteDecimal(p, ns / 1000000);
+    *p++ = '.';
+    uint32_t frac = static_cast<uint32_t>(ns % 1000000);
+    for (int i = 5; i >= 0; --i) {
+      p[i] = static_cast<char>('0' + frac % 10);
+      frac /= 10;
+    }
+    buf_.Advance(static_cast<size_t>(p + 6 - buf_.Tail()));
   }
   // Shortest round-trip form; NaN (not collected) as an empty field.
   void D(double v) {
@@ -111,26 +137,44 @@ class CsvFile {
     if (!first_) buf_.Put(',');
     first_ = false;
   }
-  // AppendCsvField into the buffer: one pass to find whether quoting is needed.
+  // AppendCsvField into the buffer. Demangled kernel names are long and full of commas, so
+  // both the test for quoting and the quoting itself go a word or a run at a time.
   void AppendField(std::string_view field) {
-    bool quote = false;
-    for (char c : field) {
-      if (c == ',' || c == '"' || c == '\r' || c == '\n') {
-        quote = true;
-        break;
-      }
-    }
-    if (!quote) {
+    if (!NeedsQuotes(field)) {
       buf_.Append(field);
       return;
     }
     buf_.Reserve(field.size() * 2 + 2);
     buf_.Put('"');
-    for (char c : field) {
-      if (c == '"') buf_.Put('"');
-      buf_.Put(c);
+    const char* p = field.data();
+    const char* end = p + field.size();
+    while (p < end) {
+      const char* q = static_cast<const char*>(std::memchr(p, '"', static_cast<size_t>(end - p)));
+      const char* stop = q != nullptr ? q + 1 : end;  // a quote is copied, then doubled
+      buf_.Append(p, static_cast<size_t>(stop - p));
+      if (q != nullptr) buf_.Put('"');
+      p = stop;
     }
     buf_.Put('"');
+  }
+  static bool NeedsQuotes(std::string_view field) {
+    const auto* p = reinterpret_cast<const unsigned char*>(field.data());
+    const unsigned char* end = p + field.size();
+    constexpr uint64_t kOnes = 0x0101010101010101ull;
+    constexpr uint64_t kHigh = 0x8080808080808080ull;
+    auto has = [](uint64_t x, unsigned char c) {  // some byte of x equals c
+      const uint64_t y = x ^ (kOnes * c);
+      return ((y - kOnes) & ~y & kHigh) != 0;
+    };
+    for (; end - p >= 8; p += 8) {
+      uint64_t x;
+      std::memcpy(&x, p, 8);
+      if (has(x, ',') || has(x, '"') || has(x, '\r') || has(x, '\n')) return true;
+    }
+    for (; p < end; ++p) {
+      if (*p == ',' || *p == '"' || *p == '\r' || *p == '\n') return true;
+    }
+    return false;
   }
   FILE* f_ = nullptr;
   std::string path_;
@@ -302,11 +346,15 @@ class CsvExporter final : public Exporter {
     return t >= base_ns_ ? static_cast<double>(t - base_ns_) / 1e6
                          : -static_cast<double>(base_ns_ - t) / 1e6;
   }
+  // The t_ms column: Ms(t) with six decimals.
+  void MsField(CsvFile& f, uint64_t t) const {
+    f.MillisFromNs(t < base_ns_, t >= base_ns_ ? t - base_ns_ : base_ns_ - t);
+  }
   void Times(CsvFile& f, int64_t start, int64_t duration) {
     f.I(start);
     f.I(EndTime(start, duration));
     f.I(duration);
-    f.Fixed(Ms(static_cast<uint64_t>(start)), 6);
+    MsField(f, static_cast<uint64_t>(start));
   }
   void GpuIds(CsvFile& f, uint32_t device, uint32_t context, uint32_t stream, int64_t corr) {
     f.I(file_);
@@ -458,7 +506,7 @@ class CsvExporter final : public Exporter {
     f.U(pid_);
     f.U(m.thread_id());
     f.I(m.time());
-    f.Fixed(Ms(static_cast<uint64_t>(m.time())), 6);
+    MsField(f, static_cast<uint64_t>(m.time()));
     f.Str(reader.Str(m.name()));
     f.Str(reader.Str(m.domain()));
     f.U(m.category());

@@ -75,6 +75,29 @@ void JsonWriter::KeyPlain(std::string_view key) {
   after_key_ = true;
 }
 
+bool JsonWriter::IsPlain(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const unsigned char* end = p + s.size();
+  while (end - p >= 8 && PlainAscii8(p)) p += 8;
+  while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') ++p;
+  return p == end;
+}
+
+void JsonWriter::PlainString(std::string_view s) {
+  Separator();
+  buf_.Reserve(s.size() + 2);
+  char* p = buf_.Tail();
+  *p++ = '"';
+  std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '"';
+  buf_.Advance(s.size() + 2);
+}
+
+void JsonWriter::PlainMembers(std::string_view members) {
+  Separator();
+  buf_.Append(members);
+}
+
 void JsonWriter::String(std::string_view s) {
   Separator();
   static const char kHex[] = "0123456789abcdef";

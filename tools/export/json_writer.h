@@ -27,6 +27,12 @@ class JsonWriter {
   // copied as is (hot: several per event).
   void KeyPlain(std::string_view key);
   void String(std::string_view s);
+  // A string the caller knows needs no escaping (IsPlain): copied between quotes.
+  void PlainString(std::string_view s);
+  // Object members the program spells itself ("ph":"X","cat":"kernel"), copied as they are.
+  void PlainMembers(std::string_view members);
+  // True if String(s) would copy s unchanged (printable ASCII, no quote or backslash).
+  static bool IsPlain(std::string_view s);
   void UInt(uint64_t v);
   void Int(int64_t v);
   void Double(double v);

@@ -69,15 +69,16 @@ class OutputBuffer {
   size_t cap_ = 0;
 };
 
-// Writes the decimal digits of v at p; returns the end. p needs 20 bytes. Two digits per
-// division (a table of "00".."99").
+// Writes the decimal digits of v at p; returns the end. p needs 20 bytes. Counts the digits
+// first and writes them in place, two per division (a table of "00".."99"): no copy, no call.
 inline char* WriteDecimal(char* p, uint64_t v) {
   static constexpr char kPairs[] =
       "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
       "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
       "8081828384858687888990919293949596979899";
-  char tmp[20];
-  char* t = tmp + sizeof(tmp);
+  size_t n = 1;
+  for (uint64_t x = v; x >= 10; x /= 10) ++n;
+  char* t = p + n;
   while (v >= 100) {
     const uint64_t pair = (v % 100) * 2;
     v /= 100;
@@ -90,8 +91,6 @@ inline char* WriteDecimal(char* p, uint64_t v) {
   } else {
     *--t = static_cast<char>('0' + v);
   }
-  const size_t n = static_cast<size_t>(tmp + sizeof(tmp) - t);
-  std::memcpy(p, t, n);
   return p + n;
 }
 

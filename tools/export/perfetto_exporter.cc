@@ -135,11 +135,46 @@ class Proto {
     wire::PatchLength(reinterpret_cast<uint8_t*>(b_->At(pos)),
                       b_->size() - pos - wire::kPatchedLengthBytes);
   }
+  // One debug annotation {name_iid, one varint value}, the same bytes as Begin, two UInt and
+  // End, written with one bounds check (several per event: the hottest write).
+  void VarintAnnotation(uint32_t iid, uint32_t value_field, uint64_t v) {
+    uint8_t* base = Reserved(2 * wire::kMaxScalarFieldBytes + 8);
+    wire::WireWriter head(base);
+    head.Tag(kTeDebugAnnotations, wire::kLengthDelimited);
+    uint8_t* length = base + head.size();
+    wire::WireWriter body(length + wire::kPatchedLengthBytes);
+    body.UintAlways(kDaNameIid, iid);
+    body.UintAlways(value_field, v);
+    wire::PatchLength(length, body.size());
+    b_->Advance(head.size() + wire::kPatchedLengthBytes + body.size());
+  }
+  // The end of a slice: a whole packet {sequence id, flags, timestamp, track_event {type,
+  // track}}, the same bytes as BeginPacket..End, with one bounds check.
+  void SliceEndPacket(uint32_t seq, uint32_t flags, uint64_t ts, uint64_t track) {
+    uint8_t* base = Reserved(2 * (wire::kMaxScalarFieldBytes + 8) + 4 * wire::kMaxScalarFieldBytes);
+    wire::WireWriter head(base);
+    head.Tag(kTracePacket, wire::kLengthDelimited);
+    uint8_t* length = base + head.size();
+    wire::WireWriter pk(length + wire::kPatchedLengthBytes);
+    pk.UintAlways(kPktSequenceId, seq);
+    if (flags != 0) pk.UintAlways(kPktSequenceFlags, flags);
+    pk.UintAlways(kPktTimestamp, ts);
+    pk.Tag(kPktTrackEvent, wire::kLengthDelimited);
+    uint8_t* event_length = pk.data() + pk.size();
+    wire::WireWriter ev(event_length + wire::kPatchedLengthBytes);
+    ev.UintAlways(kTeType, kSliceEnd);
+    ev.UintAlways(kTeTrackUuid, track);
+    wire::PatchLength(event_length, ev.size());
+    const size_t packet = pk.size() + wire::kPatchedLengthBytes + ev.size();
+    wire::PatchLength(length, packet);
+    b_->Advance(head.size() + wire::kPatchedLengthBytes + packet);
+  }
 
  private:
-  wire::WireWriter Writer(size_t max_bytes) {
+  wire::WireWriter Writer(size_t max_bytes) { return wire::WireWriter(Reserved(max_bytes)); }
+  uint8_t* Reserved(size_t max_bytes) {
     b_->Reserve(max_bytes);
-    return wire::WireWriter(reinterpret_cast<uint8_t*>(b_->Tail()));
+    return reinterpret_cast<uint8_t*>(b_->Tail());
   }
   OutputBuffer* b_;
 };
@@ -147,30 +182,15 @@ class Proto {
 // Writes record_args.h's arguments as debug annotations (names interned by ArgId).
 struct AnnotationSink {
   Proto& w;
-  void UInt(uint32_t iid, uint64_t v) {
-    size_t d = w.Begin(kTeDebugAnnotations);
-    w.UInt(kDaNameIid, iid);
-    w.UInt(kDaUint, v);
-    w.End(d);
-  }
-  void Int(uint32_t iid, int64_t v) {
-    size_t d = w.Begin(kTeDebugAnnotations);
-    w.UInt(kDaNameIid, iid);
-    w.Int(kDaInt, v);
-    w.End(d);
-  }
+  void UInt(uint32_t iid, uint64_t v) { w.VarintAnnotation(iid, kDaUint, v); }
+  void Int(uint32_t iid, int64_t v) { w.VarintAnnotation(iid, kDaInt, static_cast<uint64_t>(v)); }
   void Double(uint32_t iid, double v) {
     size_t d = w.Begin(kTeDebugAnnotations);
     w.UInt(kDaNameIid, iid);
     w.Double(kDaDouble, v);
     w.End(d);
   }
-  void Bool(uint32_t iid, bool v) {
-    size_t d = w.Begin(kTeDebugAnnotations);
-    w.UInt(kDaNameIid, iid);
-    w.UInt(kDaBool, v ? 1 : 0);
-    w.End(d);
-  }
+  void Bool(uint32_t iid, bool v) { w.VarintAnnotation(iid, kDaBool, v ? 1 : 0); }
   void Str(uint32_t iid, std::string_view v) {
     size_t d = w.Begin(kTeDebugAnnotations);
     w.UInt(kDaNameIid, iid);
@@ -398,9 +418,7 @@ void PerfettoExporter::EndEventPacket() {
 }
 
 void PerfettoExporter::EndSlice(const Process& p, uint64_t ts, uint64_t track) {
-  BeginEventPacket(p, ts);
-  BeginTrackEvent(kSliceEnd, track, 0);
-  EndEventPacket();
+  Proto(&buf_).SliceEndPacket(p.ids.sequence, kSeqNeedsIncrementalState, ts, track);
 }
 
 // ---------------------------------------------------------------------------------------------

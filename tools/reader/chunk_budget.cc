@@ -179,6 +179,11 @@ class Scanner {
   }
   static bool Varint(uint8_t** pp, const uint8_t* end, uint64_t* v) {
     uint8_t* p = *pp;
+    if (p < end && *p < 0x80) {  // most tags and values are one byte
+      *v = *p;
+      *pp = p + 1;
+      return true;
+    }
     *v = 0;
     for (int shift = 0; shift < 64 && p < end; shift += 7) {
       const uint8_t b = *p++;

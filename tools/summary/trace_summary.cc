@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string_view>
 #include <unordered_map>
 
 #include "common/stats_table.h"
@@ -21,6 +23,8 @@
 #include "tools/metrics/speed_of_light.h"
 #include "tools/reader/trace_reader.h"
 #include "tools/run/clock_alignment.h"
+#include "tools/summary/duration_sketch.h"
+#include "tools/summary/interval_sort.h"
 #include "tools/summary/text_format.h"
 #include "tools/summary/time_intervals.h"
 
@@ -29,25 +33,8 @@ namespace {
 
 using Interval = TimeInterval;
 
-double MergedLength(std::vector<Interval>* v) {
-  std::sort(v->begin(), v->end(),
-            [](const Interval& a, const Interval& b) { return a.start < b.start; });
-  double total = 0;
-  uint64_t cs = 0, ce = 0;
-  bool open = false;
-  for (const Interval& i : *v) {
-    if (!open || i.start > ce) {
-      if (open) total += static_cast<double>(ce - cs);
-      cs = i.start;
-      ce = i.end;
-      open = true;
-    } else {
-      ce = std::max(ce, i.end);
-    }
-  }
-  if (open) total += static_cast<double>(ce - cs);
-  return total;
-}
+// Durations kept exactly across all groups before large groups move to histograms.
+constexpr uint64_t kExactValues = uint64_t{4} << 20;
 
 struct MetricAccum {
   std::string name, domain, chip;
@@ -78,24 +65,72 @@ double CoveredLength(const std::vector<Interval>& merged, uint64_t start, uint64
   return total;
 }
 
-std::vector<NamedStats> Finish(
-    std::map<std::pair<std::string, std::string>, std::vector<int64_t>>* groups, double denominator,
-    bool keep_samples) {
-  std::vector<NamedStats> out;
-  for (auto& [key, durs] : *groups) {
-    NamedStats n;
-    n.name = key.first;
-    n.domain = key.second;
-    n.stats = ComputeDurationStats(&durs);
-    n.share = denominator > 0 ? n.stats.total / denominator : 0;
-    if (keep_samples) n.samples = durs;
-    out.push_back(std::move(n));
-    std::vector<int64_t>().swap(durs);
+// Duration statistics per (name, domain), in bounded memory (duration_sketch.h). Groups are
+// found through per-file tables indexed by the reader's string or shape id (stable within a
+// file), so the per-record cost is an index and a name comparison, not a map lookup.
+struct DurationGroup {
+  std::string name, domain;
+  DurationSketch durations;
+  bool collective = false;  // an NCCL kernel (kernels only)
+};
+
+class DurationGroups {
+ public:
+  explicit DurationGroups(SketchBudget* budget) : budget_(budget) {}
+  void NewFile() { by_id_.clear(); }
+  // The group of `name`/`domain`, looked up by `id` (a string or shape id of the current file).
+  DurationGroup& Get(uint32_t id, std::string_view name, std::string_view domain) {
+    if (id < by_id_.size() && by_id_[id] != 0) {
+      DurationGroup& g = *groups_[by_id_[id] - 1];
+      if (g.name == name && g.domain == domain) return g;
+    }
+    auto [it, added] = index_.emplace(std::make_pair(std::string(name), std::string(domain)),
+                                      static_cast<uint32_t>(groups_.size()));
+    if (added) {
+      groups_.push_back(std::make_unique<DurationGroup>());
+      groups_.back()->name = it->first.first;
+      groups_.back()->domain = it->first.second;
+      groups_.back()->collective = IsCollectiveKernelName(groups_.back()->name);
+    }
+    if (id < kMaxCachedId) {
+      if (id >= by_id_.size()) by_id_.resize(id + 1, 0);
+      by_id_[id] = it->second + 1;
+    }
+    return *groups_[it->second];
   }
-  std::sort(out.begin(), out.end(),
-            [](const NamedStats& a, const NamedStats& b) { return a.stats.total > b.stats.total; });
-  return out;
-}
+  void Add(DurationGroup& g, int64_t duration) { g.durations.Add(duration, budget_); }
+  // Sum of positive durations, over the groups in name order (as the summary always summed).
+  double PositiveTotal() const {
+    double total = 0;
+    for (const auto& [key, i] : index_) groups_[i]->durations.AddPositiveTo(&total);
+    return total;
+  }
+  std::vector<NamedStats> Finish(double denominator, bool keep_samples) {
+    std::vector<NamedStats> out;
+    for (const auto& [key, i] : index_) {
+      DurationGroup& g = *groups_[i];
+      NamedStats n;
+      n.name = g.name;
+      n.domain = g.domain;
+      n.stats = g.durations.Stats();
+      n.share = denominator > 0 ? n.stats.total / denominator : 0;
+      if (keep_samples) n.samples = g.durations.values();
+      out.push_back(std::move(n));
+      g.durations = DurationSketch();
+    }
+    std::sort(out.begin(), out.end(), [](const NamedStats& a, const NamedStats& b) {
+      return a.stats.total > b.stats.total;
+    });
+    return out;
+  }
+
+ private:
+  static constexpr uint32_t kMaxCachedId = 1u << 20;  // larger (damaged) ids use the map
+  SketchBudget* budget_;
+  std::map<std::pair<std::string, std::string>, uint32_t> index_;
+  std::vector<std::unique_ptr<DurationGroup>> groups_;
+  std::vector<uint32_t> by_id_;  // id -> group index + 1; 0 = not seen in this file
+};
 
 // One NVTX range occurrence, for the cross-process step analysis.
 struct RangeOccurrence {
@@ -224,15 +259,19 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     }
   }
   sum.processes.resize(several ? paths.size() : 0);
-  std::map<std::pair<std::string, std::string>, std::vector<int64_t>> kernels, ranges, api;
+  // Every value is kept exactly up to kExactValues in all (32 MiB); past it, large groups move to
+  // histograms (duration_sketch.h). kptrace diff (keep_samples) needs every value.
+  SketchBudget budget(options.keep_samples ? UINT64_MAX : kExactValues);
+  DurationGroups kernels(&budget), ranges(&budget), api(&budget);
   struct CopyAccum {
     uint64_t count = 0, bytes = 0;
     double ns = 0;
-    std::vector<int64_t> mbps;  // per-copy MB/s as integers keep the percentile helper simple
+    DurationSketch mbps;  // per-copy MB/s as integers keep the percentile helper simple
   };
   std::map<int, CopyAccum> copies;
-  std::map<uint32_t, std::vector<Interval>> device_work;
-  std::map<std::pair<uint32_t, uint32_t>, std::vector<Interval>> stream_kernels;
+  // GPU work by device (busy time) and kernels by (device, stream) (launch gaps), sorted in
+  // bounded memory (interval_sort.h).
+  ExternalIntervalSort device_work, stream_kernels;
   std::map<std::tuple<std::string, std::string, uint32_t>, MetricAccum> metrics;
   uint64_t first = UINT64_MAX, last = 0;
   auto span = [&](int64_t start, int64_t dur) {
@@ -251,6 +290,9 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     }
     std::unique_ptr<TraceReader>& reader = opened.value();
     std::map<uint32_t, MetricConfig> configs;
+    kernels.NewFile();
+    ranges.NewFile();
+    api.NewFile();
     std::vector<Interval> collective_work, compute_work;
     ProcessSummary* process = several ? &sum.processes[fi] : nullptr;
     const int64_t clock_offset = process != nullptr ? process->clock_offset_ns : 0;
@@ -268,13 +310,16 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
           continue;
         }
         const KernelShape* shape = reader->Shape(k.shape());
-        std::string name = shape ? std::string(reader->Str(shape->demangled()))
-                                 : "<unknown kernel shape " + std::to_string(k.shape()) + ">";
+        DurationGroup& group =
+            shape != nullptr
+                ? kernels.Get(k.shape(), reader->Str(shape->demangled()), "")
+                : kernels.Get(UINT32_MAX,
+                              "<unknown kernel shape " + std::to_string(k.shape()) + ">", "");
         if (process != nullptr) {
           ++process->kernels;
           const double d = static_cast<double>(std::max<int64_t>(k.duration(), 0));
           process->kernel_ns += d;
-          const bool collective = IsCollectiveKernelName(name);
+          const bool collective = group.collective;
           if (collective) process->collective_ns += d;
           if (k.start() > 0 && k.duration() >= 0) {
             (collective ? collective_work : compute_work)
@@ -282,13 +327,13 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
                             static_cast<uint64_t>(SaturatingAdd(k.start(), k.duration()))});
           }
         }
-        kernels[{name, ""}].push_back(k.duration());
+        kernels.Add(group, k.duration());
         span(k.start(), k.duration());
         if (k.start() > 0 && k.duration() >= 0) {
-          Interval iv{static_cast<uint64_t>(k.start()),
-                      static_cast<uint64_t>(EndTime(k.start(), k.duration()))};
-          device_work[k.device()].push_back(iv);
-          stream_kernels[{k.device(), k.stream()}].push_back(iv);
+          const uint64_t start = static_cast<uint64_t>(k.start());
+          const uint64_t end = static_cast<uint64_t>(EndTime(k.start(), k.duration()));
+          device_work.Add(k.device(), start, end);
+          stream_kernels.Add(uint64_t{k.device()} << 32 | k.stream(), start, end);
         }
       }
       for (const Memcpy& m : c.memcpys()) {
@@ -297,40 +342,39 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         a.bytes += m.bytes();
         if (m.duration() > 0) {
           a.ns += static_cast<double>(m.duration());
-          a.mbps.push_back(static_cast<int64_t>(static_cast<double>(m.bytes()) * 1000.0 /
-                                                static_cast<double>(m.duration())));
+          a.mbps.Add(static_cast<int64_t>(static_cast<double>(m.bytes()) * 1000.0 /
+                                          static_cast<double>(m.duration())),
+                     &budget);
         }
         span(m.start(), m.duration());
         if (m.start() > 0 && m.duration() >= 0) {
-          device_work[m.device()].push_back(
-              {static_cast<uint64_t>(m.start()),
-               static_cast<uint64_t>(EndTime(m.start(), m.duration()))});
+          device_work.Add(m.device(), static_cast<uint64_t>(m.start()),
+                          static_cast<uint64_t>(EndTime(m.start(), m.duration())));
         }
       }
       for (const Memset& m : c.memsets()) {
         span(m.start(), m.duration());
         if (m.start() > 0 && m.duration() >= 0) {
-          device_work[m.device()].push_back(
-              {static_cast<uint64_t>(m.start()),
-               static_cast<uint64_t>(EndTime(m.start(), m.duration()))});
+          device_work.Add(m.device(), static_cast<uint64_t>(m.start()),
+                          static_cast<uint64_t>(EndTime(m.start(), m.duration())));
         }
       }
       for (const NvtxRange& r : c.nvtx_ranges()) {
-        std::pair<std::string, std::string> key{std::string(reader->Str(r.name())),
-                                                std::string(reader->Str(r.domain()))};
+        DurationGroup& group = ranges.Get(r.name(), reader->Str(r.name()), reader->Str(r.domain()));
         if (several && r.start() > 0 && r.duration() >= 0 &&
             (r.end_thread_id() == 0 || r.end_thread_id() == r.thread_id())) {
+          const std::pair<std::string, std::string> key{group.name, group.domain};
           FileRanges& fr = file_ranges[fi];
           auto [it, added] = fr.index.emplace(key, static_cast<uint32_t>(fr.keys.size()));
           if (added) fr.keys.push_back(key);
           fr.occurrences.push_back({it->second, r.thread_id(), static_cast<uint64_t>(r.start()),
                                     static_cast<uint64_t>(SaturatingAdd(r.start(), r.duration()))});
         }
-        ranges[key].push_back(r.duration());
+        ranges.Add(group, r.duration());
         span(r.start(), r.duration());
       }
       for (const ApiCall& a : c.api_calls()) {
-        api[{std::string(reader->Str(a.name())), ""}].push_back(a.duration());
+        api.Add(api.Get(a.name(), reader->Str(a.name()), ""), a.duration());
         span(a.start(), a.duration());
       }
       for (const MetricRange& m : c.metric_ranges()) {
@@ -440,58 +484,113 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     }
   }
   sum.span_ns = last > first ? static_cast<double>(last - first) : 0;
-  double gpu_time = 0;
-  for (auto& [k, v] : kernels) {
-    for (int64_t d : v) gpu_time += static_cast<double>(std::max<int64_t>(d, 0));
-  }
+  const double gpu_time = kernels.PositiveTotal();
   sum.gpu_time_ns = gpu_time;
-  sum.kernels = Finish(&kernels, gpu_time, options.keep_samples);
-  sum.ranges = Finish(&ranges, sum.span_ns, options.keep_samples);
-  sum.api = Finish(&api, sum.span_ns, options.keep_samples);
+  sum.kernels = kernels.Finish(gpu_time, options.keep_samples);
+  sum.ranges = ranges.Finish(sum.span_ns, options.keep_samples);
+  sum.api = api.Finish(sum.span_ns, options.keep_samples);
   for (auto& [kind, a] : copies) {
     CopyStats cs;
     cs.kind = CopyKindName(kind);
     cs.count = a.count;
     cs.bytes = a.bytes;
     cs.total_ns = a.ns;
-    std::sort(a.mbps.begin(), a.mbps.end());
-    cs.median_gbps = NearestRank(a.mbps, 50) / 1000.0;
+    cs.median_gbps = a.mbps.Percentile(50) / 1000.0;
     cs.aggregate_gbps = a.ns > 0 ? static_cast<double>(a.bytes) / a.ns : 0;
     sum.copies.push_back(cs);
   }
+  // Busy time per device: the union of its work, swept in start order. The merged intervals
+  // themselves are kept only when range-mode metrics need them (a metrics trace is small).
+  bool metrics_need_work = false;
+  for (const auto& [key, acc] : metrics) metrics_need_work |= !acc.occurrences_seen.empty();
   std::map<uint32_t, std::vector<Interval>> merged_work;
-  for (const auto& [dev, v] : device_work) merged_work[dev] = MergeIntervals(v);
-  for (auto& [dev, v] : device_work) {
-    DeviceBusy b;
-    b.device = dev;
-    b.busy_ns = MergedLength(&v);
-    b.span_ns = sum.span_ns;
-    b.fraction = b.span_ns > 0 ? b.busy_ns / b.span_ns : 0;
-    sum.busy.push_back(b);
+  {
+    bool open = false;
+    uint64_t device = 0, cs = 0, ce = 0;
+    double busy = 0;
+    auto close_device = [&] {
+      if (!open) return;
+      busy += static_cast<double>(ce - cs);
+      if (metrics_need_work) merged_work[static_cast<uint32_t>(device)].push_back({cs, ce});
+      DeviceBusy b;
+      b.device = static_cast<uint32_t>(device);
+      b.busy_ns = busy;
+      b.span_ns = sum.span_ns;
+      b.fraction = b.span_ns > 0 ? b.busy_ns / b.span_ns : 0;
+      sum.busy.push_back(b);
+    };
+    std::string sort_error;
+    const bool sorted = device_work.ForEachSorted(
+        [&](const KeyedInterval& iv) {
+          if (open && iv.key != device) {
+            close_device();
+            open = false;
+          }
+          if (!open) {
+            device = iv.key;
+            cs = iv.start;
+            ce = iv.end;
+            busy = 0;
+            open = true;
+          } else if (iv.start > ce) {
+            busy += static_cast<double>(ce - cs);
+            if (metrics_need_work) merged_work[static_cast<uint32_t>(device)].push_back({cs, ce});
+            cs = iv.start;
+            ce = iv.end;
+          } else {
+            ce = std::max(ce, iv.end);
+          }
+        },
+        &sort_error);
+    close_device();
+    if (!sorted) sum.errors.push_back(sort_error);
   }
+  // Launch gaps per stream: kernels in start order, a gap wherever the next starts after every
+  // earlier one ended.
   double idle_all = 0, span_all = 0;
-  for (auto& [key, v] : stream_kernels) {
-    std::sort(v.begin(), v.end(),
-              [](const Interval& a, const Interval& b) { return a.start < b.start; });
-    StreamGaps g;
-    g.device = key.first;
-    g.stream = key.second;
-    g.kernels = v.size();
-    std::vector<int64_t> gaps;
-    uint64_t end = v.front().end;
-    for (size_t i = 1; i < v.size(); ++i) {
-      if (v[i].start > end) gaps.push_back(static_cast<int64_t>(v[i].start - end));
-      end = std::max(end, v[i].end);
-    }
-    g.span_ns = static_cast<double>(end - v.front().start);
-    std::sort(gaps.begin(), gaps.end());
-    g.gaps = gaps.size();
-    for (int64_t x : gaps) g.idle_ns += static_cast<double>(x);
-    g.median_ns = NearestRank(gaps, 50);
-    g.p95_ns = NearestRank(gaps, 95);
-    idle_all += g.idle_ns;
-    span_all += g.span_ns;
-    sum.streams.push_back(g);
+  {
+    bool open = false;
+    uint64_t key = 0, first_start = 0, end = 0, count = 0;
+    DurationSketch gaps;
+    auto close_stream = [&] {
+      if (!open) return;
+      StreamGaps g;
+      g.device = static_cast<uint32_t>(key >> 32);
+      g.stream = static_cast<uint32_t>(key);
+      g.kernels = count;
+      g.span_ns = static_cast<double>(end - first_start);
+      const DurationStats d = gaps.Stats();
+      g.gaps = d.count;
+      g.idle_ns = d.total;
+      g.median_ns = d.median;
+      g.p95_ns = d.p95;
+      idle_all += g.idle_ns;
+      span_all += g.span_ns;
+      sum.streams.push_back(g);
+      gaps = DurationSketch();
+    };
+    std::string sort_error;
+    const bool sorted = stream_kernels.ForEachSorted(
+        [&](const KeyedInterval& iv) {
+          if (open && iv.key != key) {
+            close_stream();
+            open = false;
+          }
+          if (!open) {
+            key = iv.key;
+            first_start = iv.start;
+            end = iv.end;
+            count = 1;
+            open = true;
+            return;
+          }
+          ++count;
+          if (iv.start > end) gaps.Add(static_cast<int64_t>(iv.start - end), &budget);
+          end = std::max(end, iv.end);
+        },
+        &sort_error);
+    close_stream();
+    if (!sorted) sum.errors.push_back(sort_error);
   }
   sum.idle_between_kernels_fraction = span_all > 0 ? idle_all / span_all : 0;
   for (auto& [key, acc] : metrics) {

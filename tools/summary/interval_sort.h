@@ -1,0 +1,52 @@
+// interval_sort.h: sorts (key, start, end) intervals by key, then start, in bounded memory, for
+// the summary's GPU-busy and per-stream gap analysis.
+//
+// Intervals collect in a buffer of kRunEntries; a full buffer is sorted and written to an
+// anonymous temporary file as one run, and ForEachSorted merges the runs (a small read buffer
+// each). A trace that fits the buffer never touches the disk. Memory: the buffer (24 MiB) plus
+// 96 KiB per run. If no temporary file can be created the buffer keeps growing instead (and a
+// note says so), so the answer is the same either way.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kp {
+
+struct KeyedInterval {
+  uint64_t key, start, end;
+};
+
+class ExternalIntervalSort {
+ public:
+  static constexpr size_t kRunEntries = size_t{1} << 20;
+  explicit ExternalIntervalSort(size_t run_entries = kRunEntries) : run_entries_(run_entries) {}
+  ~ExternalIntervalSort();
+  ExternalIntervalSort(const ExternalIntervalSort&) = delete;
+  ExternalIntervalSort& operator=(const ExternalIntervalSort&) = delete;
+
+  void Add(uint64_t key, uint64_t start, uint64_t end) {
+    buffer_.push_back({key, start, end});
+    if (buffer_.size() >= run_entries_) Spill();
+  }
+  uint64_t size() const { return size_ + buffer_.size(); }
+  // Calls `f` on every interval in (key, start) order, then empties the sorter. False (with
+  // *error) if a temporary file could not be read back.
+  bool ForEachSorted(const std::function<void(const KeyedInterval&)>& f, std::string* error);
+  // Set when the disk could not take a run and memory was used instead.
+  bool spill_failed() const { return spill_failed_; }
+
+ private:
+  void Spill();
+  size_t run_entries_;
+  std::vector<KeyedInterval> buffer_;
+  FILE* file_ = nullptr;
+  std::vector<uint64_t> run_sizes_;  // entries per run, in file order
+  uint64_t size_ = 0;                // entries in runs
+  bool spill_failed_ = false;
+};
+
+}  // namespace kp
