@@ -199,16 +199,7 @@ bool StartsWith(const char* name, std::string_view prefix) {
   return name != nullptr && std::string_view(name).substr(0, prefix.size()) == prefix;
 }
 
-// As kp's (inject/cupti/api_call_recorder.cc): calls that may copy or set memory, graphs where
-// their copy nodes are made or instantiated.
-bool IsCopyName(const char* name) {
-  for (std::string_view prefix :
-       {"cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset", "cudaGraphLaunch", "cuGraphLaunch",
-        "cudaGraphAddMem", "cuGraphAddMem", "cudaGraphInstantiate", "cuGraphInstantiate"}) {
-    if (StartsWith(name, prefix)) return true;
-  }
-  return false;
-}
+bool IsCopyName(const char* name) { return name != nullptr && kp::MayCopyApiName(name); }
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* cbdata) {

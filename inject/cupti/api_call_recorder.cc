@@ -24,17 +24,6 @@ namespace {
 constexpr uint8_t kRecorded = 1;
 constexpr uint8_t kCopies = 2;
 
-// Calls that may issue a copy or a memset: the first one turns the copy kinds on. Graphs are
-// caught where their copy and memset nodes are made or instantiated, before any launch.
-bool MayCopy(std::string_view name) {
-  for (std::string_view prefix :
-       {"cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset", "cudaGraphLaunch", "cuGraphLaunch",
-        "cudaGraphAddMem", "cuGraphAddMem", "cudaGraphInstantiate", "cuGraphInstantiate"}) {
-    if (name.substr(0, prefix.size()) == prefix) return true;
-  }
-  return false;
-}
-
 std::vector<uint8_t> SelectCbids(CUpti_CallbackDomain domain) {
   const size_t end = domain == CUPTI_CB_DOMAIN_RUNTIME_API
                          ? static_cast<size_t>(CUPTI_RUNTIME_TRACE_CBID_SIZE)
@@ -46,7 +35,7 @@ std::vector<uint8_t> SelectCbids(CUpti_CallbackDomain domain) {
   for (size_t cbid = 1; cbid < end; ++cbid) {
     const char* name = nullptr;
     if (cuptiGetCallbackName(domain, static_cast<CUpti_CallbackId>(cbid), &name) == CUPTI_SUCCESS &&
-        name != nullptr && MayCopy(name)) {
+        name != nullptr && MayCopyApiName(name)) {
       flags[cbid] |= kCopies;
     }
   }

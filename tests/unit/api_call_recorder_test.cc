@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "inject/cupti/activity_decoder.h"
+#include "inject/cupti/api_selection.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
@@ -150,6 +151,26 @@ TEST(ApiCallRecorderTest, FirstCopyCallEnablesCopyKindsOnceBeforeItRuns) {
   memset.Exit(recorder);
   EXPECT_EQ(g_copy_kinds_enabled, 1);
   EXPECT_EQ(DrainAll(recorder).calls.size(), 3u);
+}
+
+TEST(ApiCallRecorderTest, CallsThatMayCopyIncludeGraphsWithCopyNodes) {
+  EXPECT_TRUE(MayCopyApiName("cudaMemcpyAsync_v3020"));
+  EXPECT_TRUE(MayCopyApiName("cuMemsetD32Async"));
+  EXPECT_TRUE(MayCopyApiName("cudaGraphAddMemcpyNode_v10000"));
+  EXPECT_TRUE(MayCopyApiName("cuGraphInstantiateWithFlags"));
+  EXPECT_TRUE(MayCopyApiName("cudaGraphLaunch_v10000"));
+  EXPECT_FALSE(MayCopyApiName("cudaLaunchKernel_v7000"));
+  EXPECT_FALSE(MayCopyApiName("cudaMalloc_v3020"));
+  // A graph instantiated before any copy call turns the copy kinds on, though it is not
+  // recorded as an API call.
+  g_copy_kinds_enabled = 0;
+  ApiCallRecorder recorder(&CountCopyKindEnable);
+  Call instantiate(CUPTI_CB_DOMAIN_RUNTIME_API,
+                   CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v10000, 5);
+  instantiate.Enter(recorder);
+  instantiate.Exit(recorder);
+  EXPECT_EQ(g_copy_kinds_enabled, 1);
+  EXPECT_TRUE(DrainAll(recorder).calls.empty());
 }
 
 TEST(ApiCallRecorderTest, FullRingDropsAndCountsInsteadOfBlocking) {
