@@ -479,8 +479,8 @@ class Bench:
             floor_nvtx = {"NVTX_INJECTION64_PATH": os.path.join(self.dist, "lib", cupti[-1])}
 
         def floor(kinds):
-            return {"env": dict(floor_nvtx, CUDA_INJECTION64_PATH=self.floor_lib,
-                                KPFLOOR_KINDS=kinds),
+            nvtx = floor_nvtx if "nvtx" in kinds.split(",") else {}
+            return {"env": dict(nvtx, CUDA_INJECTION64_PATH=self.floor_lib, KPFLOOR_KINDS=kinds),
                     "kp": False, "workloads": ("launch_loop", "torch")}
 
         table = {
