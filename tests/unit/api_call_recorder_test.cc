@@ -7,6 +7,7 @@
 #include <cupti.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <set>
 #include <string>
@@ -212,6 +213,51 @@ TEST(ApiCallRecorderTest, EachThreadHasItsRingAndAnExitedThreadsRingIsReused) {
   std::set<uint32_t> threads;
   for (const auto& call : d.calls) threads.insert(call.thread_id());
   EXPECT_EQ(threads.size(), 3u);
+}
+
+TEST(ApiCallRecorderTest, DrainingWhileAThreadRecordsLosesAndRepeatsNothing) {
+  ApiCallRecorder recorder(nullptr);
+  MemoryChunkSink sink;
+  TraceEncoder encoder(&sink, TraceEncoder::Options());
+  HeaderInfo header;
+  header.kp_version = "test";
+  encoder.SetHeader(header);
+  ActivityDecoder decoder(&encoder, nullptr, ActivityDecoder::Options());
+  constexpr uint32_t kCalls = 200000;  // six times the ring: only draining keeps up
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    for (uint32_t i = 1; i <= kCalls; ++i) {
+      Call launch(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, i);
+      launch.Enter(recorder);
+      launch.Exit(recorder);
+    }
+    done.store(true);
+  });
+  size_t drained = 0;
+  while (!done.load()) drained += recorder.Drain(&decoder);
+  producer.join();
+  drained += recorder.Drain(&decoder);
+  EXPECT_EQ(drained + recorder.dropped(), kCalls);
+  decoder.Finish();
+  FooterInfo footer;
+  footer.end_reason = "test";
+  encoder.Finish(footer);
+  // Every drained call once, in the order it was made.
+  uint64_t previous = 0, seen = 0;
+  bool increasing = true;
+  for (const auto& raw : sink.raw_chunks()) {
+    Chunk c;
+    ASSERT_TRUE(c.ParseFromArray(raw.data(), static_cast<int>(raw.size())));
+    int64_t correlation = 0;
+    for (const auto& a : c.api_calls()) {
+      correlation += a.correlation();
+      increasing = increasing && static_cast<uint64_t>(correlation) > previous;
+      previous = static_cast<uint64_t>(correlation);
+      ++seen;
+    }
+  }
+  EXPECT_TRUE(increasing);
+  EXPECT_EQ(seen, drained);
 }
 
 TEST(ApiCallRecorderTest, DefaultsRecordFromCallbacksAndDelayCopyKinds) {
