@@ -76,6 +76,14 @@ ApiCallRecorder::ApiCallRecorder(EnableCopyKinds enable_copy_kinds)
       driver_cbids_(SelectCbids(CUPTI_CB_DOMAIN_DRIVER_API)) {
   g_process_id = static_cast<uint32_t>(getpid());
   copy_kinds_enabled_.store(enable_copy_kinds == nullptr);
+  // Rings for the first CUDA-calling threads (PyTorch: the main thread and autograd's), made
+  // here so that their first recorded call does not allocate.
+  for (int i = 0; i < kPreparedRings; ++i) {
+    Ring* ring = new Ring();
+    ring->in_use.store(false);
+    ring->next = rings_.load();
+    rings_.store(ring);
+  }
 }
 
 ApiCallRecorder::~ApiCallRecorder() {

@@ -1,28 +1,31 @@
 // api_call_recorder.h: CUDA API calls recorded from CUPTI callbacks, the default way
 // (KP_API=launch).
 //
-// Turning on RUNTIME/DRIVER activity, even for a few cbids, moves CUPTI onto a slow path for
-// every CUDA call the program makes; callbacks on the few cbids that explain GPU work do not
-// (bench/results/cost_attribution_h200.md). So kp subscribes to the ENTER and EXIT callbacks of
-// the launch-related calls (api_selection.h) and keeps its own timing: CUPTI's timestamp at
-// entry (kept in the callback's correlationData slot, which CUPTI carries from ENTER to EXIT)
-// and at exit. The callback's correlation id is the one CUPTI gives the kernel, copy or memset
-// the call started, so the records link to their GPU work exactly as API activity records do.
+// kp subscribes to the ENTER and EXIT callbacks of the launch-related calls (api_selection.h)
+// and keeps its own timing: CUPTI's timestamp at entry (kept in the callback's correlationData
+// slot, which CUPTI carries from ENTER to EXIT) and at exit. The callback's correlation id is the
+// one CUPTI gives the kernel, copy or memset the call started, so the records link to their GPU
+// work exactly as API activity records do. Recording a launch call costs CUPTI about the same
+// either way (bench/results/cost_attribution_h200.md: ~1.8 us per launch on the H200, per-cbid
+// activity or callbacks); the callbacks are needed anyway to turn the copy kinds on at the first
+// copy, and a callback on a call the program never makes costs nothing.
 //
-// Hot path (the CUDA-calling thread): no lock, no I/O, no allocation except one ring per thread
-// on its first recorded call. Each thread writes finished calls into its own single-producer ring
-// (reused by a later thread once its owner exits); the encoder thread drains every ring
-// (Drain) and decodes the entries as CUpti_ActivityAPI records, so the trace holds the same API
-// records as before. A full ring drops the call and counts it (dropped()), never blocks.
+// Hot path (the CUDA-calling thread): no lock, no I/O, no allocation (rings for two threads are
+// made up front; each further thread allocates one on its first recorded call). Each thread
+// writes finished calls into its own single-producer ring (reused by a later thread once its
+// owner exits); the encoder thread drains every ring (Drain) and decodes the entries as
+// CUpti_ActivityAPI records, so the trace holds the same API records as with API activity. A
+// full ring drops the call and counts it (dropped(), Stats.api_calls_dropped), never blocks.
 //
 // A driver call made inside a recorded runtime call on the same thread (cudaLaunchKernel ->
 // cuLaunchKernel) with the runtime call's correlation id is not recorded: it would only double
 // the records. Driver calls made directly (Triton, CUDA graphs through the driver API), or with
 // a correlation id of their own, are recorded.
 //
-// Copies and memsets (lazy_copy_kinds): MEMCPY/MEMSET activity costs on every CUDA call too,
-// so it is enabled only at the first call that can copy or set memory (cudaMemcpy*, cuMemset*,
-// graph launches ...), from that call's ENTER callback, before the copy is issued.
+// Copies and memsets (CopyKindsAtFirstCopy): MEMCPY/MEMSET activity costs on every CUDA call
+// PyTorch makes once on, so it is enabled only at the first call that can copy or set memory
+// (MayCopyApiName: cudaMemcpy*, cuMemset*, graphs with copy nodes ...), from that call's ENTER
+// callback, before the copy is issued.
 #pragma once
 
 #include <cupti.h>
@@ -65,6 +68,7 @@ class ApiCallRecorder {
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
   static constexpr uint32_t kRingSlots = 1u << 15;  // ~1.3 MB per CUDA-calling thread
+  static constexpr int kPreparedRings = 2;  // made up front; a third thread allocates its own
 
  private:
   struct Ring;
