@@ -62,7 +62,7 @@ KIND_ROWS = (
     ("API activity, launch-related cbids", "f_api_launch", "kp_api_launch"),
     ("API activity, every call", "f_api_all", "kp_api_all"),
     ("callbacks, launch cbids", "f_cb_launch", None),
-    ("callbacks, launch-related cbids", "f_cb_api", None),
+    ("callbacks, launch-related cbids (KP_API=launch)", "f_cb_api", "kp_api"),
     ("callbacks, sync cbids", "f_cb_sync", None),
     ("memcpy+memset enabled at first copy call", "f_lazy_copy", None),
 )
