@@ -1,33 +1,61 @@
 // cupti_floor.cc: libkpfloor.so, the overhead floor of the benchmark suite.
 //
-// The least any CUPTI activity tracer pays: a bare injection subscriber that enables only
-// CONCURRENT_KERNEL (and MEMCPY, since kp records copies by default), hands out 8 MB buffers,
-// counts the records of each completed buffer and frees it. No decoding, no I/O, no thread of
-// its own. kp's added cost is judged against this one's (bench/run_bench.py).
+// The least any CUPTI tracer pays for a given set of records: a bare injection subscriber that
+// enables exactly the kinds and callbacks named in KPFLOOR_KINDS, hands out 8 MB buffers (kp's
+// size), counts the records of each completed buffer by kind and frees it. No decoding, no I/O,
+// no thread of its own. kp's added cost is judged against this one's with the same kinds
+// (bench/run_bench.py, bench/attribution.sh).
 //
-// Loaded through CUDA_INJECTION64_PATH. At exit it force-flushes and prints one line to
-// stderr: `kpfloor: {"records":N,"kernels":K,"memcpy":M,"dropped":D}` (the driver parses it).
-// KPFLOOR_MEMCPY=0 leaves memcpy records off.
+// KPFLOOR_KINDS: comma list of
+//   kernel, memcpy (MEMCPY + MEMCPY2), memset, sync, overhead, nvtx (MARKER, MARKER_DATA, NAME;
+//   NVTX_INJECTION64_PATH must name libcupti), graph,
+//   runtime, driver (every call as RUNTIME / DRIVER activity),
+//   api_launch (per-cbid RUNTIME/DRIVER activity on kp's launch-related selection, KP_API=launch),
+//   cb_launch (callbacks on the kernel-launch cbids), cb_copy (callbacks on memcpy/memset cbids),
+//   cb_sync (callbacks on the synchronization cbids), cb_api (callbacks on kp's whole
+//   launch-related selection), cb_nvtx (the NVTX callback domain),
+//   lazy_copy (memcpy/memset kinds enabled at the first copy/memset API callback; implies
+//   callbacks on those cbids).
+// Each callback reads CUPTI's timestamp at entry and exit, as a tracer keeping its own API
+// timing must. Default: kernel,memcpy (KPFLOOR_MEMCPY=0: kernel only).
+//
+// Loaded through CUDA_INJECTION64_PATH. At exit it force-flushes and prints one line to stderr:
+// `kpfloor: {"records":N,"kernels":K,"memcpy":M,"dropped":D,"kinds":{...},"callbacks":C,
+// "api_top":{...}}` (the drivers parse it). api_top names the most frequent API records.
 #include <cupti.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "inject/cupti/api_selection.h"
 
 namespace {
 
-constexpr size_t kBufferBytes = 8u << 20;
-constexpr size_t kAlignment = 8;  // ACTIVITY_RECORD_ALIGNMENT
+constexpr size_t kBufferBytes = 8u << 20;  // kp's (inject/cupti/tracer.cc)
+constexpr size_t kAlignment = 8;           // ACTIVITY_RECORD_ALIGNMENT
+constexpr size_t kMaxKind = 64;
+constexpr size_t kMaxCbid = 1024;
 
 std::atomic<uint64_t> g_records{0};
-std::atomic<uint64_t> g_kernels{0};
-std::atomic<uint64_t> g_memcpy{0};
+std::atomic<uint64_t> g_kind_records[kMaxKind];
+std::atomic<uint64_t> g_runtime_cbid[kMaxCbid];
+std::atomic<uint64_t> g_driver_cbid[kMaxCbid];
+std::atomic<uint64_t> g_callbacks{0};
 std::atomic<uint64_t> g_buffers_refused{0};
+std::atomic<bool> g_copy_kinds_on{false};
 std::once_flag g_init_once;
 bool g_active = false;
+bool g_lazy_copy = false;
+thread_local uint64_t t_enter_ns = 0;
+thread_local uint64_t t_api_ns = 0;  // per-thread sum, so the timestamps are not optimized out
 
 void CUPTIAPI RequestBuffer(uint8_t** buffer, size_t* size, size_t* max_records) {
   void* memory = std::aligned_alloc(kAlignment, kBufferBytes);
@@ -39,20 +67,91 @@ void CUPTIAPI RequestBuffer(uint8_t** buffer, size_t* size, size_t* max_records)
 
 void CUPTIAPI CompleteBuffer(CUcontext /*context*/, uint32_t /*stream_id*/, uint8_t* buffer,
                              size_t /*size*/, size_t valid_size) {
-  uint64_t records = 0, kernels = 0, copies = 0;
+  uint64_t records = 0;
   CUpti_Activity* record = nullptr;
   while (cuptiActivityGetNextRecord(buffer, valid_size, &record) == CUPTI_SUCCESS) {
     ++records;
-    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
-      ++kernels;
-    } else if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
-      ++copies;
+    const size_t kind = static_cast<size_t>(record->kind);
+    if (kind < kMaxKind) g_kind_records[kind].fetch_add(1, std::memory_order_relaxed);
+    if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME || record->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+      const auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      auto& table = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? g_runtime_cbid : g_driver_cbid;
+      if (api->cbid < kMaxCbid) table[api->cbid].fetch_add(1, std::memory_order_relaxed);
+    } else if (record->kind == CUPTI_ACTIVITY_KIND_OVERHEAD) {
+      // The header makes the client free COMMAND_BUFFER_FULL data.
+      auto* overhead = reinterpret_cast<CUpti_ActivityOverhead3*>(record);
+      if (overhead->overheadKind == CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL) {
+        std::free(overhead->overheadData);
+      }
     }
   }
   g_records.fetch_add(records, std::memory_order_relaxed);
-  g_kernels.fetch_add(kernels, std::memory_order_relaxed);
-  g_memcpy.fetch_add(copies, std::memory_order_relaxed);
   std::free(buffer);
+}
+
+const char* KindName(size_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      return "kernel";
+    case CUPTI_ACTIVITY_KIND_MEMCPY:
+      return "memcpy";
+    case CUPTI_ACTIVITY_KIND_MEMCPY2:
+      return "memcpy2";
+    case CUPTI_ACTIVITY_KIND_MEMSET:
+      return "memset";
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+      return "runtime";
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+      return "driver";
+    case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION:
+      return "sync";
+    case CUPTI_ACTIVITY_KIND_OVERHEAD:
+      return "overhead";
+    case CUPTI_ACTIVITY_KIND_MARKER:
+      return "marker";
+    case CUPTI_ACTIVITY_KIND_MARKER_DATA:
+      return "marker_data";
+    case CUPTI_ACTIVITY_KIND_NAME:
+      return "name";
+    case CUPTI_ACTIVITY_KIND_GRAPH_TRACE:
+      return "graph";
+    default:
+      return nullptr;
+  }
+}
+
+// The ten most frequent API records, "runtime:cudaLaunchKernel_v7000":N.
+std::string TopApis() {
+  struct Entry {
+    uint64_t count;
+    CUpti_CallbackDomain domain;
+    CUpti_CallbackId cbid;
+  };
+  std::vector<Entry> entries;
+  for (size_t i = 0; i < kMaxCbid; ++i) {
+    if (uint64_t n = g_runtime_cbid[i].load()) {
+      entries.push_back({n, CUPTI_CB_DOMAIN_RUNTIME_API, static_cast<CUpti_CallbackId>(i)});
+    }
+    if (uint64_t n = g_driver_cbid[i].load()) {
+      entries.push_back({n, CUPTI_CB_DOMAIN_DRIVER_API, static_cast<CUpti_CallbackId>(i)});
+    }
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.count > b.count; });
+  if (entries.size() > 10) entries.resize(10);
+  std::string text = "{";
+  for (const Entry& e : entries) {
+    const char* name = nullptr;
+    if (cuptiGetCallbackName(e.domain, e.cbid, &name) != CUPTI_SUCCESS || name == nullptr) {
+      name = "?";
+    }
+    if (text.size() > 1) text += ",";
+    text += "\"";
+    text += e.domain == CUPTI_CB_DOMAIN_RUNTIME_API ? "runtime:" : "driver:";
+    text += name;
+    text += "\":" + std::to_string(e.count);
+  }
+  return text + "}";
 }
 
 void FlushAtExit() {
@@ -60,37 +159,189 @@ void FlushAtExit() {
   cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   size_t dropped = 0;
   if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) != CUPTI_SUCCESS) dropped = 0;
-  std::fprintf(stderr,
-               "kpfloor: {\"records\":%llu,\"kernels\":%llu,\"memcpy\":%llu,\"dropped\":%llu,"
-               "\"buffers_refused\":%llu}\n",
-               static_cast<unsigned long long>(g_records.load()),
-               static_cast<unsigned long long>(g_kernels.load()),
-               static_cast<unsigned long long>(g_memcpy.load()),
-               static_cast<unsigned long long>(dropped),
-               static_cast<unsigned long long>(g_buffers_refused.load()));
+  std::string kinds = "{";
+  for (size_t k = 0; k < kMaxKind; ++k) {
+    const uint64_t n = g_kind_records[k].load();
+    if (n == 0) continue;
+    const char* name = KindName(k);
+    if (kinds.size() > 1) kinds += ",";
+    kinds += "\"" + (name != nullptr ? std::string(name) : "kind" + std::to_string(k)) +
+             "\":" + std::to_string(n);
+  }
+  kinds += "}";
+  std::fprintf(
+      stderr,
+      "kpfloor: {\"records\":%llu,\"kernels\":%llu,\"memcpy\":%llu,\"dropped\":%llu,"
+      "\"buffers_refused\":%llu,\"callbacks\":%llu,\"kinds\":%s,\"api_top\":%s}\n",
+      static_cast<unsigned long long>(g_records.load()),
+      static_cast<unsigned long long>(g_kind_records[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL].load()),
+      static_cast<unsigned long long>(g_kind_records[CUPTI_ACTIVITY_KIND_MEMCPY].load()),
+      static_cast<unsigned long long>(dropped),
+      static_cast<unsigned long long>(g_buffers_refused.load()),
+      static_cast<unsigned long long>(g_callbacks.load()), kinds.c_str(), TopApis().c_str());
 }
 
 bool Check(CUptiResult result, const char* what) {
   if (result == CUPTI_SUCCESS) return true;
   const char* text = nullptr;
   cuptiGetResultString(result, &text);
-  std::fprintf(stderr, "kpfloor: %s failed: %s; the floor records nothing\n", what,
-               text != nullptr ? text : "unknown error");
+  std::fprintf(stderr, "kpfloor: %s failed: %s\n", what, text != nullptr ? text : "unknown error");
+  return false;
+}
+
+void EnableCopyKinds() {
+  Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable MEMCPY");
+  Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2), "enable MEMCPY2");
+  Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable MEMSET");
+}
+
+bool StartsWith(const char* name, std::string_view prefix) {
+  return name != nullptr && std::string_view(name).substr(0, prefix.size()) == prefix;
+}
+
+bool IsCopyName(const char* name) { return name != nullptr && kp::MayCopyApiName(name); }
+
+void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                         const void* cbdata) {
+  g_callbacks.fetch_add(1, std::memory_order_relaxed);
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+  uint64_t now = 0;
+  cuptiGetTimestamp(&now);
+  if (data->callbackSite == CUPTI_API_ENTER) {
+    t_enter_ns = now;
+    if (g_lazy_copy && !g_copy_kinds_on.load(std::memory_order_relaxed)) {
+      const char* name = nullptr;
+      cuptiGetCallbackName(domain, cbid, &name);
+      if (IsCopyName(name) && !g_copy_kinds_on.exchange(true)) EnableCopyKinds();
+    }
+  } else {
+    t_api_ns += now - t_enter_ns + data->correlationId;
+  }
+}
+
+void EnableCallbacksWhere(CUpti_SubscriberHandle sub, bool (*wanted)(const char*)) {
+  const CUpti_CallbackDomain domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API};
+  for (CUpti_CallbackDomain domain : domains) {
+    const CUpti_CallbackId end = domain == CUPTI_CB_DOMAIN_RUNTIME_API
+                                     ? static_cast<CUpti_CallbackId>(CUPTI_RUNTIME_TRACE_CBID_SIZE)
+                                     : static_cast<CUpti_CallbackId>(CUPTI_DRIVER_TRACE_CBID_SIZE);
+    for (CUpti_CallbackId cbid = 1; cbid < end; ++cbid) {
+      const char* name = nullptr;
+      if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
+      if (wanted(name)) cuptiEnableCallback(1, sub, domain, cbid);
+    }
+  }
+}
+
+bool IsLaunchName(const char* name) {
+  return StartsWith(name, "cudaLaunchKernel") || StartsWith(name, "__cudaLaunchKernel") ||
+         StartsWith(name, "cudaLaunchCooperativeKernel") || StartsWith(name, "cudaGraphLaunch") ||
+         StartsWith(name, "cuLaunchKernel") || StartsWith(name, "cuLaunchCooperativeKernel") ||
+         StartsWith(name, "cuGraphLaunch");
+}
+
+bool IsSyncName(const char* name) {
+  return StartsWith(name, "cudaDeviceSynchronize") || StartsWith(name, "cudaStreamSynchronize") ||
+         StartsWith(name, "cudaEventSynchronize") || StartsWith(name, "cudaStreamWaitEvent") ||
+         StartsWith(name, "cuCtxSynchronize") || StartsWith(name, "cuStreamSynchronize") ||
+         StartsWith(name, "cuEventSynchronize") || StartsWith(name, "cuStreamWaitEvent");
+}
+
+bool IsSelectedName(const char* name) { return kp::IsLaunchRelatedApiName(name); }
+
+bool Has(const std::string& list, const char* word) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    if (list.compare(start, end - start, word) == 0) return true;
+    start = end + 1;
+  }
   return false;
 }
 
 void StartTracing() {
+  std::string kinds = "kernel,memcpy";
+  const char* memcpy_setting = std::getenv("KPFLOOR_MEMCPY");
+  if (memcpy_setting != nullptr && std::strcmp(memcpy_setting, "0") == 0) kinds = "kernel";
+  if (const char* setting = std::getenv("KPFLOOR_KINDS")) kinds = setting;
+  static constexpr const char* kKnown[] = {
+      "kernel",  "memcpy",  "memset",  "sync",       "overhead",  "nvtx",
+      "graph",   "runtime", "driver",  "api_launch", "cb_launch", "cb_copy",
+      "cb_sync", "cb_api",  "cb_nvtx", "lazy_copy",  "none"};
+  for (size_t start = 0; start <= kinds.size();) {
+    size_t end = kinds.find(',', start);
+    if (end == std::string::npos) end = kinds.size();
+    const std::string word = kinds.substr(start, end - start);
+    bool known = false;
+    for (const char* k : kKnown) known = known || word == k;
+    if (!known) {
+      std::fprintf(stderr,
+                   "kpfloor: KPFLOOR_KINDS: unknown '%s'; accepted: kernel, memcpy, memset, sync, "
+                   "overhead, nvtx, graph, runtime, driver, api_launch, cb_launch, cb_copy, "
+                   "cb_sync, cb_api, cb_nvtx, lazy_copy, none; the floor records nothing\n",
+                   word.c_str());
+      return;
+    }
+    start = end + 1;
+  }
+
+  // As kp does (inject/cupti/tracer.cc): system thread ids, a bounded device buffer pool.
+  cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
+  size_t pool_limit = 1024;
+  size_t attr_size = sizeof(pool_limit);
+  cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_POOL_LIMIT, &attr_size, &pool_limit);
   if (!Check(cuptiActivityRegisterCallbacks(RequestBuffer, CompleteBuffer),
              "cuptiActivityRegisterCallbacks")) {
     return;
   }
-  if (!Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL),
-             "enable CONCURRENT_KERNEL")) {
-    return;
+  const bool wants_callbacks = Has(kinds, "cb_launch") || Has(kinds, "cb_copy") ||
+                               Has(kinds, "cb_sync") || Has(kinds, "cb_api") ||
+                               Has(kinds, "cb_nvtx") || Has(kinds, "lazy_copy");
+  if (wants_callbacks) {
+    CUpti_SubscriberHandle sub = nullptr;
+    if (!Check(cuptiSubscribe(&sub, &OnCallback, nullptr), "cuptiSubscribe")) return;
+    if (Has(kinds, "cb_launch")) EnableCallbacksWhere(sub, IsLaunchName);
+    if (Has(kinds, "cb_copy") || Has(kinds, "lazy_copy")) EnableCallbacksWhere(sub, IsCopyName);
+    if (Has(kinds, "cb_sync")) EnableCallbacksWhere(sub, IsSyncName);
+    if (Has(kinds, "cb_api")) EnableCallbacksWhere(sub, IsSelectedName);
+    if (Has(kinds, "cb_nvtx")) cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_NVTX);
+    g_lazy_copy = Has(kinds, "lazy_copy");
   }
-  const char* memcpy_setting = std::getenv("KPFLOOR_MEMCPY");
-  if (memcpy_setting == nullptr || std::strcmp(memcpy_setting, "0") != 0) {
-    if (!Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable MEMCPY")) return;
+  if (Has(kinds, "kernel")) {
+    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable CONCURRENT_KERNEL");
+  }
+  if (Has(kinds, "memcpy")) {
+    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable MEMCPY");
+    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2), "enable MEMCPY2");
+  }
+  if (Has(kinds, "memset")) Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable MEMSET");
+  if (Has(kinds, "runtime")) {
+    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable RUNTIME");
+  }
+  if (Has(kinds, "driver")) Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "enable DRIVER");
+  if (Has(kinds, "api_launch")) {
+    for (CUpti_CallbackId cbid : kp::SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_RUNTIME_API)) {
+      cuptiActivityEnableRuntimeApi(cbid, 1);
+    }
+    for (CUpti_CallbackId cbid : kp::SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_DRIVER_API)) {
+      cuptiActivityEnableDriverApi(cbid, 1);
+    }
+  }
+  if (Has(kinds, "nvtx")) {
+    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER), "enable MARKER");
+    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER_DATA), "enable MARKER_DATA");
+    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_NAME), "enable NAME");
+  }
+  if (Has(kinds, "sync")) {
+    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION), "enable SYNCHRONIZATION");
+  }
+  if (Has(kinds, "overhead")) {
+    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_OVERHEAD), "enable OVERHEAD");
+  }
+  if (Has(kinds, "graph")) {
+    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE), "enable GRAPH_TRACE");
   }
   g_active = true;
   std::atexit(FlushAtExit);

@@ -312,7 +312,8 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
       AddError(errors, "KP_ACTIVITIES", v,
                "expected a comma list of kernel, memcpy, memset, api, nvtx, sync, graph, "
                "overhead, default or all, with -name to remove one (\"" +
-                   Printable(unknown) + "\" is none of them; default: all but graph)",
+                   Printable(unknown) +
+                   "\" is none of them; default: kernel,memcpy,memset,api,nvtx)",
                kProfiler);
     } else {
       c.kernel = a.kernel;
@@ -330,6 +331,8 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     std::string_view s = Trim(v);
     if (s == "launch") {
       c.api_mode = ApiMode::kLaunch;
+    } else if (s == "launch-activity") {
+      c.api_mode = ApiMode::kLaunchActivity;
     } else if (s == "all") {
       c.api_mode = ApiMode::kAll;
     } else if (s == "none") {
@@ -337,7 +340,8 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     } else {
       AddError(errors, "KP_API", v,
                "expected launch (launch, copy, memset, sync, allocation, event and graph calls), "
-               "all or none (default launch)",
+               "launch-activity (the same calls as API activity records, slower), all or none "
+               "(default launch)",
                kProfiler);
     }
   }
@@ -635,9 +639,10 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
   for (const char* name : kActivityNames) {
     if (*ActivityFlag(&copy, name)) activities.emplace_back(name);
   }
-  const char* api = c.api_mode == ApiMode::kAll    ? "all"
-                    : c.api_mode == ApiMode::kNone ? "none"
-                                                   : "launch";
+  const char* api = c.api_mode == ApiMode::kAll              ? "all"
+                    : c.api_mode == ApiMode::kNone           ? "none"
+                    : c.api_mode == ApiMode::kLaunchActivity ? "launch-activity"
+                                                             : "launch";
   const char* log = c.log == LogLevel::kQuiet   ? "quiet"
                     : c.log == LogLevel::kDebug ? "debug"
                                                 : "info";

@@ -18,7 +18,9 @@
 
 namespace kp {
 
-enum class ApiMode { kLaunch, kAll, kNone };
+// KP_API: kLaunch records the launch-related calls from callbacks (api_call_recorder.h);
+// kLaunchActivity the same calls as per-cbid API activity (the former default); kAll every call.
+enum class ApiMode { kLaunch, kLaunchActivity, kAll, kNone };
 enum class MetricsMode { kRange, kKernel };
 // KP_METRICS_CACHE: when range mode sweeps the L2 before a measured range (see range_collector.h).
 enum class MetricsCache { kPass, kRange, kNone };
@@ -28,10 +30,11 @@ struct Config {
   bool disabled = false;                         // KP_DISABLE=1
   std::string output_pattern = "kp-%p.kptrace";  // KP_OUTPUT
   // KP_ACTIVITIES: comma list of kernel,memcpy,memset,api,nvtx,sync,graph,overhead;
-  // also "default", "all", and "-name" to remove one. Default: all but graph.
-  bool kernel = true, memcpy = true, memset = true, api = true, nvtx = true, sync = true,
-       graph = false, overhead = true;
-  ApiMode api_mode = ApiMode::kLaunch;             // KP_API=launch|all|none
+  // also "default", "all", and "-name" to remove one. Default: kernel,memcpy,memset,api,nvtx:
+  // sync, overhead and graph cost on every CUDA call (docs/configuration.md) and are opt-in.
+  bool kernel = true, memcpy = true, memset = true, api = true, nvtx = true, sync = false,
+       graph = false, overhead = false;
+  ApiMode api_mode = ApiMode::kLaunch;             // KP_API=launch|launch-activity|all|none
   std::vector<std::string> metrics;                // KP_METRICS (comma list; "sol" expands)
   std::vector<std::string> metrics_ranges;         // KP_METRICS_RANGES (comma list of globs,
                                                    // "domain::glob" to name a domain); empty = all

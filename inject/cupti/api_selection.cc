@@ -45,6 +45,15 @@ bool IsLaunchRelatedApiName(std::string_view name) {
   return false;
 }
 
+bool MayCopyApiName(std::string_view name) {
+  for (std::string_view prefix :
+       {"cudaMemcpy", "cudaMemset", "cuMemcpy", "cuMemset", "cudaGraphLaunch", "cuGraphLaunch",
+        "cudaGraphAddMem", "cuGraphAddMem", "cudaGraphInstantiate", "cuGraphInstantiate"}) {
+    if (name.substr(0, prefix.size()) == prefix) return true;
+  }
+  return false;
+}
+
 std::vector<CUpti_CallbackId> SelectLaunchRelatedCbids(CUpti_CallbackDomain domain) {
   std::vector<CUpti_CallbackId> selected;
   CUpti_CallbackId end = 0;

@@ -19,6 +19,11 @@ namespace kp {
 // True for names that KP_API=launch records (runtime or driver form).
 bool IsLaunchRelatedApiName(std::string_view name);
 
+// True for calls that may issue a copy or a memset (cudaMemcpy*, cuMemset*, graph launches, and
+// graphs where their copy and memset nodes are made or instantiated): the first one turns the
+// MEMCPY/MEMSET activity kinds on (api_call_recorder.h).
+bool MayCopyApiName(std::string_view name);
+
 // Every cbid of `domain` (CUPTI_CB_DOMAIN_RUNTIME_API or _DRIVER_API) whose name
 // (cuptiGetCallbackName) IsLaunchRelatedApiName. Works without a GPU.
 std::vector<CUpti_CallbackId> SelectLaunchRelatedCbids(CUpti_CallbackDomain domain);

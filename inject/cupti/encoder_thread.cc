@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -134,15 +135,22 @@ void EncoderThread::Run() {
   using Clock = std::chrono::steady_clock;
   const auto period = std::chrono::milliseconds(options_.flush_ms);
   auto next_flush = Clock::now() + period;
+  const auto poll_period = std::chrono::milliseconds(options_.poll_ms);
+  auto next_poll = Clock::now() + poll_period;
   std::deque<Item> batch;
   bool stopping = false;
   while (true) {
     bool period_due = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait_until(lock, next_flush, [&] { return stop_ || !queue_.empty(); });
+      const auto wake_at = options_.poll ? std::min(next_flush, next_poll) : next_flush;
+      wake_.wait_until(lock, wake_at, [&] { return stop_ || !queue_.empty(); });
       period_due = Clock::now() >= next_flush;
       stopping = stop_;
+    }
+    if (options_.poll) {
+      records_decoded_ += options_.poll(*decoder_);
+      next_poll = Clock::now() + poll_period;
     }
     if (period_due && !stopping && CuptiCallsAllowed()) {
       // Outside our lock: CUPTI calls bufferCompleted -> PushCompleted from inside FlushAll.
@@ -158,6 +166,11 @@ void EncoderThread::Run() {
     }
     for (Item& item : batch) {
       Process(item);
+      // A long batch (several full buffers) must not leave the API-call rings undrained.
+      if (options_.poll && Clock::now() >= next_poll) {
+        records_decoded_ += options_.poll(*decoder_);
+        next_poll = Clock::now() + poll_period;
+      }
       if (encoder_->FlushDue()) {
         decoder_->UpdateOpenRangeStat();
         encoder_->stats().buffers_refused = pool_->refused();
@@ -176,6 +189,7 @@ void EncoderThread::Run() {
       if (queue_.empty()) break;
     }
   }
+  if (options_.poll) records_decoded_ += options_.poll(*decoder_);
   decoder_->Finish();
   encoder_->stats().buffers_refused = pool_->refused();
   FooterInfo footer;

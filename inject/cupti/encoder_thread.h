@@ -39,6 +39,10 @@ class EncoderThread {
     // thread makes no more CUPTI calls; it still encodes and writes what it has.
     bool (*cupti_usable)() = nullptr;
     uint32_t pid = 0;
+    // Runs on this thread every poll_ms (and before the footer): drains records that reach kp
+    // outside CUPTI's buffers (api_call_recorder.h). Returns how many it decoded.
+    std::function<size_t(ActivityDecoder&)> poll;
+    uint32_t poll_ms = 10;
   };
 
   EncoderThread(TraceEncoder* encoder, ActivityDecoder* decoder, BufferPool* pool, Options options);

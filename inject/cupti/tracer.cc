@@ -20,6 +20,7 @@
 
 #include "inject/config/config.h"
 #include "inject/cupti/activity_decoder.h"
+#include "inject/cupti/api_call_recorder.h"
 #include "inject/cupti/api_selection.h"
 #include "inject/cupti/buffer_pool.h"
 #include "inject/cupti/driver_symbol.h"
@@ -53,6 +54,7 @@ struct TracerState {
   ActivityDecoder* decoder = nullptr;
   EncoderThread* thread = nullptr;
   std::unique_ptr<MetricsCollector> collector;
+  ApiCallRecorder* api_calls = nullptr;  // KP_API=launch: API calls from callbacks
   CUpti_SubscriberHandle subscriber = nullptr;
 };
 
@@ -210,6 +212,7 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
       case CUPTI_CB_DOMAIN_RUNTIME_API:
       case CUPTI_CB_DOMAIN_DRIVER_API: {
         const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
+        if (g_state->api_calls != nullptr) g_state->api_calls->OnCallback(domain, cbid, data);
         if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
             cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020) {
           if (data->callbackSite == CUPTI_API_ENTER) FlushForReset();
@@ -324,17 +327,26 @@ void EnableKind(CUpti_ActivityKind kind, const char* what) {
   }
 }
 
-void EnableActivities(const Config& c) {
-  if (c.kernel) EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
+void EnableCopyKinds(const Config& c) {
   if (c.memcpy) {
     EnableKind(CUPTI_ACTIVITY_KIND_MEMCPY, "memcpy");
     EnableKind(CUPTI_ACTIVITY_KIND_MEMCPY2, "peer memcpy");
   }
   if (c.memset) EnableKind(CUPTI_ACTIVITY_KIND_MEMSET, "memset");
+}
+
+// From the ENTER callback of the program's first call that may copy or set memory.
+void EnableCopyKindsAtFirstCopy() {
+  if (g_state != nullptr) EnableCopyKinds(g_state->config);
+}
+
+void EnableActivities(const Config& c) {
+  if (c.kernel) EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
+  if (!CopyKindsAtFirstCopy(c)) EnableCopyKinds(c);
   if (c.api && c.api_mode == ApiMode::kAll) {
     EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, "runtime API");
     EnableKind(CUPTI_ACTIVITY_KIND_DRIVER, "driver API");
-  } else if (c.api && c.api_mode == ApiMode::kLaunch) {
+  } else if (c.api && c.api_mode == ApiMode::kLaunchActivity) {
     // Per-cbid enables only: enabling the RUNTIME/DRIVER kind afterwards would override them.
     for (CUpti_CallbackId cbid : SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_RUNTIME_API)) {
       cuptiActivityEnableRuntimeApi(cbid, 1);
@@ -356,6 +368,7 @@ void EnableActivities(const Config& c) {
 }
 
 void EnableCallbacks(CUpti_SubscriberHandle sub, MetricsCollector* collector) {
+  if (g_state->api_calls != nullptr) g_state->api_calls->EnableCallbacks(sub);
   cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
   cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
                       CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
@@ -569,6 +582,14 @@ void DoToolInit(InjectionMode mode) {
   thread_options.dump_dir = config.dump_buffers_dir;
   thread_options.pid = pid;
   thread_options.cupti_usable = &CuptiAlive;
+  state->api_calls = MakeApiCallRecorder(config, &EnableCopyKindsAtFirstCopy);
+  if (ApiCallRecorder* recorder = state->api_calls) {
+    thread_options.poll = [recorder, encoder](ActivityDecoder& decoder) {
+      const size_t drained = recorder->Drain(&decoder);
+      encoder->stats().api_calls_dropped = recorder->dropped();
+      return drained;
+    };
+  }
   thread_ptr = new EncoderThread(state->encoder, state->decoder, state->pool, thread_options);
   if (const Status started = thread_ptr->Start(); !started.ok()) {
     Log(LogSeverity::kError, "%s; kp is off for this process", started.message().c_str());

@@ -140,6 +140,14 @@ struct ListDelta {
 struct TraceEncoder::Impl {
   ChunkSink* sink;
   WireBuffer chunk;
+  // Fixed-field records, one buffer per Chunk field, appended to the chunk at Flush in field
+  // order: each list's records lie together, which zstd compresses ~10 % better than records of
+  // all kinds interleaved in arrival order (protobuf merges a repeated field wherever its
+  // elements are; order within a list is kept, so delta coding is unchanged).
+  static constexpr uint32_t kGroupedFields = 32;
+  WireBuffer grouped[kGroupedFields];
+  size_t grouped_bytes = 0;
+  size_t PendingBytes() const { return chunk.size() + grouped_bytes; }
   WireBuffer scratch;      // header/device/... and variable-size records
   WireBuffer sub_scratch;  // messages nested inside `scratch`
 
@@ -378,7 +386,19 @@ struct TraceEncoder::Impl {
   }
 
   void AppendRecord(uint32_t field, const WireWriter& w) {
-    chunk.AppendMessage(field, w.data(), w.size());
+    WireBuffer& list = field < kGroupedFields ? grouped[field] : chunk;
+    const size_t before = list.size();
+    list.AppendMessage(field, w.data(), w.size());
+    if (field < kGroupedFields) grouped_bytes += list.size() - before;
+  }
+  // Strings stay in `chunk` as they are first used, so they precede every record list.
+  void AppendGroupedRecords() {
+    for (WireBuffer& list : grouped) {
+      if (list.size() == 0) continue;
+      chunk.AppendRaw(list.data(), list.size());
+      list.Clear();
+    }
+    grouped_bytes = 0;
   }
   void CountRecord(RecordKind kind) {
     ++records_in_chunk;
@@ -443,7 +463,7 @@ TraceEncoder::TraceEncoder(ChunkSink* sink, Options options)
 
 TraceEncoder::~TraceEncoder() { delete impl_; }
 
-size_t TraceEncoder::pending_bytes() const { return impl_->chunk.size(); }
+size_t TraceEncoder::pending_bytes() const { return impl_->PendingBytes(); }
 
 void TraceEncoder::SetHeader(const HeaderInfo& h) {
   using F = schema::Header;
@@ -604,7 +624,7 @@ void TraceEncoder::AddKernel(const KernelRecord& r) {
   w.Uint(F::kChannel, r.channel);
   m.AppendRecord(ChunkField::kKernels, w);
   m.CountRecord(kKernels);
-  if (m.chunk.size() > kHardChunkLimit) Flush();
+  if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddMemcpy(const MemcpyRecord& r) {
@@ -635,7 +655,7 @@ void TraceEncoder::AddMemcpy(const MemcpyRecord& r) {
   w.Uint(F::kChannel, r.channel);
   m.AppendRecord(ChunkField::kMemcpys, w);
   m.CountRecord(kMemcpys);
-  if (m.chunk.size() > kHardChunkLimit) Flush();
+  if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddMemset(const MemsetRecord& r) {
@@ -659,7 +679,7 @@ void TraceEncoder::AddMemset(const MemsetRecord& r) {
   w.Uint(F::kChannel, r.channel);
   m.AppendRecord(ChunkField::kMemsets, w);
   m.CountRecord(kMemsets);
-  if (m.chunk.size() > kHardChunkLimit) Flush();
+  if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddApi(const ApiRecord& r) {
@@ -679,7 +699,7 @@ void TraceEncoder::AddApi(const ApiRecord& r) {
   w.Int(F::kReturnValue, r.return_value);
   m.AppendRecord(ChunkField::kApiCalls, w);
   m.CountRecord(kApiCalls);
-  if (m.chunk.size() > kHardChunkLimit) Flush();
+  if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddNvtxRange(const NvtxRangeRecord& r) {
@@ -705,7 +725,7 @@ void TraceEncoder::AddNvtxRange(const NvtxRangeRecord& r) {
   w.Uint(F::kId, r.id);
   m.AppendRecord(ChunkField::kNvtxRanges, w);
   m.CountRecord(kNvtxRanges);
-  if (m.chunk.size() > kHardChunkLimit) Flush();
+  if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddNvtxMark(const NvtxMarkRecord& r) {
@@ -727,7 +747,7 @@ void TraceEncoder::AddNvtxMark(const NvtxMarkRecord& r) {
   Impl::WritePayload(w, F::kPayload, r.payload);
   m.AppendRecord(ChunkField::kNvtxMarks, w);
   m.CountRecord(kNvtxMarks);
-  if (m.chunk.size() > kHardChunkLimit) Flush();
+  if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddSync(const SyncRecord& r) {
@@ -745,7 +765,7 @@ void TraceEncoder::AddSync(const SyncRecord& r) {
   w.Int(F::kReturnValue, r.return_value);
   m.AppendRecord(ChunkField::kSyncs, w);
   m.CountRecord(kSyncs);
-  if (m.chunk.size() > kHardChunkLimit) Flush();
+  if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddOverhead(const OverheadRecord& r) {
@@ -764,7 +784,7 @@ void TraceEncoder::AddOverhead(const OverheadRecord& r) {
   w.Sint(F::kCorrelation, m.CorrelationDelta(kOverheads, r.correlation));
   m.AppendRecord(ChunkField::kOverheads, w);
   m.CountRecord(kOverheads);
-  if (m.chunk.size() > kHardChunkLimit) Flush();
+  if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddGraphLaunch(const GraphLaunchRecord& r) {
@@ -781,7 +801,7 @@ void TraceEncoder::AddGraphLaunch(const GraphLaunchRecord& r) {
   w.Sint(F::kCorrelation, m.CorrelationDelta(kGraphLaunches, r.correlation));
   m.AppendRecord(ChunkField::kGraphLaunches, w);
   m.CountRecord(kGraphLaunches);
-  if (m.chunk.size() > kHardChunkLimit) Flush();
+  if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::AddMetricRange(const MetricRangeRecord& r) {
@@ -815,7 +835,7 @@ void TraceEncoder::AddMetricRange(const MetricRangeRecord& r) {
   b.Commit(w);
   m.chunk.AppendMessage(ChunkField::kMetricRanges, b);
   m.CountRecord(kMetricRanges);
-  if (m.chunk.size() > kHardChunkLimit) Flush();
+  if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
 void TraceEncoder::Flush(bool force) {
@@ -823,6 +843,7 @@ void TraceEncoder::Flush(bool force) {
   if (m.finished) return;
   if (m.records_in_chunk == 0 && !m.dirty && !force) return;
 
+  m.AppendGroupedRecords();
   if (m.sequence == 0 && m.has_header) {
     m.chunk.AppendMessage(ChunkField::kHeader, m.header_bytes.data(), m.header_bytes.size());
   }

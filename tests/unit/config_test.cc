@@ -52,8 +52,8 @@ TEST(ConfigTest, DefaultsWhenNothingIsSet) {
   EXPECT_TRUE(errors.empty());
   EXPECT_FALSE(c.disabled);
   EXPECT_EQ(c.output_pattern, "kp-%p.kptrace");
-  EXPECT_TRUE(c.kernel && c.memcpy && c.memset && c.api && c.nvtx && c.sync && c.overhead);
-  EXPECT_FALSE(c.graph);
+  EXPECT_TRUE(c.kernel && c.memcpy && c.memset && c.api && c.nvtx);
+  EXPECT_FALSE(c.graph || c.sync || c.overhead);  // opt-in: they cost on every CUDA call
   EXPECT_EQ(c.api_mode, ApiMode::kLaunch);
   EXPECT_TRUE(c.metrics.empty());
   EXPECT_EQ(c.metrics_mode, MetricsMode::kRange);
@@ -96,31 +96,35 @@ TEST(ConfigTest, Activities) {
   EXPECT_TRUE(c.kernel && c.memcpy && c.memset && c.api && c.nvtx && c.sync && c.graph &&
               c.overhead);
   c = Good("KP_ACTIVITIES", "-api, -nvtx");
-  EXPECT_TRUE(c.kernel && c.memcpy && c.memset && c.sync && c.overhead);
-  EXPECT_FALSE(c.api || c.nvtx || c.graph);
+  EXPECT_TRUE(c.kernel && c.memcpy && c.memset);
+  EXPECT_FALSE(c.api || c.nvtx || c.graph || c.sync || c.overhead);
   c = Good("KP_ACTIVITIES", "default,graph,-overhead");
   EXPECT_TRUE(c.kernel && c.graph && c.api);
-  EXPECT_FALSE(c.overhead);
+  EXPECT_FALSE(c.overhead || c.sync);
+  c = Good("KP_ACTIVITIES", "default,sync,overhead");  // the former defaults
+  EXPECT_TRUE(c.kernel && c.memcpy && c.memset && c.api && c.nvtx && c.sync && c.overhead);
+  EXPECT_FALSE(c.graph);
   c = Good("KP_ACTIVITIES", "all,-memset");
   EXPECT_TRUE(c.graph);
   EXPECT_FALSE(c.memset);
   EXPECT_EQ(Bad("KP_ACTIVITIES", "kernel,kernels").message,
             "KP_ACTIVITIES=\"kernel,kernels\" is not valid: expected a comma list of kernel, "
             "memcpy, memset, api, nvtx, sync, graph, overhead, default or all, with -name to "
-            "remove one (\"kernels\" is none of them; default: all but graph); kp is off for "
-            "this process");
+            "remove one (\"kernels\" is none of them; default: kernel,memcpy,memset,api,nvtx); kp "
+            "is off for this process");
   Bad("KP_ACTIVITIES", "kernel,,memcpy");
   Bad("KP_ACTIVITIES", "-");
 }
 
 TEST(ConfigTest, Api) {
   EXPECT_EQ(Good("KP_API", "launch").api_mode, ApiMode::kLaunch);
+  EXPECT_EQ(Good("KP_API", "launch-activity").api_mode, ApiMode::kLaunchActivity);
   EXPECT_EQ(Good("KP_API", "all").api_mode, ApiMode::kAll);
   EXPECT_EQ(Good("KP_API", "none").api_mode, ApiMode::kNone);
   EXPECT_EQ(Bad("KP_API", "ALL").message,
             "KP_API=\"ALL\" is not valid: expected launch (launch, copy, memset, sync, "
-            "allocation, event and graph calls), all or none (default launch); kp is off for "
-            "this process");
+            "allocation, event and graph calls), launch-activity (the same calls as API activity "
+            "records, slower), all or none (default launch); kp is off for this process");
 }
 
 TEST(ConfigTest, MetricsAndSolShorthand) {
@@ -271,7 +275,7 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   std::map<std::string, std::string> m(pairs.begin(), pairs.end());
   EXPECT_EQ(m["KP_COMPRESSION"], "zstd:7");
   EXPECT_EQ(m["KP_METRICS"], "a.sum,b.sum");
-  EXPECT_EQ(m["KP_ACTIVITIES"], "kernel,memcpy,memset,api,nvtx,sync,overhead");
+  EXPECT_EQ(m["KP_ACTIVITIES"], "kernel,memcpy,memset,api,nvtx");
   EXPECT_EQ(m["KP_FLUSH_MS"], "1000");
   EXPECT_EQ(m["KP_METRICS_SKIP"], "1");
   EXPECT_EQ(m["KP_API"], "launch");

@@ -1,0 +1,243 @@
+#include "inject/cupti/api_call_recorder.h"
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <new>
+#include <string_view>
+
+#include "inject/cupti/activity_decoder.h"
+#include "inject/cupti/api_selection.h"
+
+namespace kp {
+
+struct ApiCallRecorder::Ring {
+  std::atomic<uint64_t> head{0};  // written by the owning thread only
+  std::atomic<uint64_t> tail{0};  // written by the encoder thread only
+  std::atomic<bool> in_use{true};
+  Ring* next = nullptr;  // set before publication, never changed
+  CUpti_ActivityAPI slots[kRingSlots];
+};
+
+namespace {
+
+constexpr uint8_t kRecorded = 1;
+constexpr uint8_t kCopies = 2;
+
+std::vector<uint8_t> SelectCbids(CUpti_CallbackDomain domain) {
+  const size_t end = domain == CUPTI_CB_DOMAIN_RUNTIME_API
+                         ? static_cast<size_t>(CUPTI_RUNTIME_TRACE_CBID_SIZE)
+                         : static_cast<size_t>(CUPTI_DRIVER_TRACE_CBID_SIZE);
+  std::vector<uint8_t> flags(end, 0);
+  for (CUpti_CallbackId cbid : SelectLaunchRelatedCbids(domain)) {
+    if (cbid < end) flags[cbid] = kRecorded;
+  }
+  for (size_t cbid = 1; cbid < end; ++cbid) {
+    const char* name = nullptr;
+    if (cuptiGetCallbackName(domain, static_cast<CUpti_CallbackId>(cbid), &name) == CUPTI_SUCCESS &&
+        name != nullptr && MayCopyApiName(name)) {
+      flags[cbid] |= kCopies;
+    }
+  }
+  return flags;
+}
+
+// Per CUDA-calling thread. The destructor hands the ring back for a later thread to reuse; the
+// encoder thread still drains what is left in it.
+struct ThreadState {
+  const void* owner = nullptr;  // the recorder `ring` belongs to
+  std::atomic<bool>* ring_in_use = nullptr;
+  void* ring = nullptr;
+  uint32_t thread_id = 0;
+  uint32_t runtime_depth = 0;        // recorded runtime calls in progress on this thread
+  uint32_t runtime_correlation = 0;  // the innermost one's correlation id
+  ~ThreadState() {
+    if (ring_in_use != nullptr) ring_in_use->store(false, std::memory_order_release);
+  }
+};
+thread_local ThreadState t_state;
+uint32_t g_process_id = 0;
+
+// A driver call inside a recorded runtime call that shares its correlation id: the runtime
+// record already links the GPU work. One with an id of its own is recorded.
+bool Covered(const CUpti_CallbackData* data) {
+  return t_state.runtime_depth != 0 && data->correlationId == t_state.runtime_correlation;
+}
+
+uint8_t FlagsOf(const std::vector<uint8_t>& table, CUpti_CallbackId cbid) {
+  return cbid < table.size() ? table[cbid] : 0;
+}
+
+}  // namespace
+
+ApiCallRecorder::ApiCallRecorder(EnableCopyKinds enable_copy_kinds)
+    : enable_copy_kinds_(enable_copy_kinds),
+      runtime_cbids_(SelectCbids(CUPTI_CB_DOMAIN_RUNTIME_API)),
+      driver_cbids_(SelectCbids(CUPTI_CB_DOMAIN_DRIVER_API)) {
+  g_process_id = static_cast<uint32_t>(getpid());
+  copy_kinds_enabled_.store(enable_copy_kinds == nullptr);
+  // Rings for the first CUDA-calling threads (PyTorch: the main thread and autograd's), made
+  // here so that their first recorded call does not allocate.
+  for (int i = 0; i < kPreparedRings; ++i) {
+    Ring* ring = new Ring();
+    ring->in_use.store(false);
+    ring->next = rings_.load();
+    rings_.store(ring);
+  }
+}
+
+ApiCallRecorder::~ApiCallRecorder() {
+  // The injector's recorder lives as long as the process; tests make and destroy several.
+  if (t_state.owner == this) {
+    t_state.owner = nullptr;
+    t_state.ring = nullptr;
+    t_state.ring_in_use = nullptr;
+  }
+  Ring* ring = rings_.exchange(nullptr);
+  while (ring != nullptr) {
+    Ring* next = ring->next;
+    delete ring;
+    ring = next;
+  }
+}
+
+void ApiCallRecorder::EnableCallbacks(CUpti_SubscriberHandle subscriber) {
+  // Copy-only cbids need their callback only while the copy kinds wait for a first copy.
+  const uint8_t wanted = copy_kinds_enabled_.load() ? kRecorded : (kRecorded | kCopies);
+  for (size_t cbid = 0; cbid < runtime_cbids_.size(); ++cbid) {
+    if (runtime_cbids_[cbid] & wanted) {
+      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                          static_cast<CUpti_CallbackId>(cbid));
+    }
+  }
+  for (size_t cbid = 0; cbid < driver_cbids_.size(); ++cbid) {
+    if (driver_cbids_[cbid] & wanted) {
+      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                          static_cast<CUpti_CallbackId>(cbid));
+    }
+  }
+}
+
+bool ApiCallRecorder::Wants(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) const {
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) return FlagsOf(runtime_cbids_, cbid) & kRecorded;
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return FlagsOf(driver_cbids_, cbid) & kRecorded;
+  return false;
+}
+
+ApiCallRecorder::Ring* ApiCallRecorder::ThreadRing() {
+  if (t_state.owner == this) return static_cast<Ring*>(t_state.ring);
+  // Reuse the ring of a thread that has exited, else make one (once per thread).
+  Ring* ring = nullptr;
+  for (Ring* r = rings_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
+    bool expected = false;
+    if (r->in_use.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) {
+      ring = r;
+      break;
+    }
+  }
+  if (ring == nullptr) {
+    ring = new (std::nothrow) Ring();
+    if (ring == nullptr) return nullptr;
+    Ring* head = rings_.load(std::memory_order_relaxed);
+    do {
+      ring->next = head;
+    } while (!rings_.compare_exchange_weak(head, ring, std::memory_order_release,
+                                           std::memory_order_relaxed));
+  }
+  t_state.owner = this;
+  t_state.ring = ring;
+  t_state.ring_in_use = &ring->in_use;
+  t_state.thread_id = static_cast<uint32_t>(syscall(SYS_gettid));
+  return ring;
+}
+
+void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                 const CUpti_CallbackData* data) {
+  const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+  const uint8_t flags = FlagsOf(runtime ? runtime_cbids_ : driver_cbids_, cbid);
+  if (flags == 0) return;
+  if (!(flags & kRecorded)) {  // only here to turn the copy kinds on
+    if (data->callbackSite == CUPTI_API_ENTER &&
+        !copy_kinds_enabled_.load(std::memory_order_relaxed) &&
+        !copy_kinds_enabled_.exchange(true)) {
+      enable_copy_kinds_();
+    }
+    return;
+  }
+  if (data->callbackSite == CUPTI_API_ENTER) {
+    if (runtime) {
+      ++t_state.runtime_depth;
+      t_state.runtime_correlation = data->correlationId;
+    } else if (Covered(data)) {
+      return;
+    }
+    if ((flags & kCopies) && !copy_kinds_enabled_.load(std::memory_order_relaxed) &&
+        !copy_kinds_enabled_.exchange(true)) {
+      enable_copy_kinds_();
+    }
+    uint64_t now = 0;
+    cuptiGetTimestamp(&now);
+    if (data->correlationData != nullptr) *data->correlationData = now;
+    return;
+  }
+  if (runtime) {
+    if (t_state.runtime_depth != 0) --t_state.runtime_depth;
+  } else if (Covered(data)) {
+    return;
+  }
+  uint64_t end = 0;
+  cuptiGetTimestamp(&end);
+  Ring* ring = ThreadRing();
+  if (ring == nullptr) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  const uint64_t head = ring->head.load(std::memory_order_relaxed);
+  if (head - ring->tail.load(std::memory_order_acquire) >= kRingSlots) {
+    dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  CUpti_ActivityAPI& slot = ring->slots[head & (kRingSlots - 1)];
+  slot.kind = runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
+  slot.cbid = cbid;
+  slot.start = data->correlationData != nullptr ? *data->correlationData : end;
+  slot.end = end;
+  slot.processId = g_process_id;
+  slot.threadId = t_state.thread_id;
+  slot.correlationId = data->correlationId;
+  slot.returnValue = data->functionReturnValue != nullptr
+                         ? *static_cast<const int*>(data->functionReturnValue)
+                         : 0;
+  ring->head.store(head + 1, std::memory_order_release);
+}
+
+bool RecordsApiFromCallbacks(const Config& config) {
+  return config.api && config.api_mode == ApiMode::kLaunch;
+}
+
+bool CopyKindsAtFirstCopy(const Config& config) {
+  return RecordsApiFromCallbacks(config) && (config.memcpy || config.memset);
+}
+
+ApiCallRecorder* MakeApiCallRecorder(const Config& config,
+                                     ApiCallRecorder::EnableCopyKinds enable_copy_kinds) {
+  if (!RecordsApiFromCallbacks(config)) return nullptr;
+  return new ApiCallRecorder(CopyKindsAtFirstCopy(config) ? enable_copy_kinds : nullptr);
+}
+
+size_t ApiCallRecorder::Drain(ActivityDecoder* decoder) {
+  size_t drained = 0;
+  for (Ring* ring = rings_.load(std::memory_order_acquire); ring != nullptr; ring = ring->next) {
+    const uint64_t head = ring->head.load(std::memory_order_acquire);
+    uint64_t tail = ring->tail.load(std::memory_order_relaxed);
+    for (; tail != head; ++tail) {
+      decoder->DecodeRecord(
+          reinterpret_cast<const CUpti_Activity*>(&ring->slots[tail & (kRingSlots - 1)]));
+      ++drained;
+    }
+    ring->tail.store(tail, std::memory_order_release);
+  }
+  return drained;
+}
+
+}  // namespace kp

@@ -1,0 +1,94 @@
+// api_call_recorder.h: CUDA API calls recorded from CUPTI callbacks, the default way
+// (KP_API=launch).
+//
+// kp subscribes to the ENTER and EXIT callbacks of the launch-related calls (api_selection.h)
+// and keeps its own timing: CUPTI's timestamp at entry (kept in the callback's correlationData
+// slot, which CUPTI carries from ENTER to EXIT) and at exit. The callback's correlation id is the
+// one CUPTI gives the kernel, copy or memset the call started, so the records link to their GPU
+// work exactly as API activity records do. Recording a launch call costs CUPTI about the same
+// either way (bench/results/cost_attribution_h200.md: ~1.8 us per launch on the H200, per-cbid
+// activity or callbacks); the callbacks are needed anyway to turn the copy kinds on at the first
+// copy, and a callback on a call the program never makes costs nothing.
+//
+// Hot path (the CUDA-calling thread): no lock, no I/O, no allocation (rings for two threads are
+// made up front; each further thread allocates one on its first recorded call). Each thread
+// writes finished calls into its own single-producer ring (reused by a later thread once its
+// owner exits); the encoder thread drains every ring (Drain) and decodes the entries as
+// CUpti_ActivityAPI records, so the trace holds the same API records as with API activity. A
+// full ring drops the call and counts it (dropped(), Stats.api_calls_dropped), never blocks.
+//
+// A driver call made inside a recorded runtime call on the same thread (cudaLaunchKernel ->
+// cuLaunchKernel) with the runtime call's correlation id is not recorded: it would only double
+// the records. Driver calls made directly (Triton, CUDA graphs through the driver API), or with
+// a correlation id of their own, are recorded.
+//
+// Copies and memsets (CopyKindsAtFirstCopy): MEMCPY/MEMSET activity costs on every CUDA call
+// PyTorch makes once on, so it is enabled only at the first call that can copy or set memory
+// (MayCopyApiName: cudaMemcpy*, cuMemset*, graphs with copy nodes ...), from that call's ENTER
+// callback, before the copy is issued.
+#pragma once
+
+#include <cupti.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "inject/config/config.h"
+
+namespace kp {
+
+class ActivityDecoder;
+
+class ApiCallRecorder {
+ public:
+  // Called once, from the first call that may copy or set memory, before it runs.
+  using EnableCopyKinds = void (*)();
+
+  // `enable_copy_kinds` null: copy kinds are not lazily enabled (off, or enabled up front).
+  explicit ApiCallRecorder(EnableCopyKinds enable_copy_kinds);
+  ~ApiCallRecorder();
+  ApiCallRecorder(const ApiCallRecorder&) = delete;
+  ApiCallRecorder& operator=(const ApiCallRecorder&) = delete;
+
+  // Enables the ENTER/EXIT callbacks of every recorded cbid on `subscriber`. Set-up only.
+  void EnableCallbacks(CUpti_SubscriberHandle subscriber);
+
+  // True for the (domain, cbid) pairs this recorder enabled.
+  bool Wants(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) const;
+
+  // From the CUDA-calling thread's callback (both sites).
+  void OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                  const CUpti_CallbackData* data);
+
+  // Encoder thread: decodes the calls finished since the last drain. Returns how many.
+  size_t Drain(ActivityDecoder* decoder);
+
+  uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
+
+  static constexpr uint32_t kRingSlots = 1u << 15;  // ~1.3 MB per CUDA-calling thread
+  static constexpr int kPreparedRings = 2;  // made up front; a third thread allocates its own
+
+ private:
+  struct Ring;
+  Ring* ThreadRing();
+
+  EnableCopyKinds enable_copy_kinds_;
+  std::atomic<bool> copy_kinds_enabled_{false};
+  // Indexed by cbid: bit 0 recorded, bit 1 may copy or set memory.
+  std::vector<uint8_t> runtime_cbids_, driver_cbids_;
+  std::atomic<Ring*> rings_{nullptr};
+  std::atomic<uint64_t> dropped_{0};
+};
+
+// KP_API=launch with `api` in KP_ACTIVITIES: API calls come from callbacks.
+bool RecordsApiFromCallbacks(const Config& config);
+// With callbacks, MEMCPY/MEMSET activity waits for the first call that may copy or set memory.
+bool CopyKindsAtFirstCopy(const Config& config);
+// The recorder for `config`, or nullptr when API calls are not recorded from callbacks.
+// `enable_copy_kinds` is used when CopyKindsAtFirstCopy(config).
+ApiCallRecorder* MakeApiCallRecorder(const Config& config,
+                                     ApiCallRecorder::EnableCopyKinds enable_copy_kinds);
+
+}  // namespace kp
