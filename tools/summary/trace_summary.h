@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kptrace.pb.h"
+#include "tools/pc_stalls/pc_stall_table.h"
 
 namespace kp {
 
@@ -123,6 +124,7 @@ struct TraceSummary {
   std::string step_range;
   std::vector<std::string> alignment;  // --align collectives: one line per file
   bool anything_read = false;
+  PcStallTable pc_stalls;  // KP_PC_SAMPLING records, all files together
 };
 
 struct SummaryOptions {
