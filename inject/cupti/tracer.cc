@@ -590,7 +590,7 @@ void DoToolInit(InjectionMode mode) {
       });
 
   state->pc_sampler = PcSampler::Create(
-      config.pc_sampling,
+      config.pc_sampling, !config.metrics.empty(),
       [thread_ptr](std::function<void(TraceEncoder&)> task) { thread_ptr->Post(std::move(task)); });
   g_state = state.release();
   g_active.store(true, std::memory_order_release);

@@ -550,8 +550,17 @@ class CuptiPcSampler final : public PcSampler {
 
 }  // namespace
 
-std::unique_ptr<PcSampler> PcSampler::Create(const PcSamplingConfig& config, EncoderPost post) {
+std::unique_ptr<PcSampler> PcSampler::Create(const PcSamplingConfig& config, bool range_profiler,
+                                             EncoderPost post) {
   if (!config.stall) return nullptr;
+  if (range_profiler) {
+    // CUDA 13.0, driver 580, H200: with the range profiler started, cuptiPCSamplingGetData
+    // succeeds and returns no samples at all (the sampling hardware is the profiler's).
+    LogNotice(LogSeverity::kWarning, "pc_sampling",
+              "KP_PC_SAMPLING with KP_METRICS: CUPTI delivers no PC samples while the range "
+              "profiler runs, so the stall counts will be empty",
+              "run the two in separate runs");
+  }
   return std::make_unique<CuptiPcSampler>(config, std::move(post));
 }
 

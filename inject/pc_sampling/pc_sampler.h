@@ -25,8 +25,10 @@ class TraceEncoder;
 class PcSampler {
  public:
   using EncoderPost = std::function<void(std::function<void(TraceEncoder&)>)>;
-  // nullptr when KP_PC_SAMPLING is off.
-  static std::unique_ptr<PcSampler> Create(const PcSamplingConfig& config, EncoderPost post);
+  // nullptr when KP_PC_SAMPLING is off. `range_profiler` = KP_METRICS is set too: CUPTI then
+  // delivers no PC samples (seen on the H200), which kp says once, up front.
+  static std::unique_ptr<PcSampler> Create(const PcSamplingConfig& config, bool range_profiler,
+                                           EncoderPost post);
   virtual ~PcSampler() = default;
 
   // The resource callbacks it needs (module load/unload) on the tracer's subscriber.

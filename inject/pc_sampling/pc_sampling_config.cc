@@ -56,8 +56,8 @@ void ParsePcSamplingConfig(const std::function<const char*(const char*)>& getenv
 
 std::vector<std::pair<std::string, std::string>> DescribePcSamplingConfig(
     const PcSamplingConfig& config) {
-  if (!config.stall) return {{"KP_PC_SAMPLING", "off"}};
-  return {{"KP_PC_SAMPLING", "stall"}, {"KP_PC_SAMPLING_PERIOD", std::to_string(config.period)}};
+  return {{"KP_PC_SAMPLING", config.stall ? "stall" : "off"},
+          {"KP_PC_SAMPLING_PERIOD", std::to_string(config.period)}};
 }
 
 }  // namespace kp

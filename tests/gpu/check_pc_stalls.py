@@ -38,6 +38,9 @@ def main():
         print(("PASS" if ok else "FAIL") + " [" + a.label + "/" + name + "] " + text)
         failed += 0 if ok else 1
 
+    if not os.path.exists(os.path.join(a.csv_dir, "pc_stalls.csv")):
+        report(False, "csv", "no pc_stalls.csv in " + a.csv_dir)
+        return 1
     stalls = read(os.path.join(a.csv_dir, "pc_stalls.csv"))
     pcs = read(os.path.join(a.csv_dir, "pc_stall_pcs.csv"))
     kernels = {}

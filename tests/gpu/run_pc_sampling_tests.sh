@@ -8,7 +8,8 @@
 #   streams    four long one-block kernels on four streams still overlap with PC sampling on
 #              (continuous mode does not serialize kernels);
 #   metrics    PC sampling together with the range profiler (KP_METRICS on the NVTX ranges):
-#              both sets of records present, exit status 0;
+#              exit status 0, metric ranges present, and kp's warning that CUPTI gives no PC
+#              samples while the range profiler runs (on the H200 it gives none: KNOWN line);
 #   period     KP_PC_SAMPLING_PERIOD=20 samples less than the default (and still finds the
 #              chase's reason); a bad value gets one line naming the variable;
 #   pytorch    tests/gpu/pytorch_train.py with KP_PC_SAMPLING=stall runs to its normal exit with
@@ -39,11 +40,12 @@ checks() {
   done < <("$@" 2>&1)
 }
 
-# run NAME WANT_RC CMD...: runs CMD with output to $WORK/NAME.{out,err}, checks the exit status.
+# run NAME WANT_RC CMD...: runs CMD (at most 90 s) with output to $WORK/NAME.{out,err}, checks
+# the exit status.
 run() {
   local name=$1 want=$2 rc start=$SECONDS
   shift 2
-  "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
+  timeout 90 "$@" >"$WORK/$name.out" 2>"$WORK/$name.err"
   rc=$?
   sed 's/^/    out: /' "$WORK/$name.out" | tail -n 8
   sed 's/^/    err: /' "$WORK/$name.err" | tail -n 12
@@ -53,6 +55,12 @@ run() {
     fail "$name/exit" "exit status $rc, expected $want, after $((SECONDS - start)) s"
   fi
   return $rc
+}
+
+samples() {  # samples CSV_DIR: all samples in pc_stalls.csv, the *_not_issued subsets left out
+  "$PYTHON" -c 'import csv, sys
+print(sum(int(r["samples"]) for r in csv.DictReader(open(sys.argv[1] + "/pc_stalls.csv"))
+          if r["percent"] != ""))' "$1" 2>/dev/null || echo 0
 }
 
 convert() {  # convert NAME: trace -> csv dir + summary
@@ -118,10 +126,20 @@ main() {
   else
     fail "metrics/ranges" "no metric ranges with PC sampling on"
   fi
-  checks "$PYTHON" "$REPO/tests/gpu/check_pc_stalls.py" "$WORK/metrics_csv" --label metrics \
-    --top "pointer_chase=Long Scoreboard"
-  grep -iE "pc_sampling|pc sampling|metrics" "$WORK/metrics.err" | head -n 8 | sed 's/^/    /'
-
+  # CUDA 13.0 / driver 580 on the H200: with the range profiler started, CUPTI delivers no PC
+  # samples at all (docs/pc-sampling.md). kp must say so up front; the empty table is KNOWN.
+  if grep -q "KP_PC_SAMPLING with KP_METRICS: CUPTI delivers no PC samples" "$WORK/metrics.err"; then
+    pass "metrics/warning" "kp says that the stall counts will be empty"
+  else
+    fail "metrics/warning" "no warning about PC sampling under the range profiler"
+  fi
+  local metric_samples
+  metric_samples=$(samples "$WORK/metrics_csv")
+  if [[ $metric_samples -eq 0 ]]; then
+    echo "KNOWN [metrics/no-samples] 0 PC samples with the range profiler on (CUPTI limitation)"
+  else
+    pass "metrics/samples" "$metric_samples PC samples with the range profiler on"
+  fi
   echo "== period"
   run period20 0 env KP_PC_SAMPLING_PERIOD=20 "$KPTRACE" run --pc-sampling \
     -o "$WORK/period20.kptrace" -- "$prog" --reps 3
@@ -129,14 +147,13 @@ main() {
   checks "$PYTHON" "$REPO/tests/gpu/check_pc_stalls.py" "$WORK/period20_csv" --label period20 \
     --top "pointer_chase=Long Scoreboard"
   local n15 n20
-  n15=$(awk -F, 'NR>1 && $8!="" {s+=$7} END {print s+0}' "$WORK/stalls_csv/pc_stalls.csv")
-  n20=$(awk -F, 'NR>1 && $8!="" {s+=$7} END {print s+0}' "$WORK/period20_csv/pc_stalls.csv")
+  n15=$(samples "$WORK/stalls_csv")
+  n20=$(samples "$WORK/period20_csv")
   if [[ $n20 -gt 0 && $n20 -lt $n15 ]]; then
     pass "period20/fewer" "$n20 samples at 2^20 against $n15 at the default"
   else
     fail "period20/fewer" "$n20 samples at 2^20 against $n15 at the default"
   fi
-  KP_PC_SAMPLING_PERIOD=4 "$prog" --reps 0 >/dev/null 2>&1  # the program alone ignores it
   run badperiod 0 env KP_PC_SAMPLING_PERIOD=4 "$KPTRACE" run --pc-sampling \
     -o "$WORK/badperiod.kptrace" -- "$prog" --reps 1
   if [[ $(grep -c "KP_PC_SAMPLING_PERIOD=\"4\" is not valid: accepted values are integers 5..31" \

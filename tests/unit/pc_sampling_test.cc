@@ -218,7 +218,19 @@ TEST(PcStallTableTest, SummarySectionNamesTopReasonsWithTheWorkflowReading) {
   EXPECT_EQ("", FormatPcStallsText(PcStallTable(), 10));
   EXPECT_EQ("Math Pipe Throttle",
             PcStallDisplayName("smsp__pcsamp_warps_issue_stalled_math_pipe_throttle"));
-  EXPECT_NE(std::string(""), PcStallReading("smsp__pcsamp_warps_issue_stalled_short_scoreboard"));
+  EXPECT_EQ("MIO Throttle Not Issued",
+            PcStallDisplayName("smsp__pcsamp_warps_issue_stalled_mio_throttle_not_issued"));
+  EXPECT_EQ("LG Throttle", PcStallDisplayName("lg_throttle"));
+  // Every reason CUPTI 13.0 reported on the H200 has a reading.
+  for (const char* r :
+       {"barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss", "lg_throttle",
+        "long_scoreboard", "math_pipe_throttle", "membar", "mio_throttle", "misc",
+        "no_instructions", "not_selected", "selected", "short_scoreboard", "sleeping", "wait",
+        "warpgroup_arrive", "tex_throttle"}) {
+    EXPECT_NE(std::string(""),
+              PcStallReading(std::string("smsp__pcsamp_warps_issue_stalled_") + r + "_not_issued"))
+        << r;
+  }
 }
 
 TEST(PcStallTableTest, CsvHasOneRowPerKernelAndReasonAndThePcRows) {

@@ -63,7 +63,9 @@ constexpr Reading kReadings[] = {
     {"imc_miss", "immediate-constant cache miss: constants reached divergently"},
     {"sleeping", "the warp is sleeping (nanosleep or a yield)"},
     {"misc", "other reasons"},
-    {"gmma", "waiting on a warpgroup MMA (wgmma) to finish"},
+    {"warpgroup_arrive",
+     "waiting at a warpgroup arrive/wait (wgmma) barrier: the tensor-core pipeline is the "
+     "limit or its stages are too few"},
 };
 
 // RFC 4180: quoted when it holds a comma, quote, CR or LF, quotes doubled.
@@ -85,18 +87,28 @@ bool IsNotIssuedReason(const std::string& name) {
 }
 
 std::string PcStallDisplayName(const std::string& cupti_name) {
-  std::string bare = BareReason(cupti_name);
-  std::string out;
-  bool upper = true;
-  for (char c : bare) {
-    if (c == '_') {
-      out += ' ';
-      upper = true;
-      continue;
+  // Nsight Compute's spelling: words in title case, the unit acronyms in capitals.
+  static const char* const kAcronyms[] = {"mio", "lg", "imc", "tex"};
+  std::string out, word;
+  auto flush = [&] {
+    if (word.empty()) return;
+    bool acronym = false;
+    for (const char* a : kAcronyms) acronym = acronym || word == a;
+    for (size_t i = 0; i < word.size(); ++i) {
+      if (acronym || i == 0)
+        word[i] = static_cast<char>(std::toupper(static_cast<unsigned char>(word[i])));
     }
-    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
-    upper = false;
+    out += (out.empty() ? "" : " ") + word;
+    word.clear();
+  };
+  for (char c : BareReason(cupti_name)) {
+    if (c == '_') {
+      flush();
+    } else {
+      word += c;
+    }
   }
+  flush();
   return out;
 }
 

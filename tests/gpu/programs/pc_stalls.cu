@@ -94,7 +94,7 @@ int RunTiny(int k) {
 int RunStreams(int n) {
   std::vector<cudaStream_t> streams(n);
   float* out = nullptr;
-  CHECK(cudaMalloc(&out, size_t{n} * 32 * sizeof(float)));
+  CHECK(cudaMalloc(&out, static_cast<size_t>(n) * 32 * sizeof(float)));
   for (auto& s : streams) CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   fma_chain<<<1, 32, 0, streams[0]>>>(out, 1000);  // module load and warm-up
   CHECK(cudaDeviceSynchronize());
