@@ -73,10 +73,6 @@ struct ContextState {
   SampleBuffer config;  // CUPTI flushes here itself (module unload, context destroy, Disable)
 };
 
-struct Cubin {
-  std::vector<char> bytes;
-};
-
 class CuptiPcSampler final : public PcSampler {
  public:
   CuptiPcSampler(const PcSamplingConfig& config, EncoderPost post)
@@ -290,8 +286,7 @@ class CuptiPcSampler final : public PcSampler {
     }
     if (!state) return;
     std::lock_guard<std::mutex> lock(state->mutex);
-    Finish(*state);
-    PostTotals();
+    Finish(*state);  // the collector thread posts what this read, at its next poll
   }
 
   // Reads the context's last samples, disables sampling and reads what Disable flushed.
@@ -386,22 +381,29 @@ class CuptiPcSampler final : public PcSampler {
       return;
     }
     cubin_bytes_ += module->cubinSize;
-    cubins_[crc.cubinCrc].bytes.assign(module->pCubin, module->pCubin + module->cubinSize);
+    cubins_[crc.cubinCrc] = std::make_shared<const std::vector<char>>(
+        module->pCubin, module->pCubin + module->cubinSize);
   }
 
-  void ResolveLines(KernelStallTotals& kernel) {
+  std::shared_ptr<const std::vector<char>> FindCubin(uint64_t crc) {
     std::lock_guard<std::mutex> lock(cubin_mutex_);
+    auto it = cubins_.find(crc);
+    return it == cubins_.end() ? nullptr : it->second;
+  }
+
+  // Caller holds post_mutex_ (lines_). CUPTI is asked without cubin_mutex_ held: module-load
+  // callbacks on application threads take that one.
+  void ResolveLines(KernelStallTotals& kernel) {
     for (PcStallPcTotals& pc : kernel.top_pcs) {
       const auto key = std::make_pair(pc.cubin_crc, pc.pc_offset);
       auto known = lines_.find(key);
       if (known == lines_.end()) {
         std::pair<std::string, uint32_t> where;
-        auto cubin = cubins_.find(pc.cubin_crc);
-        if (cubin != cubins_.end()) {
+        if (const auto cubin = FindCubin(pc.cubin_crc)) {
           CUpti_GetSassToSourceCorrelationParams p{};
           p.size = CUpti_GetSassToSourceCorrelationParamsSize;
-          p.cubin = cubin->second.bytes.data();
-          p.cubinSize = cubin->second.bytes.size();
+          p.cubin = cubin->data();
+          p.cubinSize = cubin->size();
           p.functionName = kernel.kernel.c_str();
           p.pcOffset = pc.pc_offset;
           if (cuptiGetSassToSourceCorrelation(&p) == CUPTI_SUCCESS) {
@@ -536,10 +538,11 @@ class CuptiPcSampler final : public PcSampler {
   uint64_t dropped_posted_ = 0, full_posted_ = 0;  // under post_mutex_
   std::mutex post_mutex_;
 
-  std::mutex cubin_mutex_;
-  std::map<uint64_t, Cubin> cubins_;
+  std::mutex cubin_mutex_;  // cubins_, cubin_bytes_, warned_cubins_
+  std::map<uint64_t, std::shared_ptr<const std::vector<char>>> cubins_;  // by CUPTI's CRC
   size_t cubin_bytes_ = 0;
   bool warned_cubins_ = false;
+  // (cubin CRC, PC offset) -> source file and line; under post_mutex_
   std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string, uint32_t>> lines_;
 
   std::mutex run_mutex_;
