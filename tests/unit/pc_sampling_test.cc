@@ -17,9 +17,9 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
+#include "tools/kptrace/run_command.h"
 #include "tools/pc_stalls/pc_stall_table.h"
 #include "tools/report/report_pc_stalls.h"
-#include "tools/run/launcher.h"
 
 namespace kp {
 namespace {
@@ -239,8 +239,8 @@ TEST(PcStallTableTest, CsvHasOneRowPerKernelAndReasonAndThePcRows) {
   const std::string dir = dir_template;
   std::map<int, PcStallTable> tables;
   tables[0] = SampleTable();
-  std::string err;
-  ASSERT_TRUE(WritePcStallsCsv(dir, tables, &err)) << err;
+  const Status written = WritePcStallsCsv(dir, tables);
+  ASSERT_TRUE(written.ok()) << written.message();
   std::ifstream in(dir + "/pc_stalls.csv");
   std::stringstream ss;
   ss << in.rdbuf();
@@ -276,15 +276,16 @@ TEST(PcStallTableTest, ReportSectionHasABarPerKernelOrSaysHowToGetOne) {
 
 TEST(PcSamplingRunFlagTest, BareFlagMeansStallAndValuesPassThrough) {
   const char* bare[] = {"--pc-sampling", "prog"};
-  LaunchPlan plan;
-  std::string error;
-  ASSERT_TRUE(ParseLaunchArgs(2, const_cast<char**>(bare), &plan, &error)) << error;
+  StatusOr<LaunchPlan> parsed = ParseLaunchArgs(2, const_cast<char**>(bare));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const LaunchPlan& plan = parsed.value();
   ASSERT_EQ(1u, plan.env.size());
   EXPECT_EQ("KP_PC_SAMPLING", plan.env[0].first);
   EXPECT_EQ("stall", plan.env[0].second);
   const char* valued[] = {"--pc-sampling=off", "--pc-sampling-period", "18", "prog"};
-  LaunchPlan plan2;
-  ASSERT_TRUE(ParseLaunchArgs(4, const_cast<char**>(valued), &plan2, &error)) << error;
+  StatusOr<LaunchPlan> parsed2 = ParseLaunchArgs(4, const_cast<char**>(valued));
+  ASSERT_TRUE(parsed2.ok()) << parsed2.status().message();
+  const LaunchPlan& plan2 = parsed2.value();
   ASSERT_EQ(2u, plan2.env.size());
   EXPECT_EQ("off", plan2.env[0].second);
   EXPECT_EQ("KP_PC_SAMPLING_PERIOD", plan2.env[1].first);

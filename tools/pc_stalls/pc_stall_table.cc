@@ -253,8 +253,7 @@ std::string FormatPcStallsText(const PcStallTable& table, size_t top_kernels) {
   return o;
 }
 
-bool WritePcStallsCsv(const std::string& dir, const std::map<int, PcStallTable>& tables,
-                      std::string* err) {
+Status WritePcStallsCsv(const std::string& dir, const std::map<int, PcStallTable>& tables) {
   std::string reasons = "file,device,kernel,mangled_kernel,reason,cupti_reason,samples,percent\n";
   std::string pcs =
       "file,device,kernel,mangled_kernel,pc_offset,samples,top_reason,source_file,line\n";
@@ -281,17 +280,13 @@ bool WritePcStallsCsv(const std::string& dir, const std::map<int, PcStallTable>&
        {std::make_pair("/pc_stalls.csv", &reasons), std::make_pair("/pc_stall_pcs.csv", &pcs)}) {
     const std::string path = dir + name;
     FILE* f = std::fopen(path.c_str(), "wb");
-    if (f == nullptr) {
-      *err = path + ": cannot create: " + std::strerror(errno);
-      return false;
-    }
+    if (f == nullptr) return Status::Error(path + ": cannot create: " + std::strerror(errno));
     const bool ok = std::fwrite(text->data(), 1, text->size(), f) == text->size();
     if (std::fclose(f) != 0 || !ok) {
-      *err = path + ": write failed: " + std::strerror(errno);
-      return false;
+      return Status::Error(path + ": write failed: " + std::strerror(errno));
     }
   }
-  return true;
+  return Status();
 }
 
 }  // namespace kp

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
 #include "kptrace.pb.h"
 
 namespace kp {
@@ -78,8 +79,7 @@ std::string FormatPcStallsText(const PcStallTable& table, size_t top_kernels);
 // `kptrace convert --to csv`: writes DIR/pc_stalls.csv (file,device,kernel,mangled_kernel,reason,
 // cupti_reason,samples,percent: one row per kernel and reason) and DIR/pc_stall_pcs.csv
 // (file,device,kernel,mangled_kernel,pc_offset,samples,top_reason,source_file,line), `tables`
-// indexed by input file. False with *err naming the file when it cannot be written.
-bool WritePcStallsCsv(const std::string& dir, const std::map<int, PcStallTable>& tables,
-                      std::string* err);
+// indexed by input file. An error names the file that could not be written.
+Status WritePcStallsCsv(const std::string& dir, const std::map<int, PcStallTable>& tables);
 
 }  // namespace kp
