@@ -39,6 +39,8 @@ constexpr const char* kKnownVariables[] = {
     "KP_METRICS_LAUNCH_SCOPE",
     "KP_METRICS_NVTX_INCLUDE",
     "KP_RUN_ID",
+    "KP_PC_SAMPLING",
+    "KP_PC_SAMPLING_PERIOD",
 };
 
 constexpr const char* kActivityNames[] = {"kernel", "memcpy", "memset", "api",
@@ -249,6 +251,7 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
   };
   constexpr auto kProfiler = ConfigErrorScope::kProfiler;
   constexpr auto kMetrics = ConfigErrorScope::kMetrics;
+  ParsePcSamplingConfig(get, &c.pc_sampling, errors);
 
   if (const char* v = get("KP_DISABLE")) {
     if (!ParseBool(v, &c.disabled)) {
@@ -646,7 +649,7 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
   const char* log = c.log == LogLevel::kQuiet   ? "quiet"
                     : c.log == LogLevel::kDebug ? "debug"
                                                 : "info";
-  return {
+  std::vector<std::pair<std::string, std::string>> described = {
       {"KP_DISABLE", c.disabled ? "1" : "0"},
       {"KP_OUTPUT", c.output_pattern},
       {"KP_ACTIVITIES", Join(activities)},
@@ -674,6 +677,8 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
       {"KP_DUMP_BUFFERS", c.dump_buffers_dir},
       {"KP_RUN_ID", c.run_id},
   };
+  for (auto& pair : DescribePcSamplingConfig(c.pc_sampling)) described.push_back(std::move(pair));
+  return described;
 }
 
 StatusOr<std::string> ExpandOutputPattern(const std::string& pattern, uint32_t pid,

@@ -15,6 +15,7 @@
 
 #include "common/sol_metrics.h"
 #include "common/status.h"
+#include "inject/pc_sampling/pc_sampling_config.h"
 
 namespace kp {
 
@@ -58,6 +59,7 @@ struct Config {
   std::string capture_range;       // KP_CAPTURE_RANGE: NVTX range that starts capture
   LogLevel log = LogLevel::kInfo;  // KP_LOG=quiet|info|debug
   std::string dump_buffers_dir;    // KP_DUMP_BUFFERS: save raw CUPTI buffers (tests)
+  PcSamplingConfig pc_sampling;    // KP_PC_SAMPLING, KP_PC_SAMPLING_PERIOD
   std::string run_id;  // KP_RUN_ID: names the run this process belongs to (kptrace run sets it)
 };
 

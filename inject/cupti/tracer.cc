@@ -27,6 +27,7 @@
 #include "inject/cupti/encoder_thread.h"
 #include "inject/log/log.h"
 #include "inject/metrics/metrics_collector.h"
+#include "inject/pc_sampling/pc_sampler.h"
 #include "inject/signals/termination_signals.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
@@ -55,6 +56,7 @@ struct TracerState {
   EncoderThread* thread = nullptr;
   std::unique_ptr<MetricsCollector> collector;
   ApiCallRecorder* api_calls = nullptr;  // KP_API=launch: API calls from callbacks
+  std::unique_ptr<PcSampler> pc_sampler;  // KP_PC_SAMPLING
   CUpti_SubscriberHandle subscriber = nullptr;
 };
 
@@ -183,6 +185,7 @@ void FlushForReset() {
 }
 
 void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
+  if (g_state->pc_sampler) g_state->pc_sampler->OnResource(cbid, data);
   if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
     if (!g_context_seen.exchange(true)) {
       // Write a chunk now so the file (and the run's manifest entry) appear at once, not a
@@ -256,6 +259,7 @@ void FinishTrace(const std::string& reason) {
   const bool cupti_ok = CuptiUsable();
   if (cupti_ok) {
     if (g_state->collector) g_state->collector->Shutdown();
+    if (g_state->pc_sampler) g_state->pc_sampler->Shutdown();
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
   g_active.store(false);
@@ -607,6 +611,9 @@ void DoToolInit(InjectionMode mode) {
         });
       });
 
+  state->pc_sampler = PcSampler::Create(
+      config.pc_sampling, !config.metrics.empty(),
+      [thread_ptr](std::function<void(TraceEncoder&)> task) { thread_ptr->Post(std::move(task)); });
   g_state = state.release();
   g_active.store(true, std::memory_order_release);
 
@@ -622,6 +629,7 @@ void DoToolInit(InjectionMode mode) {
   }
   EnableActivities(g_state->config);
   EnableCallbacks(g_state->subscriber, g_state->collector.get());
+  if (g_state->pc_sampler) g_state->pc_sampler->EnableCallbacks(g_state->subscriber);
   std::atexit(&AtExit);
   if (const Status signals = InstallTerminationSignals(&FinishOnSignal, kSignalFinishTimeoutMs);
       !signals.ok()) {

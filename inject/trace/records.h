@@ -119,4 +119,26 @@ struct MetricRangeRecord {
   bool inconsistent = false;
 };
 
+// KP_PC_SAMPLING: stall samples of one kernel since its previous record (inject/pc_sampling).
+// Parallel arrays; the PC rows hold `num_reasons` entries each in pc_reason_index/pc_samples.
+struct PcStallsRecord {
+  uint32_t device = 0;
+  const char* kernel = nullptr;
+  uint64_t time_ns = 0;
+  uint32_t sampling_period = 0;
+  const uint32_t* reason_index = nullptr;
+  const uint64_t* samples = nullptr;
+  uint32_t num_reasons = 0;
+  struct Pc {
+    uint64_t pc_offset = 0;
+    const uint32_t* reason_index = nullptr;
+    const uint64_t* samples = nullptr;
+    uint32_t num_reasons = 0;
+    const char* file = nullptr;  // nullptr or "" when the module has no line info
+    uint32_t line = 0;
+  };
+  const Pc* pcs = nullptr;
+  uint32_t num_pcs = 0;
+};
+
 }  // namespace kp

@@ -98,6 +98,7 @@ enum RecordKind : int {
   kOverheads,
   kMetricRanges,
   kGraphLaunches,
+  kPcStalls,
   kNumRecordKinds
 };
 
@@ -192,6 +193,7 @@ struct TraceEncoder::Impl {
   bool has_header = false;
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> devices, contexts, threads;
   std::vector<std::vector<uint8_t>> metric_configs;
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> pc_stall_reasons;
 
   explicit Impl(ChunkSink* s) : sink(s) {}
 
@@ -838,6 +840,63 @@ void TraceEncoder::AddMetricRange(const MetricRangeRecord& r) {
   if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
 
+void TraceEncoder::AddPcStallReason(uint32_t device, uint32_t index, std::string_view name) {
+  using F = schema::PcStallReason;
+  WireBuffer& b = impl_->scratch;
+  b.Clear();
+  WireWriter w = b.Reserve(2 * wire::kMaxScalarFieldBytes + 8 + Utf8Bound(name));
+  w.UintAlways(F::kDevice, device);
+  w.UintAlways(F::kIndex, index);
+  Utf8Field(w, F::kName, name);
+  b.Commit(w);
+  Impl::Store(&impl_->pc_stall_reasons, (device << 16) ^ index, b);
+  impl_->dirty = true;
+}
+
+void TraceEncoder::AddPcStalls(const PcStallsRecord& r) {
+  using F = schema::PcStalls;
+  using P = schema::PcStallPc;
+  Impl& m = *impl_;
+  const std::string_view kernel = r.kernel == nullptr ? std::string_view() : r.kernel;
+  size_t bound = 8 * wire::kMaxScalarFieldBytes + 8 + Utf8Bound(kernel) +
+                 2 * size_t{r.num_reasons} * wire::kMaxScalarFieldBytes;
+  for (uint32_t i = 0; i < r.num_pcs; ++i) {
+    const PcStallsRecord::Pc& pc = r.pcs[i];
+    bound += 8 * wire::kMaxScalarFieldBytes + 16 +
+             Utf8Bound(pc.file == nullptr ? std::string_view() : pc.file) +
+             2 * size_t{pc.num_reasons} * wire::kMaxScalarFieldBytes;
+  }
+  WireBuffer& b = m.scratch;
+  b.Clear();
+  WireWriter w = b.Reserve(bound);
+  w.UintAlways(F::kDevice, r.device);
+  Utf8Field(w, F::kKernel, kernel);
+  for (uint32_t i = 0; i < r.num_reasons; ++i) {
+    w.UintAlways(F::kReasonIndex, r.reason_index[i]);
+    w.UintAlways(F::kSamples, r.samples[i]);
+  }
+  for (uint32_t i = 0; i < r.num_pcs; ++i) {
+    const PcStallsRecord::Pc& pc = r.pcs[i];
+    WireBuffer& sb = m.sub_scratch;
+    sb.Clear();
+    WireWriter sub = sb.Reserve(bound);
+    sub.UintAlways(P::kPcOffset, pc.pc_offset);
+    for (uint32_t k = 0; k < pc.num_reasons; ++k) {
+      sub.UintAlways(P::kReasonIndex, pc.reason_index[k]);
+      sub.UintAlways(P::kSamples, pc.samples[k]);
+    }
+    if (pc.file != nullptr) Utf8Field(sub, P::kFile, pc.file);
+    sub.Uint(P::kLine, pc.line);
+    w.Message(F::kTopPcs, sub);
+  }
+  w.Uint(F::kTimeNs, r.time_ns);
+  w.Uint(F::kSamplingPeriod, r.sampling_period);
+  b.Commit(w);
+  m.chunk.AppendMessage(ChunkField::kPcStalls, b);
+  m.CountRecord(kPcStalls);
+  if (m.chunk.size() > kHardChunkLimit) Flush();
+}
+
 void TraceEncoder::Flush(bool force) {
   Impl& m = *impl_;
   if (m.finished) return;
@@ -858,6 +917,7 @@ void TraceEncoder::Flush(bool force) {
   m.AppendStored(ChunkField::kThreads, m.threads);
   for (const auto& c : m.metric_configs)
     m.chunk.AppendMessage(ChunkField::kMetricConfigs, c.data(), c.size());
+  m.AppendStored(ChunkField::kPcStallReasons, m.pc_stall_reasons);
 
   stats_.bytes_written = m.sink->bytes_written();
   stats_.chunks_written = m.sequence;
@@ -905,6 +965,7 @@ void TraceEncoder::Finish(const FooterInfo& footer) {
   w.Uint(F::kMetricRanges, m.totals[kMetricRanges]);
   w.Uint(F::kGraphLaunches, m.totals[kGraphLaunches]);
   w.Uint(F::kChunks, m.sequence + 1);
+  w.Uint(F::kPcStalls, m.totals[kPcStalls]);
   b.Commit(w);
   m.chunk.AppendMessage(ChunkField::kFooter, b);
   Flush(true);

@@ -103,6 +103,10 @@ class TraceEncoder {
   void AddOverhead(const OverheadRecord& r);
   void AddGraphLaunch(const GraphLaunchRecord& r);
   void AddMetricRange(const MetricRangeRecord& r);
+  // KP_PC_SAMPLING: a device's stall-reason name table (repeated in every later chunk) and the
+  // per-kernel stall counts that refer to it.
+  void AddPcStallReason(uint32_t device, uint32_t index, std::string_view name);
+  void AddPcStalls(const PcStallsRecord& r);
 
   EncoderStats& stats() { return stats_; }
   // Strings held for interning now (bounded: the tables restart at a chunk boundary once they

@@ -17,6 +17,7 @@
 #include "tools/export/output_buffer.h"
 #include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
+#include "tools/pc_stalls/pc_stall_table.h"
 
 namespace kp {
 
@@ -306,6 +307,7 @@ class CsvExporter final : public Exporter {
     ProcessRow& proc = processes_[file_index];
     ++proc.chunks;
     if (c.has_footer() && c.footer().clean_end()) proc.clean_end = true;
+    if (c.pc_stalls_size() > 0 || c.pc_stall_reasons_size() > 0) pc_stalls_[file_index].AddChunk(c);
     for (const Device& d : c.devices()) devices_[{file_index, d.id()}] = d;
     for (const MetricConfig& m : c.metric_configs()) {
       auto& names = metric_configs_[{file_index, m.id()}];
@@ -333,6 +335,7 @@ class CsvExporter final : public Exporter {
     Status written = WriteDevices();
     if (written.ok()) written = WriteProcesses();
     if (written.ok()) written = WriteMetrics();
+    if (written.ok()) written = WritePcStallsCsv(dir_, pc_stalls_);
     for (CsvFile* f :
          {&kernels_, &memcpy_, &memset_, &api_, &ranges_, &marks_, &sync_, &overhead_}) {
       const Status closed = f->Close();
@@ -725,6 +728,7 @@ class CsvExporter final : public Exporter {
   std::unordered_map<std::string, size_t> metric_column_;
   FILE* metric_spill_ = nullptr;
   bool spill_failed_ = false;
+  std::map<int, PcStallTable> pc_stalls_;  // by input file: pc_stalls.csv, pc_stall_pcs.csv
 };
 
 }  // namespace

@@ -43,6 +43,9 @@ const FlagVariable kFlags[] = {
     {"--duration", nullptr, "KP_DURATION", "seconds of capture"},
     {"--capture-range", nullptr, "KP_CAPTURE_RANGE", "NVTX range that starts capture"},
     {"--log", nullptr, "KP_LOG", "quiet | info | debug"},
+    {"--pc-sampling", nullptr, "KP_PC_SAMPLING",
+     "stall | off: warp-stall reasons per kernel (alone: stall)"},
+    {"--pc-sampling-period", nullptr, "KP_PC_SAMPLING_PERIOD", "5..31: a sample every 2^N cycles"},
 };
 
 void PrintUsage(FILE* out) {
@@ -94,6 +97,10 @@ StatusOr<LaunchPlan> ParseLaunchArgs(int argc, char** argv) {
     }
     if (arg == "--force") {
       plan.force = true;
+      continue;
+    }
+    if (arg == "--pc-sampling") {  // the bare flag turns it on; --pc-sampling=off is explicit
+      plan.env.emplace_back("KP_PC_SAMPLING", "stall");
       continue;
     }
     std::string name = arg, value;

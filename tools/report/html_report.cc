@@ -6,6 +6,7 @@
 
 #include "tools/info/trace_info.h"
 #include "tools/metrics/speed_of_light.h"
+#include "tools/report/report_pc_stalls.h"
 #include "tools/summary/text_format.h"
 
 namespace kp {
@@ -656,6 +657,7 @@ std::string RenderHtmlReport(const TraceSummary& s, const ReportTimeline& t,
   o += RangesSection(s, t);
   o += CopiesSection(s);
   o += SolSection(s);
+  o += PcStallsSection(s);
   o += NoticesSection(s);
   o += "</main><script>" + std::string(kScript) + "</script></body></html>\n";
   return o;

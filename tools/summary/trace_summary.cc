@@ -377,6 +377,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         api.Add(api.Get(a.name(), reader->Str(a.name()), ""), a.duration());
         span(a.start(), a.duration());
       }
+      if (c.pc_stalls_size() > 0 || c.pc_stall_reasons_size() > 0) sum.pc_stalls.AddChunk(c);
       for (const MetricRange& m : c.metric_ranges()) {
         std::string name(reader->Str(m.name())), domain(reader->Str(m.domain()));
         MetricAccum& acc = metrics[{name, domain, m.config()}];
@@ -895,6 +896,7 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
       if (!m.explanation.empty()) o += "    " + m.explanation + "\n";
     }
   }
+  o += FormatPcStallsText(s.pc_stalls, top);
   if (!s.notices.empty()) {
     o += "\nNotices\n";
     for (const std::string& n : s.notices) o += "  " + n + "\n";

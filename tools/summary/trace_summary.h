@@ -19,6 +19,7 @@
 
 #include "common/status.h"
 #include "kptrace.pb.h"
+#include "tools/pc_stalls/pc_stall_table.h"
 
 namespace kp {
 
@@ -125,6 +126,7 @@ struct TraceSummary {
   std::string step_range;
   std::vector<std::string> alignment;  // --align collectives: one line per file
   bool anything_read = false;
+  PcStallTable pc_stalls;  // KP_PC_SAMPLING records, all files together
 };
 
 struct SummaryOptions {
