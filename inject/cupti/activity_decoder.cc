@@ -115,7 +115,16 @@ size_t ActivityDecoder::DecodeBuffer(uint8_t* buffer, size_t valid_size) {
 }
 
 bool ActivityDecoder::Keep(uint64_t time) {
-  if (window_open_ && time >= options_.window_start && time <= options_.window_end) return true;
+  bool discarded = false;
+  for (auto it = discards_.rbegin(); it != discards_.rend() && it->second >= time; ++it) {
+    if (time >= it->first) {
+      discarded = true;
+      break;
+    }
+  }
+  if (!discarded && window_open_ && time >= options_.window_start && time <= options_.window_end) {
+    return true;
+  }
   ++encoder_->stats().records_filtered;
   return false;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace kp {
 
@@ -117,6 +118,17 @@ struct MetricRangeRecord {
   // more than the collector's threshold (the set combines counters of unlike occurrences).
   uint64_t occurrence_min_ns = 0, occurrence_max_ns = 0;
   bool inconsistent = false;
+};
+
+// A capture window (inject/capture): absolute trace-clock times; trigger is a CaptureTrigger
+// value of the schema.
+struct CaptureWindowRecord {
+  uint32_t index = 0;
+  uint32_t trigger = 0;
+  uint64_t start_ns = 0, end_ns = 0;
+  std::string_view range;
+  uint64_t first_step = 0, last_step = 0;
+  std::string_view end_reason;
 };
 
 }  // namespace kp

@@ -50,7 +50,12 @@ const FlagVariable kFlags[] = {
     {"--compression", nullptr, "KP_COMPRESSION", "zstd[:level] | none"},
     {"--delay", nullptr, "KP_DELAY", "seconds before capture starts"},
     {"--duration", nullptr, "KP_DURATION", "seconds of capture"},
-    {"--capture-range", nullptr, "KP_CAPTURE_RANGE", "NVTX range that starts capture"},
+    {"--capture-range", nullptr, "KP_CAPTURE_RANGE", "NVTX range that is the capture window"},
+    {"--capture-range-end", nullptr, "KP_CAPTURE_RANGE_END", "stop | repeat[:N] | none"},
+    {"--capture-schedule", nullptr, "KP_CAPTURE_SCHEDULE",
+     "RANGE:wait,warmup,active[,repeat[,skip_first]] (torch.profiler.schedule)"},
+    {"--capture", nullptr, "KP_CAPTURE", "cudaProfilerApi | signal (kptrace start|stop PID)"},
+    {"--capture-signal", nullptr, "KP_CAPTURE_SIGNAL", "signal for kptrace start|stop"},
     {"--log", nullptr, "KP_LOG", "quiet | info | debug"},
 };
 
