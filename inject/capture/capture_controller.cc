@@ -12,10 +12,35 @@
 namespace kp {
 namespace {
 
-// Per thread: which open push/pop levels are the capture range (bit i: depth i), so a pop,
-// which carries no message, is known to end it. Deeper than 64 levels is not tracked.
-thread_local uint32_t t_depth = 0;
-thread_local uint64_t t_named_levels = 0;
+// Per thread and NVTX domain (each domain has its own push/pop stack): which open levels are
+// the capture range (bit i: depth i), so a pop, which carries no message, is known to end it.
+// A fixed table, no allocation on the callback path: up to kDomainSlots domains per thread are
+// tracked (the default domain and a few library domains), levels deeper than 64 are counted but
+// never the capture range.
+struct DomainStack {
+  const void* domain = nullptr;
+  bool used = false;
+  uint32_t depth = 0;
+  uint64_t named_levels = 0;
+};
+constexpr int kDomainSlots = 8;
+thread_local DomainStack t_stacks[kDomainSlots];
+thread_local int t_named_open = 0;  // capture-range levels open on this thread, all domains
+
+DomainStack* StackOf(const void* domain, bool create) {
+  for (DomainStack& s : t_stacks) {
+    if (s.used && s.domain == domain) return &s;
+  }
+  if (!create) return nullptr;
+  for (DomainStack& s : t_stacks) {
+    if (!s.used) {
+      s.used = true;
+      s.domain = domain;
+      return &s;
+    }
+  }
+  return nullptr;  // table full: this domain's ranges are not tracked
+}
 
 const char* PushMessage(const nvtxEventAttributes_t* attributes) {
   if (attributes == nullptr || attributes->messageType != NVTX_MESSAGE_TYPE_ASCII) return nullptr;
@@ -63,24 +88,6 @@ void CaptureController::Apply(Event event) {
 }
 
 bool CaptureController::Start(CUpti_SubscriberHandle subscriber, std::string* error) {
-  switch (plan_.trigger) {
-    case CaptureTrigger::kNvtxRange:
-    case CaptureTrigger::kSchedule:
-      cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_NVTX);
-      break;
-    case CaptureTrigger::kCudaProfilerApi:
-      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                          CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
-      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                          CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
-      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
-                          CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
-      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
-                          CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
-      break;
-    default:
-      break;
-  }
   const bool timers = plan_.trigger == CaptureTrigger::kTime || plan_.duration_ns != 0;
   if (timers || plan_.trigger == CaptureTrigger::kSignal) {
     CaptureControlThread::Callbacks callbacks;
@@ -113,6 +120,25 @@ bool CaptureController::Start(CUpti_SubscriberHandle subscriber, std::string* er
         !InstallCaptureSignal(plan_.control_signal, control_.get(), error)) {
       return false;
     }
+  }
+  // Trigger callbacks last: they may call Apply at once, which uses the control thread.
+  switch (plan_.trigger) {
+    case CaptureTrigger::kNvtxRange:
+    case CaptureTrigger::kSchedule:
+      cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_NVTX);
+      break;
+    case CaptureTrigger::kCudaProfilerApi:
+      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                          CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
+      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                          CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
+      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                          CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
+      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
+                          CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
+      break;
+    default:
+      break;
   }
   Apply([](CaptureStateMachine& m, uint64_t now) { return m.Start(now); });
   return true;
@@ -157,8 +183,11 @@ void CaptureController::OnNvtx(CUpti_CallbackId cbid, const void* cbdata) {
       break;
     }
     case CUPTI_CBID_NVTX_nvtxRangePop:
+      pop = true;
+      break;
     case CUPTI_CBID_NVTX_nvtxDomainRangePop:
       pop = true;
+      domain = static_cast<const nvtxDomainRangePop_params*>(params)->domain;
       break;
     case CUPTI_CBID_NVTX_nvtxDomainCreateA: {
       const auto* p = static_cast<const nvtxDomainCreateA_params*>(params);
@@ -175,19 +204,24 @@ void CaptureController::OnNvtx(CUpti_CallbackId cbid, const void* cbdata) {
   }
   if (push) {
     const bool named = MatchesRange(message, domain);
-    const bool outermost = named && t_named_levels == 0;
-    if (t_depth < 64) {
-      if (named) t_named_levels |= uint64_t{1} << t_depth;
+    DomainStack* stack = StackOf(domain, true);
+    if (stack == nullptr) return;
+    const bool outermost = named && t_named_open == 0;
+    if (named && stack->depth < 64) {
+      stack->named_levels |= uint64_t{1} << stack->depth;
+      ++t_named_open;
     }
-    ++t_depth;
+    ++stack->depth;
     if (outermost) Apply([](CaptureStateMachine& m, uint64_t now) { return m.RangeStart(now); });
-  } else if (pop && t_depth > 0) {
-    --t_depth;
-    if (t_depth < 64 && (t_named_levels & (uint64_t{1} << t_depth)) != 0) {
-      t_named_levels &= ~(uint64_t{1} << t_depth);
-      if (t_named_levels == 0) {
-        Apply([](CaptureStateMachine& m, uint64_t now) { return m.RangeEnd(now); });
-      }
+  } else if (pop) {
+    DomainStack* stack = StackOf(domain, false);
+    if (stack == nullptr || stack->depth == 0) return;  // pushed before kp listened
+    --stack->depth;
+    const uint64_t bit = stack->depth < 64 ? uint64_t{1} << stack->depth : 0;
+    if ((stack->named_levels & bit) == 0) return;
+    stack->named_levels &= ~bit;
+    if (--t_named_open == 0) {
+      Apply([](CaptureStateMachine& m, uint64_t now) { return m.RangeEnd(now); });
     }
   }
 }

@@ -340,6 +340,16 @@ void EnableKind(CUpti_ActivityKind kind, const char* what) {
   }
 }
 
+// Device and context records describe the run, not a window: enabled (and the current ones
+// dumped) once, they stay on, so every capture window does not repeat them.
+void DumpDevicesOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_DEVICE);
+    cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_CONTEXT);
+  });
+}
+
 void EnableActivities(const Config& c, bool on = true) {
   t_enabling = on;
   if (c.kernel) EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
@@ -369,9 +379,7 @@ void EnableActivities(const Config& c, bool on = true) {
   if (c.overhead) EnableKind(CUPTI_ACTIVITY_KIND_OVERHEAD, "overhead");
   if (c.graph) EnableKind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "graph");
   t_enabling = true;
-  if (!on) return;  // device and context records describe the run, not a window: they stay on
-  cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_DEVICE);
-  cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_CONTEXT);
+  if (on) DumpDevicesOnce();
 }
 
 void EnableCallbacks(CUpti_SubscriberHandle sub, MetricsCollector* collector) {
@@ -489,6 +497,7 @@ void StartCapture(const CapturePlan& plan) {
     ActivityDecoder* decoder = g_state->decoder;
     g_state->thread->Post([decoder, end](TraceEncoder&) { decoder->EndDiscard(end); });
   };
+  DumpDevicesOnce();  // the trace names its devices even when no window ever opens
   g_state->capture = std::make_unique<CaptureController>(plan, std::move(ops));
   std::string error;
   if (!g_state->capture->Start(g_state->subscriber, &error)) {
