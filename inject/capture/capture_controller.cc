@@ -88,6 +88,8 @@ void CaptureController::Apply(Event event) {
 }
 
 bool CaptureController::Start(CUpti_SubscriberHandle subscriber, std::string* error) {
+  // The clock starts first: the control thread's first deadline is the delay after it.
+  Apply([](CaptureStateMachine& m, uint64_t now) { return m.Start(now); });
   const bool timers = plan_.trigger == CaptureTrigger::kTime || plan_.duration_ns != 0;
   if (timers || plan_.trigger == CaptureTrigger::kSignal) {
     CaptureControlThread::Callbacks callbacks;
@@ -140,7 +142,6 @@ bool CaptureController::Start(CUpti_SubscriberHandle subscriber, std::string* er
     default:
       break;
   }
-  Apply([](CaptureStateMachine& m, uint64_t now) { return m.Start(now); });
   return true;
 }
 

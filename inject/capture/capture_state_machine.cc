@@ -23,7 +23,7 @@ const char* CaptureTriggerName(CaptureTrigger trigger) {
 }
 
 uint64_t CaptureStateMachine::next_deadline() const {
-  if (finished_) return UINT64_MAX;
+  if (finished_ || !started_) return UINT64_MAX;
   if (plan_.trigger == CaptureTrigger::kTime && phase_ == CapturePhase::kOff &&
       windows_opened_ == 0) {
     return start_ns_ + plan_.delay_ns;
@@ -62,6 +62,7 @@ bool CaptureStateMachine::Close(uint64_t now, const char* reason) {
 
 bool CaptureStateMachine::Start(uint64_t now) {
   start_ns_ = now;
+  started_ = true;
   if (plan_.trigger == CaptureTrigger::kWholeRun) return Open(now, 0);
   if (plan_.trigger == CaptureTrigger::kTime && plan_.delay_ns == 0) return Open(now, 0);
   return false;

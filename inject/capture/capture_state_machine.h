@@ -65,6 +65,7 @@ class CaptureStateMachine {
   CapturePlan plan_;
   CapturePhase phase_ = CapturePhase::kOff;
   bool finished_ = false;
+  bool started_ = false;
   uint64_t start_ns_ = 0;
   uint32_t windows_opened_ = 0;
   CaptureWindowInfo window_;

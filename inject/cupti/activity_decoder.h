@@ -58,6 +58,10 @@ class ActivityDecoder {
 
   uint64_t last_timestamp() const { return last_timestamp_; }
 
+  // A closed capture window (inject/capture): at Finish, a range still open that started inside
+  // it ends at the window's end, flagged RECORD_FLAG_CLIPPED (its pop came after tracing stopped).
+  void AddCaptureWindow(uint64_t start, uint64_t end) { windows_.push_back({start, end}); }
+
   // A capture schedule's warm-up (inject/capture): records from `begin` until the matching
   // EndDiscard are filtered like records outside the window.
   void BeginDiscard(uint64_t begin) { discards_.push_back({begin, UINT64_MAX}); }
@@ -144,6 +148,7 @@ class ActivityDecoder {
   };
   std::vector<ClosedRange> pending_closed_;
   std::vector<std::pair<uint64_t, uint64_t>> discards_;  // [begin, end], in time order
+  std::vector<std::pair<uint64_t, uint64_t>> windows_;   // closed capture windows
   std::vector<const char*> api_names_[2];  // [runtime, driver] by cbid; nullptr = not looked up
 };
 

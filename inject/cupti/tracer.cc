@@ -473,7 +473,9 @@ void StartCapture(const CapturePlan& plan) {
   };
   ops.now_ns = &TraceNowNs;
   ops.window_closed = [](const CaptureWindowInfo& w, const std::string& label) {
-    g_state->thread->Post([w, label](TraceEncoder& encoder) {
+    ActivityDecoder* decoder = g_state->decoder;
+    g_state->thread->Post([w, label, decoder](TraceEncoder& encoder) {
+      decoder->AddCaptureWindow(w.start_ns, w.end_ns);
       // The window's finished work reaches the queue now; work still running comes with a
       // later flush (its records were requested at launch).
       if (CuptiAlive()) cuptiActivityFlushAll(0);

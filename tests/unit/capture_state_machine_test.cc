@@ -176,6 +176,16 @@ TEST(CaptureStateMachine, TimeWindowOpensAfterDelayForDuration) {
   EXPECT_EQ(m.next_deadline(), UINT64_MAX);
 }
 
+TEST(CaptureStateMachine, NoDeadlineBeforeStart) {
+  CapturePlan plan;
+  plan.trigger = CaptureTrigger::kTime;
+  plan.delay_ns = 100;
+  CaptureStateMachine m(plan);
+  EXPECT_EQ(m.next_deadline(), UINT64_MAX);  // the control thread must not fire before Start
+  m.Start(5);
+  EXPECT_EQ(m.next_deadline(), 105u);
+}
+
 TEST(CaptureStateMachine, DelayOnlyCapturesToTheEnd) {
   CapturePlan plan;
   plan.trigger = CaptureTrigger::kTime;
