@@ -11,10 +11,9 @@
 
 namespace kp {
 
-bool CaptureControlThread::Start(std::string* error) {
+Status CaptureControlThread::Start() {
   if (pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
-    *error = "cannot create the capture control pipe";
-    return false;
+    return Status::Error("cannot create the capture control pipe");
   }
   sigset_t all, previous;
   sigfillset(&all);
@@ -26,8 +25,8 @@ bool CaptureControlThread::Start(std::string* error) {
     ok = false;
   }
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  if (!ok) *error = "cannot start the capture control thread";
-  return ok;
+  if (!ok) return Status::Error("cannot start the capture control thread");
+  return Status();
 }
 
 void CaptureControlThread::Send(CaptureCommand command) const {

@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+#include "common/status.h"
+
 namespace kp {
 
 enum CaptureCommand : unsigned char {
@@ -27,7 +29,7 @@ class CaptureControlThread {
   explicit CaptureControlThread(Callbacks callbacks) : callbacks_(std::move(callbacks)) {}
 
   // Creates the pipe and starts the (detached) thread with every signal blocked.
-  bool Start(std::string* error);
+  Status Start();
   // Async-signal-safe: queues a command byte (dropped when the pipe is full).
   void Send(CaptureCommand command) const;
   int write_fd() const { return pipe_[1]; }

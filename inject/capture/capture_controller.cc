@@ -87,7 +87,7 @@ void CaptureController::Apply(Event event) {
   if (control_) control_->Send(kCaptureWake);  // a duration deadline may have appeared
 }
 
-bool CaptureController::Start(CUpti_SubscriberHandle subscriber, std::string* error) {
+Status CaptureController::Start(CUpti_SubscriberHandle subscriber) {
   // The clock starts first: the control thread's first deadline is the delay after it.
   Apply([](CaptureStateMachine& m, uint64_t now) { return m.Start(now); });
   const bool timers = plan_.trigger == CaptureTrigger::kTime || plan_.duration_ns != 0;
@@ -114,13 +114,15 @@ bool CaptureController::Start(CUpti_SubscriberHandle subscriber, std::string* er
       }
     };
     control_ = std::make_unique<CaptureControlThread>(std::move(callbacks));
-    if (!control_->Start(error)) {
+    if (Status started = control_->Start(); !started.ok()) {
       control_.reset();
-      return false;
+      return started;
     }
-    if (plan_.trigger == CaptureTrigger::kSignal &&
-        !InstallCaptureSignal(plan_.control_signal, control_.get(), error)) {
-      return false;
+    if (plan_.trigger == CaptureTrigger::kSignal) {
+      if (Status installed = InstallCaptureSignal(plan_.control_signal, control_.get());
+          !installed.ok()) {
+        return installed;
+      }
     }
   }
   // Trigger callbacks last: they may call Apply at once, which uses the control thread.
@@ -142,7 +144,7 @@ bool CaptureController::Start(CUpti_SubscriberHandle subscriber, std::string* er
     default:
       break;
   }
-  return true;
+  return Status();
 }
 
 void CaptureController::OnTick() {

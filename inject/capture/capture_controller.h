@@ -23,6 +23,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/status.h"
 #include "inject/capture/capture_state_machine.h"
 
 namespace kp {
@@ -47,8 +48,8 @@ class CaptureController {
   CaptureController& operator=(const CaptureController&) = delete;
 
   // Enables the trigger's callbacks on `subscriber`, starts the control thread when the
-  // trigger needs one, and opens the first window when it starts at once. False with *error.
-  bool Start(CUpti_SubscriberHandle subscriber, std::string* error);
+  // trigger needs one, and opens the first window when it starts at once.
+  Status Start(CUpti_SubscriberHandle subscriber);
 
   // From the tracer's CUPTI callback, every domain; ignores what is not a trigger.
   void OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* cbdata);

@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <string>
+
 #include "inject/capture/capture_control_thread.h"
 
 namespace kp {
@@ -23,7 +25,7 @@ void OnCaptureSignal(int, siginfo_t* info, void*) {
 
 }  // namespace
 
-bool InstallCaptureSignal(int signo, const CaptureControlThread* control, std::string* error) {
+Status InstallCaptureSignal(int signo, const CaptureControlThread* control) {
   g_control = control;
   g_owner = getpid();
   struct sigaction action {};
@@ -31,10 +33,10 @@ bool InstallCaptureSignal(int signo, const CaptureControlThread* control, std::s
   action.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&action.sa_mask);
   if (sigaction(signo, &action, nullptr) != 0) {
-    *error = "cannot install the capture signal handler for signal " + std::to_string(signo);
-    return false;
+    return Status::Error("cannot install the capture signal handler for signal " +
+                         std::to_string(signo));
   }
-  return true;
+  return Status();
 }
 
 }  // namespace kp

@@ -8,7 +8,7 @@
 // merging, so a start followed at once by a stop is not lost. A forked child ignores it.
 #pragma once
 
-#include <string>
+#include "common/status.h"
 
 namespace kp {
 
@@ -17,7 +17,7 @@ class CaptureControlThread;
 constexpr int kCaptureSignalStart = 1;  // sigqueue value
 constexpr int kCaptureSignalStop = 2;
 
-// Installs the handler for `signo`, which forwards to `control`. False with *error.
-bool InstallCaptureSignal(int signo, const CaptureControlThread* control, std::string* error);
+// Installs the handler for `signo`, which forwards to `control`.
+Status InstallCaptureSignal(int signo, const CaptureControlThread* control);
 
 }  // namespace kp

@@ -258,9 +258,9 @@ TEST(CaptureController, DelayAndDurationRunOnTheControlThread) {
   plan.delay_ns = 50'000'000;
   plan.duration_ns = 100'000'000;
   CaptureController c(plan, r.Ops());
-  std::string error;
   const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(c.Start(nullptr, &error)) << error;
+  const Status started = c.Start(nullptr);
+  ASSERT_TRUE(started.ok()) << started.message();
   ASSERT_TRUE(WaitFor(r, 2));
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.tracing, (std::vector<bool>{true, false}));
@@ -279,8 +279,8 @@ TEST(CaptureController, OnDemandSignalStartsAndStops) {
   plan.max_windows = 0;
   plan.control_signal = DefaultCaptureSignal();
   CaptureController c(plan, r.Ops());
-  std::string error;
-  ASSERT_TRUE(c.Start(nullptr, &error)) << error;
+  const Status started = c.Start(nullptr);
+  ASSERT_TRUE(started.ok()) << started.message();
   sigval start{}, stop{};
   start.sival_int = 1;
   stop.sival_int = 2;

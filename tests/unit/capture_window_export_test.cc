@@ -108,15 +108,17 @@ TEST(CaptureWindowRecord, ChromeAndPerfettoShowAWindowTrack) {
   for (int format = 0; format < 2; ++format) {
     std::unique_ptr<kp::Exporter> e =
         format == 0 ? kp::MakeChromeExporter(copt) : kp::MakePerfettoExporter(popt);
-    std::string err;
-    ASSERT_TRUE(e->Begin(&err)) << err;
-    std::unique_ptr<kp::TraceReader> reader = kp::TraceReader::Open(path, &err);
-    ASSERT_NE(reader, nullptr) << err;
+    const kp::Status begun = e->Begin();
+    ASSERT_TRUE(begun.ok()) << begun.message();
+    kp::StatusOr<std::unique_ptr<kp::TraceReader>> opened = kp::TraceReader::Open(path);
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    std::unique_ptr<kp::TraceReader>& reader = opened.value();
     kp::Chunk c;
     bool have = reader->Next(&c);  // the header first: BeginFile names the process from it
     e->BeginFile(0, *reader);
     for (; have; have = reader->Next(&c)) e->AddChunk(0, *reader, c);
-    ASSERT_TRUE(e->End(&err)) << err;
+    const kp::Status ended = e->End();
+    ASSERT_TRUE(ended.ok()) << ended.message();
   }
   nlohmann::json j = nlohmann::json::parse(ReadAll(copt.output));
   int windows = 0;

@@ -1,6 +1,6 @@
-// capture_command.h: `kptrace start PID` / `kptrace stop PID`: open or close an on-demand capture
-// window (KP_CAPTURE=signal, docs/capture-windows.md) in a process and in every process below
-// it that kp traces with that trigger (the ranks under a torchrun or `kptrace run`).
+// capture_targets.h: the processes `kptrace start PID` / `kptrace stop PID` signal to open or
+// close an on-demand capture window (KP_CAPTURE=signal, docs/capture-windows.md): PID and every
+// process below it that kp traces with that trigger (the ranks under torchrun or `kptrace run`).
 #pragma once
 
 #include <string>
