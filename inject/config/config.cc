@@ -1,5 +1,7 @@
 #include "inject/config/config.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -10,6 +12,8 @@
 #include <initializer_list>
 #include <regex>
 #include <string_view>
+
+#include "common/capture_signal_name.h"
 
 namespace kp {
 namespace {
@@ -30,6 +34,10 @@ constexpr const char* kKnownVariables[] = {
     "KP_DELAY",
     "KP_DURATION",
     "KP_CAPTURE_RANGE",
+    "KP_CAPTURE_RANGE_END",
+    "KP_CAPTURE_SCHEDULE",
+    "KP_CAPTURE",
+    "KP_CAPTURE_SIGNAL",
     "KP_LOG",
     "KP_DUMP_BUFFERS",
     "KP_METRICS_KERNELS",
@@ -241,6 +249,118 @@ int FirstIntFromEnv(const GetEnvFn& getenv, std::initializer_list<const char*> n
 }
 
 }  // namespace
+
+// KP_CAPTURE_RANGE_END, KP_CAPTURE_SCHEDULE, KP_CAPTURE, KP_CAPTURE_SIGNAL and how they combine
+// with KP_CAPTURE_RANGE (parsed before). Only one trigger may be named.
+template <typename Get>
+void ParseCaptureVariables(const Get& get, Config& c, std::vector<ConfigError>* errors) {
+  constexpr ConfigErrorScope kProfiler = ConfigErrorScope::kProfiler;
+  const char* range_end = get("KP_CAPTURE_RANGE_END");
+  if (range_end != nullptr) {
+    std::string_view s = Trim(range_end);
+    uint64_t n = 0;
+    if (s == "stop" || s == "stop-shutdown") {
+      c.capture_range_end = CaptureRangeEnd::kStop;
+      c.capture_max_windows = 1;
+    } else if (s == "repeat" || s == "repeat-shutdown") {
+      c.capture_range_end = CaptureRangeEnd::kRepeat;
+      c.capture_max_windows = 0;
+    } else if ((s.substr(0, 7) == "repeat:" && ParseUint(s.substr(7), 1, 1000000, &n)) ||
+               (s.substr(0, 16) == "repeat-shutdown:" && ParseUint(s.substr(16), 1, 1000000, &n))) {
+      c.capture_range_end = CaptureRangeEnd::kRepeat;
+      c.capture_max_windows = static_cast<uint32_t>(n);
+    } else if (s == "none") {
+      c.capture_range_end = CaptureRangeEnd::kNone;
+      c.capture_max_windows = 1;
+    } else {
+      AddError(errors, "KP_CAPTURE_RANGE_END", range_end,
+               "expected stop (one window), repeat (a window per occurrence), repeat:N (N from 1 "
+               "to 1000000 windows) or none (capture from the first start to the end; default "
+               "stop)",
+               kProfiler);
+    }
+  }
+  const char* schedule = get("KP_CAPTURE_SCHEDULE");
+  if (schedule != nullptr) {
+    const std::string_view s = Trim(schedule);
+    const size_t colon = s.rfind(':');
+    bool ok = colon != std::string_view::npos && colon > 0 && !HasControlCharacters(s);
+    uint64_t numbers[5] = {0, 0, 0, 0, 0};
+    size_t count = 0;
+    if (ok) {
+      for (std::string_view part : SplitComma(s.substr(colon + 1))) {
+        if (count == 5 || !ParseUint(part, 0, 1000000000, &numbers[count])) {
+          ok = false;
+          break;
+        }
+        ++count;
+      }
+    }
+    std::string_view range = ok ? s.substr(0, colon) : std::string_view();
+    // "domain::message:..." leaves a trailing ':' of the "::" when the message is empty.
+    if (ok && (count < 3 || numbers[2] == 0 || range.empty() || range.back() == ':')) ok = false;
+    if (ok) {
+      c.capture_schedule_set = true;
+      c.capture_schedule.range = std::string(range);
+      c.capture_schedule.wait = static_cast<uint32_t>(numbers[0]);
+      c.capture_schedule.warmup = static_cast<uint32_t>(numbers[1]);
+      c.capture_schedule.active = static_cast<uint32_t>(numbers[2]);
+      c.capture_schedule.repeat = static_cast<uint32_t>(numbers[3]);
+      c.capture_schedule.skip_first = static_cast<uint32_t>(numbers[4]);
+    } else {
+      AddError(errors, "KP_CAPTURE_SCHEDULE", schedule,
+               "expected RANGE:WAIT,WARMUP,ACTIVE[,REPEAT[,SKIP_FIRST]] with the NVTX range that "
+               "marks a step (domain::message to name a domain) and step counts, ACTIVE at least "
+               "1, REPEAT 0 for no limit (e.g. step:5,1,3,2)",
+               kProfiler);
+    }
+  }
+  const char* trigger = get("KP_CAPTURE");
+  if (trigger != nullptr) {
+    const std::string_view s = Trim(trigger);
+    if (s == "cudaProfilerApi" || s == "cudaprofilerapi" || s == "cuda-profiler-api") {
+      c.capture_trigger = CaptureTrigger::kCudaProfilerApi;
+    } else if (s == "signal" || s == "on-demand") {
+      c.capture_trigger = CaptureTrigger::kSignal;
+    } else if (s == "all" || s.empty()) {
+      c.capture_trigger = CaptureTrigger::kWholeRun;
+    } else {
+      AddError(errors, "KP_CAPTURE", trigger,
+               "expected cudaProfilerApi (windows between cudaProfilerStart and cudaProfilerStop), "
+               "signal (windows between kptrace start PID and kptrace stop PID) or all (default)",
+               kProfiler);
+    }
+  }
+  if (const char* v = get("KP_CAPTURE_SIGNAL")) {
+    const int signo = ParseCaptureSignal(v);
+    if (signo == 0) {
+      AddError(errors, "KP_CAPTURE_SIGNAL", v,
+               "expected a real-time signal (SIGRTMIN+K, SIGRTMAX-K or its number), SIGUSR1 or "
+               "SIGUSR2 (default SIGRTMIN+6)",
+               kProfiler);
+    } else {
+      c.capture_signal = signo;
+    }
+  }
+  // One trigger at a time.
+  const bool has_range = !c.capture_range.empty();
+  const bool has_trigger = c.capture_trigger != CaptureTrigger::kWholeRun;
+  if (c.capture_schedule_set && (has_range || has_trigger)) {
+    AddError(errors, "KP_CAPTURE_SCHEDULE", schedule,
+             std::string("cannot be combined with ") +
+                 (has_range ? "KP_CAPTURE_RANGE" : "KP_CAPTURE") + ": name one trigger",
+             kProfiler);
+  } else if (has_range && has_trigger) {
+    AddError(errors, "KP_CAPTURE", trigger,
+             "cannot be combined with KP_CAPTURE_RANGE: name one trigger", kProfiler);
+  }
+  if (range_end != nullptr && !has_range && c.capture_trigger != CaptureTrigger::kCudaProfilerApi) {
+    AddError(errors, "KP_CAPTURE_RANGE_END", range_end,
+             "applies only with KP_CAPTURE_RANGE or KP_CAPTURE=cudaProfilerApi: set one of them "
+             "or drop it",
+             kProfiler);
+  }
+}
 
 Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
   Config c;
@@ -601,6 +721,8 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     }
   }
 
+  ParseCaptureVariables(get, c, errors);
+
   if (const char* v = get("KP_LOG")) {
     std::string_view s = Trim(v);
     if (s == "quiet") {
@@ -678,6 +800,28 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
       {"KP_RUN_ID", c.run_id},
   };
   for (auto& pair : DescribePcSamplingConfig(c.pc_sampling)) described.push_back(std::move(pair));
+  // Capture settings beyond KP_CAPTURE_RANGE appear only when set, so traces without them keep
+  // their header unchanged.
+  if (c.capture_range_end != CaptureRangeEnd::kStop || c.capture_max_windows != 1) {
+    described.emplace_back("KP_CAPTURE_RANGE_END",
+                           c.capture_range_end == CaptureRangeEnd::kNone ? "none"
+                           : c.capture_max_windows == 0
+                               ? "repeat"
+                               : "repeat:" + std::to_string(c.capture_max_windows));
+  }
+  if (c.capture_schedule_set) {
+    const CaptureSchedule& s = c.capture_schedule;
+    described.emplace_back("KP_CAPTURE_SCHEDULE",
+                           s.range + ":" + std::to_string(s.wait) + "," + std::to_string(s.warmup) +
+                               "," + std::to_string(s.active) + "," + std::to_string(s.repeat) +
+                               "," + std::to_string(s.skip_first));
+  }
+  if (c.capture_trigger == CaptureTrigger::kCudaProfilerApi) {
+    described.emplace_back("KP_CAPTURE", "cudaProfilerApi");
+  } else if (c.capture_trigger == CaptureTrigger::kSignal) {
+    described.emplace_back("KP_CAPTURE", "signal");
+    described.emplace_back("KP_CAPTURE_SIGNAL", std::to_string(CapturePlanOf(c).control_signal));
+  }
   return described;
 }
 
@@ -789,6 +933,32 @@ std::vector<std::string> UnknownKpVariables(char** envp) {
     warnings.push_back(std::move(w));
   }
   return warnings;
+}
+
+CapturePlan CapturePlanOf(const Config& c) {
+  CapturePlan plan;
+  plan.delay_ns = static_cast<uint64_t>(c.delay_s * 1e9);
+  plan.duration_ns = static_cast<uint64_t>(c.duration_s * 1e9);
+  plan.range_end = c.capture_range_end;
+  plan.max_windows = c.capture_max_windows;
+  plan.control_signal = c.capture_signal != 0 ? c.capture_signal : DefaultCaptureSignal();
+  if (c.capture_schedule_set) {
+    plan.trigger = CaptureTrigger::kSchedule;
+    plan.schedule = c.capture_schedule;
+    plan.max_windows = 0;
+  } else if (!c.capture_range.empty()) {
+    plan.trigger = CaptureTrigger::kNvtxRange;
+    plan.range = c.capture_range;
+  } else if (c.capture_trigger == CaptureTrigger::kSignal) {
+    plan.trigger = CaptureTrigger::kSignal;
+    plan.max_windows = 0;
+  } else if (c.capture_trigger == CaptureTrigger::kCudaProfilerApi) {
+    plan.trigger = CaptureTrigger::kCudaProfilerApi;
+  } else if (plan.delay_ns != 0 || plan.duration_ns != 0) {
+    plan.trigger = CaptureTrigger::kTime;
+    plan.max_windows = 1;
+  }
+  return plan;
 }
 
 }  // namespace kp

@@ -10,11 +10,13 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "common/sol_metrics.h"
 #include "common/status.h"
+#include "inject/capture/capture_plan.h"
 #include "inject/pc_sampling/pc_sampling_config.h"
 
 namespace kp {
@@ -55,8 +57,18 @@ struct Config {
   uint32_t buffer_mb = 256;                       // KP_BUFFER_MB, 8..65536: cap on CUPTI buffers
   int zstd_level = 3;                             // KP_COMPRESSION=zstd[:level]|none
   double delay_s = 0;                             // KP_DELAY: seconds before capture starts
-  double duration_s = 0;           // KP_DURATION: seconds of capture (0 = to the end)
-  std::string capture_range;       // KP_CAPTURE_RANGE: NVTX range that starts capture
+  double duration_s = 0;      // KP_DURATION: seconds of capture (0 = to the end)
+  std::string capture_range;  // KP_CAPTURE_RANGE: NVTX range that opens a capture window
+  // KP_CAPTURE_RANGE_END=stop|repeat[:N]|none (nsys --capture-range-end): also applies to
+  // KP_CAPTURE=cudaProfilerApi. capture_max_windows: N, 0 = no limit.
+  CaptureRangeEnd capture_range_end = CaptureRangeEnd::kStop;
+  uint32_t capture_max_windows = 1;
+  // KP_CAPTURE_SCHEDULE=RANGE:wait,warmup,active[,repeat[,skip_first]] (torch.profiler.schedule)
+  bool capture_schedule_set = false;
+  CaptureSchedule capture_schedule;
+  // KP_CAPTURE=cudaProfilerApi|signal: the trigger that is not a range or a time
+  CaptureTrigger capture_trigger = CaptureTrigger::kWholeRun;
+  int capture_signal = 0;          // KP_CAPTURE_SIGNAL: number; 0 = the default (SIGRTMIN+6)
   LogLevel log = LogLevel::kInfo;  // KP_LOG=quiet|info|debug
   std::string dump_buffers_dir;    // KP_DUMP_BUFFERS: save raw CUPTI buffers (tests)
   PcSamplingConfig pc_sampling;    // KP_PC_SAMPLING, KP_PC_SAMPLING_PERIOD
@@ -99,5 +111,9 @@ int WorldSizeFromEnv(const GetEnvFn& getenv);
 // Warnings (not errors) for KP_* variables in `environ` that kp does not know, most likely
 // typos: one line each, starting with the variable name, with a "did you mean" when one is close.
 std::vector<std::string> UnknownKpVariables(char** environ);
+
+// The capture plan (inject/capture) the settings describe: the trigger, its range or schedule,
+// delay, duration and window limits.
+CapturePlan CapturePlanOf(const Config& config);
 
 }  // namespace kp

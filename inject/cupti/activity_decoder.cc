@@ -115,7 +115,16 @@ size_t ActivityDecoder::DecodeBuffer(uint8_t* buffer, size_t valid_size) {
 }
 
 bool ActivityDecoder::Keep(uint64_t time) {
-  if (window_open_ && time >= options_.window_start && time <= options_.window_end) return true;
+  bool discarded = false;
+  for (auto it = discards_.rbegin(); it != discards_.rend() && it->second >= time; ++it) {
+    if (time >= it->first) {
+      discarded = true;
+      break;
+    }
+  }
+  if (!discarded && window_open_ && time >= options_.window_start && time <= options_.window_end) {
+    return true;
+  }
   ++encoder_->stats().records_filtered;
   return false;
 }
@@ -566,11 +575,15 @@ void ActivityDecoder::UpdateOpenRangeStat() {
 
 void ActivityDecoder::Finish() {
   EmitPendingMarks();
-  encoder_->stats().nvtx_open_ranges = open_ranges_.size() + abandoned_open_;
   encoder_->stats().nvtx_unmatched_ends = early_ends_.size() + abandoned_ends_;
   early_ends_.clear();
+  uint64_t clipped = 0;
   for (const auto& [id, range] : open_ranges_) {
     if (!Keep(range.start)) continue;
+    uint64_t window_end = 0;
+    for (const auto& [start, end] : windows_) {
+      if (range.start >= start && range.start <= end) window_end = end;
+    }
     NvtxRangeRecord out;
     out.name = range.name.c_str();
     out.domain = range.has_domain ? range.domain.c_str() : nullptr;
@@ -582,9 +595,16 @@ void ActivityDecoder::Finish() {
     out.has_color = range.extras.has_color;
     out.payload = range.extras.payload;
     out.flags = RecordFlag::kOpen;
+    if (window_end != 0) {
+      out.end = window_end > range.start ? window_end : range.start;
+      out.flags = RecordFlag::kClipped;
+      ++clipped;
+    }
     out.id = id;
     encoder_->AddNvtxRange(out);
   }
+  encoder_->stats().nvtx_open_ranges = open_ranges_.size() + abandoned_open_ - clipped;
+  encoder_->stats().nvtx_ranges_clipped = clipped;
   open_ranges_.clear();
 }
 

@@ -17,6 +17,7 @@
 #include <limits>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "inject/trace/records.h"
@@ -56,6 +57,17 @@ class ActivityDecoder {
   void Finish();
 
   uint64_t last_timestamp() const { return last_timestamp_; }
+
+  // A closed capture window (inject/capture): at Finish, a range still open that started inside
+  // it ends at the window's end, flagged RECORD_FLAG_CLIPPED (its pop came after tracing stopped).
+  void AddCaptureWindow(uint64_t start, uint64_t end) { windows_.push_back({start, end}); }
+
+  // A capture schedule's warm-up (inject/capture): records from `begin` until the matching
+  // EndDiscard are filtered like records outside the window.
+  void BeginDiscard(uint64_t begin) { discards_.push_back({begin, UINT64_MAX}); }
+  void EndDiscard(uint64_t end) {
+    if (!discards_.empty()) discards_.back().second = end;
+  }
 
  private:
   struct MarkerExtras {
@@ -135,6 +147,8 @@ class ActivityDecoder {
     EarlyEnd end;
   };
   std::vector<ClosedRange> pending_closed_;
+  std::vector<std::pair<uint64_t, uint64_t>> discards_;  // [begin, end], in time order
+  std::vector<std::pair<uint64_t, uint64_t>> windows_;   // closed capture windows
   std::vector<const char*> api_names_[2];  // [runtime, driver] by cbid; nullptr = not looked up
 };
 

@@ -185,6 +185,7 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
   } else if (Covered(data)) {
     return;
   }
+  if (!recording_.load(std::memory_order_relaxed)) return;  // outside a capture window
   uint64_t end = 0;
   cuptiGetTimestamp(&end);
   Ring* ring = ThreadRing();

@@ -65,6 +65,9 @@ class ApiCallRecorder {
   // Encoder thread: decodes the calls finished since the last drain. Returns how many.
   size_t Drain(ActivityDecoder* decoder);
 
+  // Capture windows: outside a window finished calls are not recorded (timing still kept).
+  void SetRecording(bool on) { recording_.store(on, std::memory_order_relaxed); }
+
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
   static constexpr uint32_t kRingSlots = 1u << 15;  // ~1.3 MB per CUDA-calling thread
@@ -80,6 +83,7 @@ class ApiCallRecorder {
   std::vector<uint8_t> runtime_cbids_, driver_cbids_;
   std::atomic<Ring*> rings_{nullptr};
   std::atomic<uint64_t> dropped_{0};
+  std::atomic<bool> recording_{true};
 };
 
 // KP_API=launch with `api` in KP_ACTIVITIES: API calls come from callbacks.

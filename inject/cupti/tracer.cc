@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "inject/capture/capture_controller.h"
 #include "inject/config/config.h"
 #include "inject/cupti/activity_decoder.h"
 #include "inject/cupti/api_call_recorder.h"
@@ -31,6 +32,7 @@
 #include "inject/signals/termination_signals.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
+#include "proto/kptrace_schema.h"
 
 #ifndef KP_VERSION
 #define KP_VERSION "unknown"
@@ -41,8 +43,11 @@ namespace {
 
 constexpr size_t kBufferBytes = 8u << 20;
 constexpr size_t kDeviceBufferPoolLimit = 1024;
-// A terminating signal waits at most this long for the trace to be finished (issue: <= 1 s).
+// A terminating signal waits at most this long for the trace to be finished (issue: <= 1 s),
+// plus at most kSignalLockWaitMs for a cudaDeviceReset flush holding the shutdown lock: the two
+// waits have separate budgets, so a slow lock never eats the finish's time.
 constexpr uint32_t kSignalFinishTimeoutMs = 1000;
+constexpr uint32_t kSignalLockWaitMs = 500;
 
 // Process-wide state. Deliberately never destroyed: CUPTI threads may still call back while
 // static destructors run at exit.
@@ -55,9 +60,10 @@ struct TracerState {
   ActivityDecoder* decoder = nullptr;
   EncoderThread* thread = nullptr;
   std::unique_ptr<MetricsCollector> collector;
-  ApiCallRecorder* api_calls = nullptr;  // KP_API=launch: API calls from callbacks
+  ApiCallRecorder* api_calls = nullptr;   // KP_API=launch: API calls from callbacks
   std::unique_ptr<PcSampler> pc_sampler;  // KP_PC_SAMPLING
   CUpti_SubscriberHandle subscriber = nullptr;
+  std::unique_ptr<CaptureController> capture;  // null: no capture trigger, the whole run
 };
 
 TracerState* g_state = nullptr;
@@ -208,6 +214,7 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   if (t_in_callback || g_state == nullptr || !CuptiUsable()) return;
   t_in_callback = true;
   try {
+    if (g_state->capture) g_state->capture->OnCallback(domain, cbid, cbdata);
     switch (domain) {
       case CUPTI_CB_DOMAIN_RESOURCE:
         OnResource(cbid, static_cast<const CUpti_ResourceData*>(cbdata));
@@ -257,6 +264,7 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
 void FinishTrace(const std::string& reason) {
   if (g_state == nullptr || g_in_fork_child.load() || g_exit_done.load()) return;
   const bool cupti_ok = CuptiUsable();
+  if (cupti_ok && g_state->capture) g_state->capture->Finish();
   if (cupti_ok) {
     if (g_state->collector) g_state->collector->Shutdown();
     if (g_state->pc_sampler) g_state->pc_sampler->Shutdown();
@@ -292,10 +300,15 @@ void FinishTrace(const std::string& reason) {
 
 void AtExit() {
   try {
-    DisarmTerminationSignals();  // a signal during exit only chains: this finish covers it
-    if (g_state == nullptr || g_in_fork_child.load() || g_exit_done.load()) return;
-    std::lock_guard<std::mutex> lock(g_shutdown_mutex);
-    FinishTrace("exit");
+    // A termination signal arriving from here on waits for this finish (bounded), then ends the
+    // process with its own status (termination_signals.h). When a signal's finish is already
+    // running, the lock below waits for it and FinishTrace finds the trace finished.
+    const bool exit_finishes = BeginExitFinish();
+    if (g_state != nullptr && !g_in_fork_child.load() && !g_exit_done.load()) {
+      std::lock_guard<std::mutex> lock(g_shutdown_mutex);
+      FinishTrace("exit");
+    }
+    if (exit_finishes) EndExitFinish();
   } catch (...) {
   }
 }
@@ -305,7 +318,7 @@ void AtExit() {
 void FinishOnSignal(int signo) {
   try {
     using Clock = std::chrono::steady_clock;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(kSignalFinishTimeoutMs);
+    const auto deadline = Clock::now() + std::chrono::milliseconds(kSignalLockWaitMs);
     std::unique_lock<std::mutex> lock(g_shutdown_mutex, std::defer_lock);
     while (!lock.try_lock()) {
       if (Clock::now() >= deadline) return;
@@ -318,8 +331,11 @@ void FinishOnSignal(int signo) {
 
 // ---- set-up ----
 
+// Capture windows switch tracing off again through the same function: `on` false disables.
+thread_local bool t_enabling = true;
+
 void EnableKind(CUpti_ActivityKind kind, const char* what) {
-  CUptiResult result = cuptiActivityEnable(kind);
+  CUptiResult result = t_enabling ? cuptiActivityEnable(kind) : cuptiActivityDisable(kind);
   if (result == CUPTI_SUCCESS) return;
   if (result == CUPTI_ERROR_NOT_COMPATIBLE) {
     Log(LogSeverity::kWarning,
@@ -339,24 +355,45 @@ void EnableCopyKinds(const Config& c) {
   if (c.memset) EnableKind(CUPTI_ACTIVITY_KIND_MEMSET, "memset");
 }
 
-// From the ENTER callback of the program's first call that may copy or set memory.
-void EnableCopyKindsAtFirstCopy() {
-  if (g_state != nullptr) EnableCopyKinds(g_state->config);
+// Device and context records describe the run, not a window: enabled (and the current ones
+// dumped) once, they stay on, so every capture window does not repeat them.
+void DumpDevicesOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_DEVICE);
+    cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_CONTEXT);
+  });
 }
 
-void EnableActivities(const Config& c) {
+// Whether the activity kinds are on (false outside a capture window), and whether the program
+// has made its first copy: lazily enabled copy kinds follow the windows once it has.
+std::atomic<bool> g_activities_on{false};
+std::atomic<bool> g_copy_seen{false};
+
+// From the ENTER callback of the program's first call that may copy or set memory. Outside a
+// capture window the kinds wait for the window's opening (EnableActivities).
+void EnableCopyKindsAtFirstCopy() {
+  g_copy_seen.store(true);
+  if (g_state != nullptr && g_activities_on.load()) EnableCopyKinds(g_state->config);
+}
+
+// The configured kinds on (or, `on` false, off again at a capture window's end).
+void EnableActivities(const Config& c, bool on = true) {
+  t_enabling = on;
+  g_activities_on.store(on);
+  if (g_state != nullptr && g_state->api_calls != nullptr) g_state->api_calls->SetRecording(on);
   if (c.kernel) EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
-  if (!CopyKindsAtFirstCopy(c)) EnableCopyKinds(c);
+  if (!on || !CopyKindsAtFirstCopy(c) || g_copy_seen.load()) EnableCopyKinds(c);
   if (c.api && c.api_mode == ApiMode::kAll) {
     EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, "runtime API");
     EnableKind(CUPTI_ACTIVITY_KIND_DRIVER, "driver API");
   } else if (c.api && c.api_mode == ApiMode::kLaunchActivity) {
     // Per-cbid enables only: enabling the RUNTIME/DRIVER kind afterwards would override them.
     for (CUpti_CallbackId cbid : SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_RUNTIME_API)) {
-      cuptiActivityEnableRuntimeApi(cbid, 1);
+      cuptiActivityEnableRuntimeApi(cbid, on ? 1 : 0);
     }
     for (CUpti_CallbackId cbid : SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_DRIVER_API)) {
-      cuptiActivityEnableDriverApi(cbid, 1);
+      cuptiActivityEnableDriverApi(cbid, on ? 1 : 0);
     }
   }
   if (c.nvtx) {
@@ -367,8 +404,8 @@ void EnableActivities(const Config& c) {
   if (c.sync) EnableKind(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "synchronization");
   if (c.overhead) EnableKind(CUPTI_ACTIVITY_KIND_OVERHEAD, "overhead");
   if (c.graph) EnableKind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "graph");
-  cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_DEVICE);
-  cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_CONTEXT);
+  t_enabling = true;
+  if (on) DumpDevicesOnce();
 }
 
 void EnableCallbacks(CUpti_SubscriberHandle sub, MetricsCollector* collector) {
@@ -428,6 +465,76 @@ std::string ReadBootId() {
   std::string id;
   std::getline(in, id);
   return id;
+}
+
+uint64_t TraceNowNs() {
+  uint64_t t = 0;
+  cuptiGetTimestamp(&t);
+  return t;
+}
+
+int CaptureTriggerSchemaValue(CaptureTrigger trigger) {
+  switch (trigger) {
+    case CaptureTrigger::kTime:
+      return schema::CaptureWindowTrigger::kTime;
+    case CaptureTrigger::kNvtxRange:
+      return schema::CaptureWindowTrigger::kNvtxRange;
+    case CaptureTrigger::kCudaProfilerApi:
+      return schema::CaptureWindowTrigger::kCudaProfilerApi;
+    case CaptureTrigger::kSchedule:
+      return schema::CaptureWindowTrigger::kSchedule;
+    case CaptureTrigger::kSignal:
+      return schema::CaptureWindowTrigger::kOnDemand;
+    case CaptureTrigger::kWholeRun:
+      break;
+  }
+  return schema::CaptureWindowTrigger::kUnspecified;
+}
+
+// Capture windows: the controller switches the same kinds EnableActivities enables.
+void StartCapture(const CapturePlan& plan) {
+  CaptureTracerOps ops;
+  ops.set_tracing = [](bool on) {
+    if (!CuptiUsable() || g_exit_done.load()) return;
+    EnableActivities(g_state->config, on);
+  };
+  ops.now_ns = &TraceNowNs;
+  ops.window_closed = [](const CaptureWindowInfo& w, const std::string& label) {
+    ActivityDecoder* decoder = g_state->decoder;
+    g_state->thread->Post([w, label, decoder](TraceEncoder& encoder) {
+      decoder->AddCaptureWindow(w.start_ns, w.end_ns);
+      // The window's finished work reaches the queue now; work still running comes with a
+      // later flush (its records were requested at launch).
+      if (CuptiAlive()) cuptiActivityFlushAll(0);
+      CaptureWindowRecord r;
+      r.index = w.index;
+      r.trigger = static_cast<uint32_t>(CaptureTriggerSchemaValue(w.trigger));
+      r.start_ns = w.start_ns;
+      r.end_ns = w.end_ns;
+      r.range = label;
+      r.first_step = w.first_step;
+      r.last_step = w.last_step;
+      r.end_reason = w.end_reason;
+      encoder.AddCaptureWindow(r);
+    });
+  };
+  ops.discard_begin = [](uint64_t begin) {
+    ActivityDecoder* decoder = g_state->decoder;
+    g_state->thread->Post([decoder, begin](TraceEncoder&) { decoder->BeginDiscard(begin); });
+  };
+  ops.discard_end = [](uint64_t end) {
+    ActivityDecoder* decoder = g_state->decoder;
+    g_state->thread->Post([decoder, end](TraceEncoder&) { decoder->EndDiscard(end); });
+  };
+  DumpDevicesOnce();  // the trace names its devices even when no window ever opens
+  g_state->capture = std::make_unique<CaptureController>(plan, std::move(ops));
+  if (const Status started = g_state->capture->Start(g_state->subscriber); !started.ok()) {
+    Log(LogSeverity::kError, "%s; capture windows are off, the whole run is traced",
+        started.message().c_str());
+    // Never destroyed: the control thread, once started, keeps a pointer to it.
+    static_cast<void>(g_state->capture.release());
+    EnableActivities(g_state->config);
+  }
 }
 
 void DoToolInit(InjectionMode mode) {
@@ -543,18 +650,14 @@ void DoToolInit(InjectionMode mode) {
 
   state->pool = new BufferPool(kBufferBytes, static_cast<size_t>(config.buffer_mb) << 20);
 
+  // Capture windows switch CUPTI itself on and off (inject/capture): the decoder filters
+  // nothing by time, only a schedule's warm-up.
   ActivityDecoder::Options window;
-  const uint64_t delay_ns = static_cast<uint64_t>(config.delay_s * 1e9);
-  const uint64_t duration_ns = static_cast<uint64_t>(config.duration_s * 1e9);
-  window.start_range = config.capture_range;
-  if (!config.capture_range.empty() && config.delay_s > 0) {
-    Log(LogSeverity::kWarning,
-        "KP_DELAY is ignored when KP_CAPTURE_RANGE is set: capture starts at the range");
-  }
-  window.duration_ns = duration_ns;
-  if (config.capture_range.empty()) {
-    window.window_start = start_trace_ns + delay_ns;
-    if (duration_ns != 0) window.window_end = window.window_start + duration_ns;
+  const CapturePlan capture_plan = CapturePlanOf(config);
+  if (capture_plan.trigger != CaptureTrigger::kWholeRun &&
+      capture_plan.trigger != CaptureTrigger::kTime && config.delay_s > 0) {
+    Log(LogSeverity::kWarning, "KP_DELAY is ignored with a capture trigger (%s)",
+        CaptureTriggerName(capture_plan.trigger));
   }
 
   // Notices (LogNotice) go straight into the encoder while only this thread runs, then
@@ -587,6 +690,9 @@ void DoToolInit(InjectionMode mode) {
   thread_options.pid = pid;
   thread_options.cupti_usable = &CuptiAlive;
   state->api_calls = MakeApiCallRecorder(config, &EnableCopyKindsAtFirstCopy);
+  if (state->api_calls != nullptr && capture_plan.trigger != CaptureTrigger::kWholeRun) {
+    state->api_calls->SetRecording(false);  // until the first window opens
+  }
   if (ApiCallRecorder* recorder = state->api_calls) {
     thread_options.poll = [recorder, encoder](ActivityDecoder& decoder) {
       const size_t drained = recorder->Drain(&decoder);
@@ -627,11 +733,16 @@ void DoToolInit(InjectionMode mode) {
     cuptiUnsubscribe(g_state->subscriber);
     return;
   }
-  EnableActivities(g_state->config);
   EnableCallbacks(g_state->subscriber, g_state->collector.get());
   if (g_state->pc_sampler) g_state->pc_sampler->EnableCallbacks(g_state->subscriber);
+  if (capture_plan.trigger == CaptureTrigger::kWholeRun) {
+    EnableActivities(g_state->config);
+  } else {
+    StartCapture(capture_plan);
+  }
   std::atexit(&AtExit);
-  if (const Status signals = InstallTerminationSignals(&FinishOnSignal, kSignalFinishTimeoutMs);
+  if (const Status signals =
+          InstallTerminationSignals(&FinishOnSignal, kSignalLockWaitMs + kSignalFinishTimeoutMs);
       !signals.ok()) {
     Log(LogSeverity::kWarning, "%s; a signal that ends the process leaves no footer",
         signals.message().c_str());

@@ -18,7 +18,9 @@ constexpr int kSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 constexpr int kSignalCount = 4;
 constexpr int kRewrapPeriodMs = 200;
 
-enum State : int { kArmed = 0, kFinishing = 1, kDisarmed = 2 };
+// kExiting: the process is finishing the trace from exit (atexit); a signal then waits for that
+// finish instead of cutting it (see BeginExitFinish).
+enum State : int { kArmed = 0, kFinishing = 1, kDisarmed = 2, kExiting = 3 };
 
 // The disposition each signal had before kp's handler, double-buffered so the handler never
 // reads one the signal thread is writing.
@@ -30,6 +32,10 @@ int g_done_pipe[2] = {-1, -1};  // written once when the finish is done; never r
 pid_t g_owner_pid = 0;
 uint32_t g_timeout_ms = 1000;
 SignalFinishFn g_finish = nullptr;
+// A signal that arrived during the exit finish, delivered again once it is done (or when it
+// overruns its time); g_redelivered makes sure only one of the two does it.
+std::atomic<int> g_deferred_signal{0};
+std::atomic<bool> g_redelivered{false};
 
 int IndexOf(int signo) {
   for (int i = 0; i < kSignalCount; ++i) {
@@ -93,6 +99,17 @@ void OnTerminationSignal(int signo, siginfo_t* info, void* context) {
         if (write(g_request_pipe[1], &byte, 1) == 1) WaitForFinish();
       } else if (expected == kFinishing) {
         WaitForFinish();
+      } else if (expected == kExiting) {
+        // The exit finish may be running on this very thread: never wait here. Defer the signal
+        // to the end of that finish; kp's signal thread bounds the wait.
+        int none = 0;
+        if (g_deferred_signal.compare_exchange_strong(none, signo)) {
+          const unsigned char byte = static_cast<unsigned char>(signo);
+          if (write(g_request_pipe[1], &byte, 1) != 1) {
+          }
+        }
+        errno = saved_errno;
+        return;
       }
     }
     Chain(index, signo, info, context);
@@ -130,13 +147,37 @@ void WrapHandlers() {
   }
 }
 
+// Gives a deferred signal its own disposition again and sends it to the process: the default
+// action ends the process with the signal's status; an application handler runs on one of the
+// application's threads.
+void Redeliver(int signo) {
+  if (g_redelivered.exchange(true)) return;
+  const int index = IndexOf(signo);
+  if (index < 0) return;
+  const struct sigaction& previous =
+      g_previous[index][g_previous_slot[index].load(std::memory_order_acquire)];
+  sigaction(signo, &previous, nullptr);
+  // Process-directed: kp's signal thread blocks every signal, so an application thread takes it.
+  kill(getpid(), signo);
+}
+
+// During the exit finish: waits for it up to the timeout, then delivers the signal anyway.
+void WaitForExitFinish(int signo) {
+  WaitForFinish();
+  if (g_state.load() == kExiting) Redeliver(signo);
+}
+
 void SignalThread() {
-  while (g_state.load() != kDisarmed) {
+  while (g_state.load() != kDisarmed || g_deferred_signal.load() != 0) {
     pollfd p{g_request_pipe[0], POLLIN, 0};
     const int r = poll(&p, 1, kRewrapPeriodMs);
     if (r > 0) {
       unsigned char byte = 0;
       if (read(g_request_pipe[0], &byte, 1) == 1) {
+        if (g_state.load() == kExiting || g_state.load() == kDisarmed) {
+          WaitForExitFinish(byte);
+          return;
+        }
         g_finish(byte);
         const char done = 1;
         if (write(g_done_pipe[1], &done, 1) != 1) {
@@ -145,6 +186,7 @@ void SignalThread() {
       }
     }
     if (g_state.load() == kArmed) WrapHandlers();
+    if (r == 0 && g_state.load() == kDisarmed) return;
   }
 }
 
@@ -196,6 +238,22 @@ Status InstallTerminationSignals(SignalFinishFn finish, uint32_t timeout_ms) {
 void DisarmTerminationSignals() {
   int expected = kArmed;
   g_state.compare_exchange_strong(expected, kDisarmed);
+}
+
+bool BeginExitFinish() {
+  int expected = kArmed;
+  if (g_state.compare_exchange_strong(expected, kExiting)) return true;
+  return expected == kDisarmed;  // never installed (or disarmed): the exit finish is ours
+}
+
+void EndExitFinish() {
+  int expected = kExiting;
+  if (!g_state.compare_exchange_strong(expected, kDisarmed)) return;
+  const char done = 1;
+  if (g_done_pipe[1] >= 0 && write(g_done_pipe[1], &done, 1) != 1) {
+  }
+  const int deferred = g_deferred_signal.load();
+  if (deferred != 0) Redeliver(deferred);
 }
 
 }  // namespace kp

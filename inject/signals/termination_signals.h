@@ -28,9 +28,17 @@ using SignalFinishFn = void (*)(int signo);
 // Installs the handlers and starts the signal thread. An error if it cannot start.
 Status InstallTerminationSignals(SignalFinishFn finish, uint32_t timeout_ms);
 
-// From now on the handlers only chain (the trace is being finished by a normal exit). The
-// signal thread ends at its next wake-up.
+// From now on the handlers only chain. The signal thread ends at its next wake-up.
 void DisarmTerminationSignals();
+
+// The exit path (atexit) brackets its own finish with these. A termination signal arriving in
+// between no longer chains at once (which cut the footer): it is deferred until EndExitFinish,
+// which then delivers it again with the application's disposition, so the process still ends
+// with the signal's status. If the exit finish overruns the timeout, kp's signal thread delivers
+// it anyway (bounded wait). BeginExitFinish returns false when a signal's finish is already in
+// progress: the exit must not finish the trace a second time.
+bool BeginExitFinish();
+void EndExitFinish();
 
 // "SIGTERM" for SIGTERM, ..., "signal N" for others (async-signal-safe: static strings).
 const char* TerminationSignalName(int signo);

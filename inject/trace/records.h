@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 namespace kp {
 
@@ -139,6 +140,15 @@ struct PcStallsRecord {
   };
   const Pc* pcs = nullptr;
   uint32_t num_pcs = 0;
+// A capture window (inject/capture): absolute trace-clock times; trigger is a CaptureTrigger
+// value of the schema.
+struct CaptureWindowRecord {
+  uint32_t index = 0;
+  uint32_t trigger = 0;
+  uint64_t start_ns = 0, end_ns = 0;
+  std::string_view range;
+  uint64_t first_step = 0, last_step = 0;
+  std::string_view end_reason;
 };
 
 }  // namespace kp

@@ -579,6 +579,25 @@ void TraceEncoder::AddNotice(int severity, std::string_view component, std::stri
   impl_->dirty = true;
 }
 
+void TraceEncoder::AddCaptureWindow(const CaptureWindowRecord& r) {
+  using F = schema::CaptureWindow;
+  WireBuffer& b = impl_->scratch;
+  b.Clear();
+  WireWriter w =
+      b.Reserve(8 * wire::kMaxScalarFieldBytes + Utf8Bound(r.range) + Utf8Bound(r.end_reason));
+  w.Uint(F::kIndex, r.index);
+  w.Int(F::kTrigger, static_cast<int>(r.trigger));
+  w.Uint(F::kStartNs, r.start_ns);
+  w.Uint(F::kEndNs, r.end_ns);
+  Utf8Field(w, F::kRange, r.range);
+  w.Uint(F::kFirstStep, r.first_step);
+  w.Uint(F::kLastStep, r.last_step);
+  Utf8Field(w, F::kEndReason, r.end_reason);
+  b.Commit(w);
+  impl_->chunk.AppendMessage(ChunkField::kCaptureWindows, b);
+  impl_->dirty = true;
+}
+
 uint32_t TraceEncoder::AddMetricConfig(const MetricConfigInfo& c) {
   using F = schema::MetricConfig;
   size_t bound = 128 + Utf8Bound(c.mode) + Utf8Bound(c.chip);

@@ -92,6 +92,7 @@ class TraceEncoder {
   void AddNotice(int severity, std::string_view component, std::string_view message,
                  uint64_t time_ns);
   uint32_t AddMetricConfig(const MetricConfigInfo& config);  // returns the config id (>= 1)
+  void AddCaptureWindow(const CaptureWindowRecord& window);
 
   void AddKernel(const KernelRecord& r);
   void AddMemcpy(const MemcpyRecord& r);

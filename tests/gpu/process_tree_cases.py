@@ -18,19 +18,7 @@ import time
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "process_tree")
 PY = sys.executable
-RESULTS = {"passed": 0, "failed": 0, "failed_names": []}
-
-
-def log(msg=""):
-    print(msg, flush=True)
-
-
-def check(name, ok, detail=""):
-    RESULTS["passed" if ok else "failed"] += 1
-    if not ok:
-        RESULTS["failed_names"].append(name)
-    log(f"{'PASS' if ok else 'FAIL'} [{name}] {detail}")
-    return ok
+from gpu_case_checks import check, log, run_cases
 
 
 def sh(cmd, env=None, timeout=300):
@@ -336,16 +324,7 @@ def main():
         "dataloader-spawn": lambda: case_dataloader(a.work, "spawn"),
         "compile": lambda: case_compile(a.work),
     }
-    for name, fn in cases.items():
-        if a.only and name not in a.only.split(","):
-            continue
-        try:
-            fn()
-        except Exception as e:  # one broken case must not hide the others
-            check(f"{name}/ran", False, f"{type(e).__name__}: {e}")
-    log(f"\n{RESULTS['passed']} passed, {RESULTS['failed']} failed"
-        + (f": {' '.join(RESULTS['failed_names'])}" if RESULTS["failed"] else ""))
-    return 1 if RESULTS["failed"] else 0
+    return run_cases(cases, a.only)
 
 
 if __name__ == "__main__":

@@ -16,19 +16,12 @@ mkdir -p "$OUT"
 LOG="$OUT/process_tree_tests.log"
 PYTHON=${PYTHON:-python3}
 NVIDIA_SMI=${KP_NVIDIA_SMI:-nvidia-smi}
+# shellcheck source=require_gpu_torch.sh
+source "$HERE/require_gpu_torch.sh"
 {
   echo "== kp process-tree GPU tests, $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
   echo "== kptrace: $("$DIST/bin/kptrace" version 2>&1)"
-  if ! gpus=$("$NVIDIA_SMI" -L 2>&1) || [[ -z "$gpus" ]]; then
-    echo "SKIP: no GPU ($NVIDIA_SMI -L: ${gpus:-no output})"
-    exit 0
-  fi
-  echo "$gpus"
-  if ! torch=$("$PYTHON" -c 'import torch; assert torch.cuda.is_available(); print(torch.__version__, torch.version.cuda)' 2>&1); then
-    echo "SKIP: no PyTorch with CUDA ($PYTHON: ${torch##*$'\n'})"
-    exit 0
-  fi
-  echo "== python $("$PYTHON" -V 2>&1), torch $torch"
+  require_gpu_torch || exit 0
   WORK=$(mktemp -d /tmp/kp-ptree-work.XXXXXX)
   "$PYTHON" "$HERE/process_tree_cases.py" --kptrace "$DIST/bin/kptrace" \
     --lib "$DIST/lib/libkpinject.so" --work "$WORK" --only "${PT_ONLY:-}"

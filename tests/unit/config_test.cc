@@ -2,6 +2,8 @@
 // pattern expansion, rank discovery and the unknown-variable warnings.
 #include "inject/config/config.h"
 
+#include <signal.h>
+
 #include <map>
 #include <string>
 #include <vector>
@@ -254,6 +256,74 @@ TEST(ConfigTest, CaptureRangeLogAndDumpBuffers) {
   EXPECT_EQ(Bad("KP_DUMP_BUFFERS", "/tmp/\x01").message,
             "KP_DUMP_BUFFERS=\"/tmp/\\x01\" is not valid: expected a directory path without "
             "control characters (default: off); kp is off for this process");
+}
+
+TEST(ConfigTest, CaptureTriggers) {
+  Config c = Parse({{"KP_CAPTURE_RANGE", "step"}, {"KP_CAPTURE_RANGE_END", "repeat:3"}}, nullptr);
+  EXPECT_EQ(c.capture_range_end, CaptureRangeEnd::kRepeat);
+  EXPECT_EQ(c.capture_max_windows, 3u);
+  CapturePlan plan = CapturePlanOf(c);
+  EXPECT_EQ(plan.trigger, CaptureTrigger::kNvtxRange);
+  EXPECT_EQ(plan.max_windows, 3u);
+  c = Parse({{"KP_CAPTURE_RANGE", "step"}, {"KP_CAPTURE_RANGE_END", "repeat"}}, nullptr);
+  EXPECT_EQ(c.capture_max_windows, 0u);
+  c = Parse({{"KP_CAPTURE", "cudaProfilerApi"}, {"KP_CAPTURE_RANGE_END", "none"}}, nullptr);
+  EXPECT_EQ(CapturePlanOf(c).trigger, CaptureTrigger::kCudaProfilerApi);
+  EXPECT_EQ(CapturePlanOf(c).range_end, CaptureRangeEnd::kNone);
+
+  c = Good("KP_CAPTURE_SCHEDULE", "torch::step:5,1,3,2,1");
+  ASSERT_TRUE(c.capture_schedule_set);
+  EXPECT_EQ(c.capture_schedule.range, "torch::step");
+  EXPECT_EQ(c.capture_schedule.wait, 5u);
+  EXPECT_EQ(c.capture_schedule.warmup, 1u);
+  EXPECT_EQ(c.capture_schedule.active, 3u);
+  EXPECT_EQ(c.capture_schedule.repeat, 2u);
+  EXPECT_EQ(c.capture_schedule.skip_first, 1u);
+  EXPECT_EQ(CapturePlanOf(c).trigger, CaptureTrigger::kSchedule);
+  EXPECT_EQ(Good("KP_CAPTURE_SCHEDULE", "step:0,0,1").capture_schedule.repeat, 0u);
+  for (const char* bad : {"step", "step:1,1", "step:1,1,0", ":1,1,1", "step:1,1,1,1,1,1",
+                          "torch:::1,1,1", "step:a,1,1"}) {
+    EXPECT_EQ(Bad("KP_CAPTURE_SCHEDULE", bad).variable, "KP_CAPTURE_SCHEDULE") << bad;
+  }
+  EXPECT_EQ(Bad("KP_CAPTURE_SCHEDULE", "step:1,1").message,
+            "KP_CAPTURE_SCHEDULE=\"step:1,1\" is not valid: expected "
+            "RANGE:WAIT,WARMUP,ACTIVE[,REPEAT[,SKIP_FIRST]] with the NVTX range that marks a step "
+            "(domain::message to name a domain) and step counts, ACTIVE at least 1, REPEAT 0 for "
+            "no limit (e.g. step:5,1,3,2); kp is off for this process");
+
+  EXPECT_EQ(Good("KP_CAPTURE", "signal").capture_trigger, CaptureTrigger::kSignal);
+  EXPECT_EQ(CapturePlanOf(Good("KP_CAPTURE", "signal")).control_signal, SIGRTMIN + 6);
+  EXPECT_EQ(Bad("KP_CAPTURE", "nvtx").variable, "KP_CAPTURE");
+  EXPECT_EQ(Good("KP_CAPTURE_SIGNAL", "SIGRTMIN+2").capture_signal, SIGRTMIN + 2);
+  EXPECT_EQ(Good("KP_CAPTURE_SIGNAL", "SIGUSR2").capture_signal, SIGUSR2);
+  EXPECT_EQ(Good("KP_CAPTURE_SIGNAL", "45").capture_signal, 45);
+  for (const char* bad : {"SIGTERM", "15", "9", "SIGRTMIN+99", "x"}) {
+    EXPECT_EQ(Bad("KP_CAPTURE_SIGNAL", bad).variable, "KP_CAPTURE_SIGNAL") << bad;
+  }
+  for (const char* bad : {"repeat:0", "repeat:x", "forever"}) {
+    std::vector<ConfigError> errors;
+    Parse({{"KP_CAPTURE_RANGE", "step"}, {"KP_CAPTURE_RANGE_END", bad}}, &errors);
+    ASSERT_EQ(errors.size(), 1u) << bad;
+    EXPECT_EQ(errors[0].variable, "KP_CAPTURE_RANGE_END");
+  }
+
+  // One trigger at a time; a range end needs a range.
+  std::vector<ConfigError> errors;
+  Parse({{"KP_CAPTURE_RANGE", "step"}, {"KP_CAPTURE_SCHEDULE", "step:1,0,1"}}, &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].message.find("cannot be combined with KP_CAPTURE_RANGE"), std::string::npos);
+  errors.clear();
+  Parse({{"KP_CAPTURE_RANGE", "step"}, {"KP_CAPTURE", "signal"}}, &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].variable, "KP_CAPTURE");
+  errors.clear();
+  Parse({{"KP_CAPTURE_RANGE_END", "repeat:2"}}, &errors);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].variable, "KP_CAPTURE_RANGE_END");
+
+  // Delay/duration alone are the time trigger; nothing set is the whole run.
+  EXPECT_EQ(CapturePlanOf(Good("KP_DURATION", "2")).trigger, CaptureTrigger::kTime);
+  EXPECT_EQ(CapturePlanOf(Parse({}, nullptr)).trigger, CaptureTrigger::kWholeRun);
 }
 
 TEST(ConfigTest, ErrorsAccumulateAndKeepDefaults) {

@@ -922,3 +922,65 @@ TEST(InjectLibraryTest, LoadsQuietlyAndSetsInjectionVariables) {
 
 }  // namespace
 }  // namespace kp
+
+namespace kp {
+namespace {
+
+// Capture windows (inject/capture): a range pushed inside a window and popped after it ends at
+// the window's end, flagged CLIPPED; records in a schedule's warm-up are filtered.
+TEST(ActivityDecoderTest, CaptureWindowClipsRangesAndDiscardsWarmup) {
+  BufferBuilder b;
+  auto& in_window = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  in_window.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+  in_window.timestamp = 100;
+  in_window.id = 1;
+  in_window.name = "step";
+  auto& elsewhere = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);
+  elsewhere.flags = CUPTI_ACTIVITY_FLAG_MARKER_START;
+  elsewhere.timestamp = 1000;
+  elsewhere.id = 2;
+  elsewhere.name = "program";
+  auto& warm = b.Add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  warm.start = 2000;
+  warm.end = 2100;
+  warm.name = "_Z4warmv";
+  auto& kept = b.Add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  kept.start = 3000;
+  kept.end = 3100;
+  kept.name = "_Z4keptv";
+
+  MemoryChunkSink sink;
+  TraceEncoder encoder(&sink, TraceEncoder::Options());
+  HeaderInfo header;
+  header.kp_version = "test";
+  encoder.SetHeader(header);
+  ActivityDecoder decoder(&encoder, nullptr, {});
+  decoder.BeginDiscard(1500);
+  decoder.EndDiscard(2500);
+  decoder.DecodeBuffer(b.data(), b.size());
+  decoder.AddCaptureWindow(50, 500);
+  decoder.Finish();
+  const EncoderStats stats = encoder.stats();
+  FooterInfo footer;
+  footer.end_reason = "test";
+  encoder.Finish(footer);
+  DecodedTrace d = Parse(sink);
+
+  ASSERT_EQ(d.kernels.size(), 1u);
+  EXPECT_EQ(d.kernel_times[0].start, 3000u);
+  EXPECT_EQ(stats.records_filtered, 1u);
+  ASSERT_EQ(d.ranges.size(), 2u);
+  for (size_t i = 0; i < d.ranges.size(); ++i) {
+    if (d.Str(d.ranges[i].name()) == "step") {
+      EXPECT_EQ(d.range_times[i].end, 500u);
+      EXPECT_EQ(d.ranges[i].flags(), static_cast<uint32_t>(RECORD_FLAG_CLIPPED));
+    } else {
+      EXPECT_EQ(d.ranges[i].flags(), static_cast<uint32_t>(RECORD_FLAG_OPEN));
+    }
+  }
+  EXPECT_EQ(stats.nvtx_ranges_clipped, 1u);
+  EXPECT_EQ(stats.nvtx_open_ranges, 1u);
+}
+
+}  // namespace
+}  // namespace kp

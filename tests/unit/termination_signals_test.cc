@@ -1,7 +1,8 @@
 // Termination signals on CPU, each case in a forked child so that the real signal dispositions
 // and exit statuses are checked: the finish runs before the process ends by the signal's
 // default action; handlers installed before and after kp's still run; an ignored signal stays
-// ignored; a forked grandchild only chains; a finish that hangs is cut at the timeout.
+// ignored; a forked grandchild only chains; a finish that hangs is cut at the timeout; a signal
+// during the exit path's own finish waits for its footer (bounded) and keeps its status.
 #include "inject/signals/termination_signals.h"
 
 #include <fcntl.h>
@@ -171,6 +172,68 @@ TEST(TerminationSignals, AFinishThatHangsIsCutAtTheTimeout) {
   EXPECT_EQ(o.events, "H");
   EXPECT_LT(o.seconds, 1.8);
   EXPECT_GT(o.seconds, 0.9);
+}
+
+// The exit path's finish (atexit), interrupted by SIGTERM half-way: the footer ('F') is still
+// written, then the process ends by the signal's default action with its status.
+void ExitFinishInterrupted() {
+  if (!BeginExitFinish()) _exit(96);
+  Report('B');
+  kill(getpid(), SIGTERM);
+  usleep(200000);  // writing the last chunk and the footer
+  Report('F');
+  EndExitFinish();
+  Report('X');  // not reached: the deferred SIGTERM ends the process
+}
+
+void ExitFinishHangs() {
+  if (!BeginExitFinish()) _exit(96);
+  Report('B');
+  kill(getpid(), SIGTERM);
+  sleep(30);
+  _exit(97);
+}
+
+TEST(TerminationSignals, ASignalDuringTheExitFinishWaitsForTheFooter) {
+  Outcome o = RunToEnd([] {
+    if (!InstallTerminationSignals(&FinishReportsTheSignal, 1000).ok()) _exit(90);
+    atexit(&ExitFinishInterrupted);
+    exit(0);
+  });
+  EXPECT_EQ(o.events, "BF");  // no second finish ('T'), footer complete
+  ASSERT_TRUE(WIFSIGNALED(o.status));
+  EXPECT_EQ(WTERMSIG(o.status), SIGTERM);  // 143, as without kp
+}
+
+TEST(TerminationSignals, AnExitFinishThatHangsIsCutAtTheTimeout) {
+  const auto start = std::chrono::steady_clock::now();
+  Outcome o = RunToEnd([] {
+    if (!InstallTerminationSignals(&FinishReportsTheSignal, 1000).ok()) _exit(90);
+    atexit(&ExitFinishHangs);
+    exit(0);
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(o.events, "B");
+  ASSERT_TRUE(WIFSIGNALED(o.status));
+  EXPECT_EQ(WTERMSIG(o.status), SIGTERM);
+  EXPECT_GT(seconds, 0.9);
+  EXPECT_LT(seconds, 1.8);
+}
+
+TEST(TerminationSignals, AnExitWithoutSignalEndsNormally) {
+  Outcome o = RunToEnd([] {
+    if (!InstallTerminationSignals(&FinishReportsTheSignal, 1000).ok()) _exit(90);
+    atexit([] {
+      if (!BeginExitFinish()) _exit(96);
+      Report('F');
+      EndExitFinish();
+    });
+    exit(7);
+  });
+  EXPECT_EQ(o.events, "F");
+  ASSERT_TRUE(WIFEXITED(o.status));
+  EXPECT_EQ(WEXITSTATUS(o.status), 7);
 }
 
 TEST(TerminationSignals, DisarmedHandlersOnlyChain) {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/time_math.h"
+#include "tools/capture/capture_window_text.h"
 #include "tools/export/nvtx_payload_text.h"
 #include "tools/export/record_args.h"
 #include "tools/export/record_naming.h"
@@ -22,6 +23,7 @@ constexpr int64_t kProcessLaneTidBase = 0x70000000;
 constexpr int64_t kMetricsTid = 0x7fffffff;
 constexpr int64_t kSyncTid = 0x7ffffffe;
 constexpr int64_t kOverheadTid = 0x7ffffffd;
+constexpr int64_t kCaptureTid = 0x7ffffffc;  // capture windows: one track, never overlapping
 // Thread order inside a process group: CPU threads first (sort index 0), then the GPU lanes by
 // device, stream and lane, then the per-process tracks.
 // Sort indices are read as 32-bit integers.
@@ -366,7 +368,31 @@ void ChromeExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& 
   EmitSyncs(p, chunk);
   EmitOverheads(p, reader, chunk);
   EmitMetricRanges(p, reader, chunk);
+  EmitCaptureWindows(p, chunk);
   j.Flush();
+}
+
+void ChromeExporter::EmitCaptureWindows(Process& p, const Chunk& chunk) {
+  JsonWriter& j = *json_;
+  for (const CaptureWindow& w : chunk.capture_windows()) {
+    if (w.end_ns() < w.start_ns()) continue;
+    const int64_t tid = ProcessTrackThread(p, kCaptureTid, "kp capture windows", 0);
+    std::string name = std::string("capture #") + std::to_string(w.index()) + " (" +
+                       CaptureTriggerText(w.trigger()) + ")";
+    BeginComplete("kp_capture", name, p.pid, tid, w.start_ns(), w.end_ns());
+    j.KeyPlain("args");
+    j.BeginObject();
+    j.KeyPlain("range");
+    j.String(w.range());
+    j.KeyPlain("first_step");
+    j.UInt(w.first_step());
+    j.KeyPlain("last_step");
+    j.UInt(w.last_step());
+    j.KeyPlain("end_reason");
+    j.String(w.end_reason());
+    j.EndObject();
+    j.EndObject();
+  }
 }
 
 void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader,

@@ -72,6 +72,7 @@ class ChromeExporter final : public Exporter {
   void EmitNvtxMarks(Process& p, TraceReader& reader, const Chunk& chunk);
   void EmitSyncs(Process& p, const Chunk& chunk);
   void EmitOverheads(Process& p, TraceReader& reader, const Chunk& chunk);
+  void EmitCaptureWindows(Process& p, const Chunk& chunk);
   void EmitMetricRanges(Process& p, TraceReader& reader, const Chunk& chunk);
 
   void NameThread(Process& p, uint32_t tid);

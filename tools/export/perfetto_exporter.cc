@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "common/proto_wire.h"
+#include "tools/capture/capture_window_text.h"
 #include "tools/export/nvtx_payload_text.h"
 #include "tools/export/record_args.h"
 #include "tools/export/record_naming.h"
@@ -85,7 +86,8 @@ enum TrackKind : uint64_t {
   kMetricsTrack,
   kCounterTrack,
   kSyncTrack,
-  kOverheadTrack
+  kOverheadTrack,
+  kCaptureTrack
 };
 
 // Protobuf fields appended to an OutputBuffer through the shared wire writer: each write
@@ -529,6 +531,7 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
   layout_.LayOutProcessTracks(file_index, chunk, &sync_, &overhead_);
   EmitSyncs(p, chunk);
   EmitOverheads(p, reader, chunk);
+  EmitCaptureWindows(p, chunk);
   EmitMetricRanges(p, reader, chunk);
   FlushIfFull();
 }
@@ -678,6 +681,26 @@ void PerfettoExporter::EmitSyncs(Process& p, const Chunk& chunk) {
     SyncArgs(y, args);
     EndEventPacket();
     EndSlice(p, s.end, track);
+  }
+}
+
+// Capture windows: one slice per window on the process's "kp capture windows" track.
+void PerfettoExporter::EmitCaptureWindows(Process& p, const Chunk& chunk) {
+  for (const CaptureWindow& c : chunk.capture_windows()) {
+    if (c.end_ns() < c.start_ns()) continue;
+    uint64_t track = ProcessChildTrack(p, kCaptureTrack, "kp capture windows", 0);
+    BeginEventPacket(p, c.start_ns());
+    // The name says it all (DescribeCaptureWindow without the times the slice shows).
+    std::string name = std::string("capture #") + std::to_string(c.index()) + " (" +
+                       CaptureTriggerText(c.trigger());
+    if (!c.range().empty()) name += " '" + c.range() + "'";
+    if (c.trigger() == CAPTURE_WINDOW_TRIGGER_SCHEDULE) {
+      name += " steps " + std::to_string(c.first_step()) + ".." + std::to_string(c.last_step());
+    }
+    name += ")";
+    BeginTrackEvent(kSliceBegin, track, InternText(p, name));
+    EndEventPacket();
+    EndSlice(p, c.end_ns(), track);
   }
 }
 

@@ -51,6 +51,7 @@ class PerfettoExporter final : public Exporter {
   void EmitNvtxMarks(Process& p, TraceReader& reader, const Chunk& chunk);
   void EmitSyncs(Process& p, const Chunk& chunk);
   void EmitOverheads(Process& p, TraceReader& reader, const Chunk& chunk);
+  void EmitCaptureWindows(Process& p, const Chunk& chunk);
   void EmitMetricRanges(Process& p, TraceReader& reader, const Chunk& chunk);
 
   // Tracks, described on first use.

@@ -7,6 +7,7 @@
 
 #include "common/stats_table.h"
 #include "common/time_math.h"
+#include "tools/capture/capture_window_text.h"
 #include "tools/summary/text_format.h"
 
 namespace kp {
@@ -126,6 +127,7 @@ TraceInfo CollectTraceInfo(const std::string& path) {
       for (const MetricConfig& x : info.metric_configs) known |= x.id() == m.id();
       if (!known) info.metric_configs.push_back(m);
     }
+    for (const CaptureWindow& w : c.capture_windows()) info.capture_windows.push_back(w);
     for (const Notice& n : c.notices()) {
       ++info.notices_total;
       if (info.notices.size() < kMaxNotices) info.notices.push_back(n);
@@ -224,6 +226,14 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
     o += StringPrintf("  metrics config %u: %d metrics, %u passes, %s mode on device %u (%s)\n",
                       m.id(), m.metric_names_size(), m.num_passes(), m.mode().c_str(), m.device(),
                       m.chip().c_str());
+  }
+  if (!info.capture_windows.empty()) {
+    uint64_t base = info.have_header ? info.header.start_time_trace_ns() : 0;
+    o += StringPrintf("  capture windows %zu (only these times were traced)\n",
+                      info.capture_windows.size());
+    for (const CaptureWindow& w : info.capture_windows) {
+      o += "    " + DescribeCaptureWindow(w, base) + "\n";
+    }
   }
   if (info.notices_total > 0) {
     o += StringPrintf("  notices         %" PRIu64 "\n", info.notices_total);
@@ -330,6 +340,18 @@ std::string FormatTraceInfoJson(const std::vector<TraceInfo>& infos) {
                        {"message", n.message()}});
     }
     j["notices"] = notes;
+    json windows = json::array();
+    for (const CaptureWindow& w : info.capture_windows) {
+      windows.push_back({{"index", w.index()},
+                         {"trigger", CaptureTriggerText(w.trigger())},
+                         {"range", w.range()},
+                         {"start_ns", w.start_ns()},
+                         {"end_ns", w.end_ns()},
+                         {"first_step", w.first_step()},
+                         {"last_step", w.last_step()},
+                         {"end_reason", w.end_reason()}});
+    }
+    if (!windows.empty()) j["capture_windows"] = windows;
     j["clean_end"] = info.have_footer && info.footer.clean_end();
     if (info.have_footer) j["end_reason"] = info.footer.end_reason();
     j["chunks"] = info.reader.chunks_ok;

@@ -26,7 +26,8 @@ struct TraceInfo {
   Stats stats;                             // latest cumulative Stats in the trace
   bool have_footer = false;
   Footer footer;
-  std::vector<Notice> notices;  // first kMaxNotices
+  std::vector<CaptureWindow> capture_windows;  // in index order
+  std::vector<Notice> notices;                 // first kMaxNotices
   uint64_t notices_total = 0;
   ReaderStats reader;
   uint64_t records() const;

@@ -13,5 +13,9 @@ int RunMetrics(int argc, char** argv);   // metrics_command.cc (tools/metrics)
 int RunLauncher(int argc, char** argv);  // run_command.cc (tools/run): `kptrace run [flags] -- cmd`
 int RunReport(int argc, char** argv);    // report_command.cc (tools/report)
 int RunDiff(int argc, char** argv);      // diff_command.cc (tools/diff)
+int RunCaptureStart(int argc,
+                    char** argv);  // capture_command.cc (tools/capture): `kptrace start PID`
+int RunCaptureStop(int argc,
+                   char** argv);  // capture_command.cc (tools/capture): `kptrace stop PID`
 
 }  // namespace kp::cli

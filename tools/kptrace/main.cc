@@ -25,6 +25,8 @@ void PrintUsage(FILE* out) {
       "light\n"
       "  diff A B [--threshold 5%] [--format text|csv|json] [--fail-on-regression]\n"
       "                               per kernel/range/metric change with CI and significance\n"
+      "  start PID / stop PID         open / close an on-demand capture window "
+      "(KP_CAPTURE=signal)\n"
       "  metrics list|check --chip CHIP [...]\n"
       "                               list or validate CUPTI metric names offline (no GPU)\n"
       "  version                      print the kp version\n"
@@ -60,6 +62,8 @@ int Dispatch(int argc, char** argv) {
   if (cmd == "run") return kp::cli::RunLauncher(sub_argc, sub_argv);
   if (cmd == "report") return kp::cli::RunReport(sub_argc, sub_argv);
   if (cmd == "diff") return kp::cli::RunDiff(sub_argc, sub_argv);
+  if (cmd == "start") return kp::cli::RunCaptureStart(sub_argc, sub_argv);
+  if (cmd == "stop") return kp::cli::RunCaptureStop(sub_argc, sub_argv);
   if (cmd == "version" || cmd == "--version") {
     std::printf("kptrace %s\n", KP_VERSION);
     return 0;

@@ -16,6 +16,7 @@
 
 #include "common/stats_table.h"
 #include "common/time_math.h"
+#include "tools/capture/capture_window_text.h"
 #include "tools/export/csv_exporter.h"
 #include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
@@ -411,6 +412,11 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
           }
         }
         if (m.sm_clock_khz() > 0) acc.sm_clock_khz.push_back(m.sm_clock_khz());
+      }
+      for (const CaptureWindow& w : c.capture_windows()) {
+        const uint64_t base =
+            reader->header() != nullptr ? reader->header()->start_time_trace_ns() : 0;
+        sum.capture_windows.push_back(prefix + DescribeCaptureWindow(w, base));
       }
       for (const Notice& n : c.notices()) {
         if (sum.notices.size() < 50)
@@ -897,6 +903,10 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
     }
   }
   o += FormatPcStallsText(s.pc_stalls, top);
+  if (!s.capture_windows.empty()) {
+    o += "\nCapture windows (only these times were traced)\n";
+    for (const std::string& w : s.capture_windows) o += "  " + w + "\n";
+  }
   if (!s.notices.empty()) {
     o += "\nNotices\n";
     for (const std::string& n : s.notices) o += "  " + n + "\n";
@@ -1048,6 +1058,7 @@ std::string FormatSummaryJson(const TraceSummary& s) {
   j["step_range"] = s.step_range;
   j["alignment"] = s.alignment;
   j["notices"] = s.notices;
+  if (!s.capture_windows.empty()) j["capture_windows"] = s.capture_windows;
   j["errors"] = s.errors;
   return j.dump(2) + "\n";
 }

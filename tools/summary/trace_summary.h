@@ -116,6 +116,7 @@ struct TraceSummary {
   // Losses and damage, one line each, file-prefixed when several files.
   std::vector<std::string> losses;
   std::vector<std::string> notices;
+  std::vector<std::string> capture_windows;  // one line per window (traces with a trigger)
   // Facts about the trace that are not losses: NVTX ranges the program left open, ranges that
   // ended before capture began, records outside the capture window.
   std::vector<std::string> trace_notes;
