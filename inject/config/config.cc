@@ -11,6 +11,8 @@
 #include <regex>
 #include <string_view>
 
+#include "inject/pm_sampling/pm_sampling_config.h"
+
 namespace kp {
 namespace {
 
@@ -39,6 +41,8 @@ constexpr const char* kKnownVariables[] = {
     "KP_METRICS_LAUNCH_SCOPE",
     "KP_METRICS_NVTX_INCLUDE",
     "KP_RUN_ID",
+    "KP_PM_SAMPLING",
+    "KP_PM_INTERVAL_US",
 };
 
 constexpr const char* kActivityNames[] = {"kernel", "memcpy", "memset", "api",
@@ -626,6 +630,7 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
       c.dump_buffers_dir = v;
     }
   }
+  ParsePmSamplingConfig(get, &c, errors);
   return c;
 }
 
@@ -668,6 +673,8 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
       {"KP_LOG", log},
       {"KP_DUMP_BUFFERS", c.dump_buffers_dir},
       {"KP_RUN_ID", c.run_id},
+      {"KP_PM_SAMPLING", DescribePmSampling(c)},
+      {"KP_PM_INTERVAL_US", std::to_string(c.pm_interval_us)},
   };
 }
 

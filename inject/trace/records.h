@@ -119,4 +119,12 @@ struct MetricRangeRecord {
   bool inconsistent = false;
 };
 
+struct PmSampleRecord {
+  uint32_t config = 0;  // id returned by TraceEncoder::AddPmSampleConfig
+  uint64_t start = 0, end = 0;
+  const double* values = nullptr;
+  uint32_t num_values = 0;
+  uint32_t device = 0;
+};
+
 }  // namespace kp

@@ -67,6 +67,14 @@ struct MetricConfigInfo {
   uint32_t skip = 0;  // range mode: warm-up occurrences per name not measured (KP_METRICS_SKIP)
 };
 
+// One device's PM-sampling counter set (KP_PM_SAMPLING).
+struct PmSampleConfigInfo {
+  uint32_t device = 0;
+  std::vector<std::string> counter_names;
+  uint64_t interval_ns = 0;
+  std::string chip;
+};
+
 // kp.Stats as plain counters, generated from the proto; the tracer increments these directly.
 using EncoderStats = schema::StatCounters;
 
@@ -91,7 +99,8 @@ class TraceEncoder {
   void AddThreadName(uint32_t thread_id, std::string_view name);
   void AddNotice(int severity, std::string_view component, std::string_view message,
                  uint64_t time_ns);
-  uint32_t AddMetricConfig(const MetricConfigInfo& config);  // returns the config id (>= 1)
+  uint32_t AddMetricConfig(const MetricConfigInfo& config);      // returns the config id (>= 1)
+  uint32_t AddPmSampleConfig(const PmSampleConfigInfo& config);  // the config id (>= 1)
 
   void AddKernel(const KernelRecord& r);
   void AddMemcpy(const MemcpyRecord& r);
@@ -103,6 +112,7 @@ class TraceEncoder {
   void AddOverhead(const OverheadRecord& r);
   void AddGraphLaunch(const GraphLaunchRecord& r);
   void AddMetricRange(const MetricRangeRecord& r);
+  void AddPmSample(const PmSampleRecord& r);
 
   EncoderStats& stats() { return stats_; }
   // Strings held for interning now (bounded: the tables restart at a chunk boundary once they

@@ -267,7 +267,7 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   Config c = Good("KP_COMPRESSION", "zstd:7");
   c.metrics = {"a.sum", "b.sum"};
   auto pairs = DescribeConfig(c);
-  ASSERT_EQ(pairs.size(), 24u);
+  ASSERT_EQ(pairs.size(), 26u);
   std::map<std::string, std::string> m(pairs.begin(), pairs.end());
   EXPECT_EQ(m["KP_COMPRESSION"], "zstd:7");
   EXPECT_EQ(m["KP_METRICS"], "a.sum,b.sum");
@@ -281,6 +281,8 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   EXPECT_EQ(m["KP_METRICS_KERNELS"], "");
   EXPECT_EQ(m["KP_METRICS_LAUNCH_COUNT"], "0");
   EXPECT_EQ(m["KP_METRICS_LAUNCH_SCOPE"], "global");
+  EXPECT_EQ(m["KP_PM_SAMPLING"], "off");
+  EXPECT_EQ(m["KP_PM_INTERVAL_US"], "1000");
 }
 
 TEST(ConfigTest, KernelTargeting) {

@@ -53,6 +53,7 @@ class ChromeExporter final : public Exporter {
     int64_t last_gpu_tid = 0;
     std::unordered_set<int64_t> process_tracks_named;  // sync, overhead, metrics and lanes
     std::unordered_map<uint32_t, std::vector<std::string>> metric_names;
+    std::unordered_map<uint32_t, std::vector<std::string>> pm_counter_names;
   };
   Process& ProcessFor(int file_index, TraceReader& reader);
   void Meta(const char* name, int32_t pid, int64_t tid, std::string_view key,
@@ -67,6 +68,7 @@ class ChromeExporter final : public Exporter {
   void EmitSyncs(Process& p, const Chunk& chunk);
   void EmitOverheads(Process& p, TraceReader& reader, const Chunk& chunk);
   void EmitMetricRanges(Process& p, TraceReader& reader, const Chunk& chunk);
+  void EmitPmSamples(Process& p, const Chunk& chunk);
 
   void NameThread(Process& p, uint32_t tid);
   int64_t GpuThread(Process& p, TraceReader& reader, uint64_t key, uint32_t lane);

@@ -15,6 +15,7 @@
 #include "common/time_math.h"
 #include "tools/export/nvtx_payload_text.h"
 #include "tools/export/output_buffer.h"
+#include "tools/export/pm_samples_csv.h"
 #include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
 
@@ -247,7 +248,7 @@ class CsvExporter final : public Exporter {
       return false;
     }
     launches_.assign(kCorrelationCacheSize, LaunchEntry{});
-    return true;
+    return pm_samples_.Begin(err);
   }
 
   void BeginFile(int file_index, TraceReader& reader) override {
@@ -292,13 +293,15 @@ class CsvExporter final : public Exporter {
     for (const Synchronization& s : c.syncs()) WriteSync(s);
     for (const Overhead& o : c.overheads()) WriteOverhead(reader, o);
     for (const MetricRange& m : c.metric_ranges()) SpillMetric(reader, m);
+    pm_samples_.AddChunk(file_index, pid_, base_ns_, c);
     proc.records += c.api_calls_size() + c.kernels_size() + c.memcpys_size() + c.memsets_size() +
                     c.nvtx_ranges_size() + c.nvtx_marks_size() + c.syncs_size() +
                     c.overheads_size() + c.metric_ranges_size();
   }
 
   bool End(std::string* err) override {
-    bool ok = WriteDevices(err) && WriteProcesses(err) && WriteMetrics(err);
+    bool ok = WriteDevices(err) && WriteProcesses(err) && WriteMetrics(err) &&
+              pm_samples_.End(dir_ + "/pm_samples.csv", err);
     for (CsvFile* f :
          {&kernels_, &memcpy_, &memset_, &api_, &ranges_, &marks_, &sync_, &overhead_}) {
       std::string e;
@@ -687,6 +690,7 @@ class CsvExporter final : public Exporter {
   std::unordered_map<std::string, size_t> metric_column_;
   FILE* metric_spill_ = nullptr;
   bool spill_failed_ = false;
+  PmSamplesCsv pm_samples_;
 };
 
 }  // namespace
