@@ -13,6 +13,7 @@
 
 #include "common/metric_plan.h"
 #include "common/pm_counters.h"
+#include "inject/cupti/profiler_support.h"
 #include "inject/log/log.h"
 
 namespace kp {
@@ -29,11 +30,7 @@ constexpr uint32_t kMaxSamplesPerDecode = 2048;
 constexpr int kMaxDecodeFailures = 10;
 
 bool Call(const char* name, CUptiResult r, std::string* error) {
-  if (r == CUPTI_SUCCESS) return true;
-  *error = CuptiCallError(name, r);
-  const std::string why = ExplainCounterAccessError(r);
-  if (!why.empty()) *error += ": " + why;
-  return false;
+  return CheckCuptiCall(name, r, error);
 }
 
 // The GPU's counters are held by another session: on the H200, a second process's
@@ -133,25 +130,7 @@ class PmSampling::DeviceSampler {
     ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
     if (!Call("cuptiProfilerInitialize", cuptiProfilerInitialize(&ip), error)) return false;
 
-    CUpti_Profiler_DeviceSupported_Params ds{};
-    ds.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE;
-    ds.cuDevice = static_cast<CUdevice>(device_);
-    ds.api = CUPTI_PROFILER_PM_SAMPLING;
-    if (!Call("cuptiProfilerDeviceSupported", cuptiProfilerDeviceSupported(&ds), error))
-      return false;
-    DeviceSupportLevels levels;
-    levels.overall = ds.isSupported;
-    levels.architecture = ds.architecture;
-    levels.sli = ds.sli;
-    levels.vgpu = ds.vGpu;
-    levels.confidential_compute = ds.confidentialCompute;
-    levels.cmp = ds.cmp;
-    levels.wsl = ds.wsl;
-    const std::string unsupported = ExplainDeviceSupport(levels);
-    if (!unsupported.empty()) {
-      *error = "cannot be sampled: " + unsupported;
-      return false;
-    }
+    if (!CheckDeviceSupported(device_, CUPTI_PROFILER_PM_SAMPLING, error)) return false;
 
     CUpti_Device_GetChipName_Params cn{};
     cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
