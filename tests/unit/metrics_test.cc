@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/metric_plan.h"
+#include "common/pm_counters.h"
 #include "inject/config/config.h"
 #include "inject/metrics/l2_sweep.h"
 #include "inject/metrics/range_selector.h"
@@ -130,6 +131,29 @@ TEST(MetricHost, NamesTheBadMetricAndSuggestsTheNearest) {
   EXPECT_NE(error.find("did you mean 'dram__bytes_read.sum'?"), std::string::npos) << error;
   EXPECT_NE(error.find("(kptrace metrics list --chip GH100 --filter dram__)"), std::string::npos)
       << error;
+}
+
+// KP_PM_SAMPLING validates on a PM-sampling host: the hint lists PM-sampling names, and the
+// gpu set fits one pass there.
+TEST(MetricHost, PmSamplingHintAndGpuSetInOnePass) {
+  REQUIRE_HOST_API();
+  std::string error;
+  auto host = MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {}, &error);
+  ASSERT_NE(host, nullptr) << error;
+  ASSERT_FALSE(host->Validate({"dram__bytes_red.sum"}, &error));
+  EXPECT_NE(error.find("did you mean 'dram__bytes_read.sum'?"), std::string::npos) << error;
+  EXPECT_NE(error.find("(kptrace metrics list --chip GH100 --mode pm --filter dram__)"),
+            std::string::npos)
+      << error;
+  MetricPlan plan;
+  ASSERT_TRUE(BuildMetricPlan("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {}, PmGpuCounterSet(),
+                              &plan, &error))
+      << error;
+  EXPECT_EQ(plan.num_passes, 1u);
+  ASSERT_TRUE(BuildMetricPlan("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {},
+                              {"sm__throughput.avg.pct_of_peak_sustained_elapsed"}, &plan, &error))
+      << error;
+  EXPECT_GT(plan.num_passes, 1u);  // why the gpu set reads SM activity another way
 }
 
 TEST(MetricHost, NoRollupSuggestsTheSum) {
