@@ -156,6 +156,7 @@ std::vector<PmDeviceSummary> SummarizePmSamples(const std::vector<std::string>& 
     std::vector<double> name_ns(file.names.size(), 0);
     for (const Occurrence& o : sorted) name_ns[o.key] += static_cast<double>(o.end - o.start);
     std::map<uint32_t, Sweep> sweeps;
+    std::vector<uint32_t> keys;  // range names open at a sample
     std::map<uint32_t, std::pair<uint32_t, std::vector<size_t>>>
         config_columns;  // id -> device, cols
     while (reader->Next(&c)) {
@@ -180,11 +181,12 @@ std::vector<PmDeviceSummary> SummarizePmSamples(const std::vector<std::string>& 
         const uint64_t mid = static_cast<uint64_t>(s.start()) + duration / 2;
         std::vector<RangeAccum*> targets{&d.whole};
         auto sweep = sweeps.try_emplace(cfg->second.first, &sorted).first;
-        std::vector<bool> seen(file.names.size(), false);
-        for (size_t idx : sweep->second.At(mid)) {
-          const uint32_t key = sorted[idx].key;
-          if (seen[key]) continue;  // nested occurrences of one name count a sample once
-          seen[key] = true;
+        // Nested occurrences of one name count a sample once.
+        keys.clear();
+        for (size_t idx : sweep->second.At(mid)) keys.push_back(sorted[idx].key);
+        std::sort(keys.begin(), keys.end());
+        keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+        for (const uint32_t key : keys) {
           RangeAccum& r = d.ranges[file.names[key]];
           if (r.name.empty() && r.samples == 0) {
             r.name = file.names[key].first;
