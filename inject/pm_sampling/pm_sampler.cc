@@ -28,6 +28,9 @@ constexpr size_t kHardwareBufferBytes = 64u << 20;
 // late decode from filling it: a full image loses the samples beyond it.
 constexpr uint32_t kMaxSamplesPerDecode = 2048;
 constexpr int kMaxDecodeFailures = 10;
+// When a sampler whose GPU's counters are held by another session tries again: after 2 s, then
+// twice as long each time up to a minute (each try queries the counters, ~0.1-0.6 s of CPU).
+constexpr std::chrono::seconds kBusyRetryFirst(2), kBusyRetryMax(60);
 
 bool Call(const char* name, CUptiResult r, std::string* error) {
   return CheckCuptiCall(name, r, error);
@@ -69,29 +72,73 @@ class PmSampling::DeviceSampler {
         post_(std::move(post)) {
     thread_ = std::thread([this] { Run(); });
   }
-  ~DeviceSampler() { Stop(false); }
+  ~DeviceSampler() { Stop(false, std::chrono::hours(24)); }
 
-  // Idempotent: ends the sampler thread, after one last decode when `drain`. The PM sampling
-  // session itself is left as it is (see PmSampling::Shutdown).
-  void Stop(bool drain) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      stop_ = true;
-      drain_ = drain;
-    }
+  // Idempotent: ends the sampler thread, after one last decode when `drain`. Waits at most
+  // `wait` for it; a thread still busy after that (in its set-up) is left to finish on its own:
+  // the samplers are never destroyed while the process runs (see PmSampling::Shutdown). The PM
+  // sampling session itself is left as it is.
+  void Stop(bool drain, std::chrono::milliseconds wait) {
+    std::unique_lock<std::mutex> lock(mu_);
+    stop_ = true;
+    drain_ = drain;
     wake_.notify_all();
-    if (thread_.joinable()) thread_.join();
+    const bool finished = done_.wait_for(lock, wait, [this] { return finished_; });
+    lock.unlock();
+    std::lock_guard<std::mutex> join(join_mu_);  // a context destroy and exit may race here
+    if (!thread_.joinable()) return;
+    if (finished) {
+      thread_.join();
+    } else {
+      thread_.detach();
+    }
   }
 
  private:
   void Run() {
+    Sample();
+    std::lock_guard<std::mutex> lock(mu_);
+    finished_ = true;
+    done_.notify_all();
+  }
+
+  bool StopRequested() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+
+  void Sample() {
     const auto t0 = std::chrono::steady_clock::now();
     std::string error;
-    if (!Setup(&error)) {
-      LogNotice(LogSeverity::kError, kComponent, "GPU " + std::to_string(device_) + ": " + error,
-                kOff);
+    bool said_busy = false;
+    std::chrono::seconds retry = kBusyRetryFirst;
+    while (true) {
+      busy_ = false;
+      if (Setup(&error)) break;
       Teardown();
-      return;
+      if (StopRequested()) return;
+      if (!busy_) {
+        LogNotice(LogSeverity::kError, kComponent, "GPU " + std::to_string(device_) + ": " + error,
+                  kOff);
+        return;
+      }
+      // Another session holds the counters (another process sampling, a compile worker that
+      // inherited KP_PM_SAMPLING, ncu): said once, then tried again until it ends.
+      if (!said_busy) {
+        said_busy = true;
+        LogNotice(LogSeverity::kWarning, kComponent,
+                  "GPU " + std::to_string(device_) + ": " + error,
+                  "PM sampling is off for this GPU while that lasts (kp tries again from time to "
+                  "time), tracing goes on");
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      if (wake_.wait_for(lock, retry, [this] { return stop_; })) return;
+      retry = std::min(retry * 2, kBusyRetryMax);
+    }
+    if (said_busy) {
+      LogNotice(
+          LogSeverity::kInfo, kComponent,
+          "GPU " + std::to_string(device_) + ": the other session ended; sampling from now on");
     }
     const double setup_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -126,9 +173,12 @@ class PmSampling::DeviceSampler {
   }
 
   bool Setup(std::string* error) {
-    CUpti_Profiler_Initialize_Params ip{};
-    ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
-    if (!Call("cuptiProfilerInitialize", cuptiProfilerInitialize(&ip), error)) return false;
+    if (!profiler_initialized_) {
+      CUpti_Profiler_Initialize_Params ip{};
+      ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
+      if (!Call("cuptiProfilerInitialize", cuptiProfilerInitialize(&ip), error)) return false;
+      profiler_initialized_ = true;
+    }
 
     if (!CheckDeviceSupported(device_, CUPTI_PROFILER_PM_SAMPLING, error)) return false;
 
@@ -142,9 +192,8 @@ class PmSampling::DeviceSampler {
     ca.structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE;
     ca.deviceIndex = device_;
     const CUptiResult available = cuptiPmSamplingGetCounterAvailability(&ca);
-    if (Busy("cuptiPmSamplingGetCounterAvailability", available, error) ||
-        !Call("cuptiPmSamplingGetCounterAvailability", available, error))
-      return false;
+    busy_ = Busy("cuptiPmSamplingGetCounterAvailability", available, error);
+    if (busy_ || !Call("cuptiPmSamplingGetCounterAvailability", available, error)) return false;
     std::vector<uint8_t> availability(ca.counterAvailabilityImageSize);
     ca.pCounterAvailabilityImage = availability.data();
     if (!Call("cuptiPmSamplingGetCounterAvailability", cuptiPmSamplingGetCounterAvailability(&ca),
@@ -188,13 +237,13 @@ class PmSampling::DeviceSampler {
       return false;
     }
 
+    if (StopRequested()) return false;  // the context went away during the set-up
     CUpti_PmSampling_Enable_Params en{};
     en.structSize = CUpti_PmSampling_Enable_Params_STRUCT_SIZE;
     en.deviceIndex = device_;
     const CUptiResult enabled = cuptiPmSamplingEnable(&en);
-    if (Busy("cuptiPmSamplingEnable", enabled, error) ||
-        !Call("cuptiPmSamplingEnable", enabled, error))
-      return false;
+    busy_ = Busy("cuptiPmSamplingEnable", enabled, error);
+    if (busy_ || !Call("cuptiPmSamplingEnable", enabled, error)) return false;
     object_ = en.pPmSamplingObject;
 
     CUpti_PmSampling_SetConfig_Params sc{};
@@ -391,6 +440,7 @@ class PmSampling::DeviceSampler {
       cuptiPmSamplingDisable(&dp);
       object_ = nullptr;
     }
+    plan_ = MetricPlan();  // a retry builds its own
   }
 
   const uint32_t device_;
@@ -408,6 +458,8 @@ class PmSampling::DeviceSampler {
   // Written on the encoder thread by the config task, read there by the sample tasks.
   std::shared_ptr<uint32_t> config_id_ = std::make_shared<uint32_t>(0);
   uint64_t started_at_ = 0;
+  bool profiler_initialized_ = false;
+  bool busy_ = false;  // the last Setup failed because another session holds the counters
   bool first_seen_ = false;
   bool decode_error_reported_ = false;
   bool overflowed_ = false;
@@ -417,6 +469,9 @@ class PmSampling::DeviceSampler {
   std::condition_variable wake_;
   bool stop_ = false;
   bool drain_ = false;
+  bool finished_ = false;  // Run() has returned
+  std::condition_variable done_;
+  std::mutex join_mu_;  // guards thread_ after construction
   std::thread thread_;
 };
 
@@ -468,7 +523,7 @@ void PmSampling::OnContextDestroying(CUcontext context) {
   }
   // No last decode here: the decode would run on the sampler thread while this one is inside
   // the driver destroying the context.
-  if (stopping) stopping->Stop(/*drain=*/false);
+  if (stopping) stopping->Stop(/*drain=*/false, std::chrono::milliseconds(200));
 }
 
 // At exit: each sampler thread decodes once more and ends. The PM sampling sessions are not
@@ -483,7 +538,7 @@ void PmSampling::Shutdown() {
     shut_down_ = true;
     for (auto& [device, sampler] : devices_) samplers.push_back(sampler.get());
   }
-  for (DeviceSampler* sampler : samplers) sampler->Stop(/*drain=*/true);
+  for (DeviceSampler* sampler : samplers) sampler->Stop(/*drain=*/true, std::chrono::seconds(2));
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& [device, sampler] : devices_) static_cast<void>(sampler.release());
 }
