@@ -254,8 +254,8 @@ class PmSampling::DeviceSampler {
     sc.hardwareBufferSize = kHardwareBufferBytes;
     sc.samplingInterval = interval_ns_;
     sc.triggerMode = CUPTI_PM_SAMPLING_TRIGGER_MODE_GPU_TIME_INTERVAL;
-    // KEEP_LATEST: a late decode loses the oldest samples (counted from the gaps), never stops
-    // the sampling.
+    // KEEP_LATEST: a late decode loses the oldest samples (counted from the gaps in the sample
+    // times) rather than the newest.
     sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
     if (!Call("cuptiPmSamplingSetConfig", cuptiPmSamplingSetConfig(&sc), error)) return false;
 
@@ -312,10 +312,11 @@ class PmSampling::DeviceSampler {
       dd.pCounterDataImage = image_.data();
       dd.counterDataImageSize = image_.size();
       const CUptiResult r = cuptiPmSamplingDecodeData(&dd);
-      if (r == CUPTI_ERROR_OUT_OF_MEMORY || dd.overflow != 0) {
+      if (dd.overflow != 0) ++batch->overflows;  // KEEP_LATEST: the oldest records were lost
+      if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
         // The hardware buffer overflowed: decoding fails from here on until the session is
         // enabled again.
-        ++batch->overflows;
+        if (dd.overflow == 0) ++batch->overflows;
         overflowed_ = true;
         LogNotice(LogSeverity::kWarning, kComponent,
                   "GPU " + std::to_string(device_) +
