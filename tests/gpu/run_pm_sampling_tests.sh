@@ -116,7 +116,7 @@ fidelity() {
   fi
   count_checks "$PYTHON" "$REPO/tests/gpu/check_pm_sampling.py" "$T/${name}_csv" "$T/$name.out"
   local c
-  c=$(grep -c '"ph":"C","name":"GPU 0 dram__bytes_read.sum.per_second"' "$T/$name.json")
+  c=$(grep -o '"ph":"C","name":"GPU 0 dram__bytes_read.sum.per_second"' "$T/$name.json" | wc -l)
   [[ $c -gt 10 ]] && pass "$name/chrome" "$c counter events for GPU 0 dram__bytes_read.sum.per_second" ||
     fail "$name/chrome" "$c counter events for dram__bytes_read.sum.per_second"
   if grep -q 'sm__cycles_active.avg.pct_of_peak_sustained_elapsed' "$T/$name.perfetto-trace"; then

@@ -59,7 +59,7 @@ __global__ void Fma(float* out, int iters) {
 }
 
 int main(int argc, char** argv) {
-  int reps = 120, idle_ms = 40, fma_iters = 200000, pause_ms = 2000;
+  int reps = 120, idle_ms = 40, fma_iters = 600000, pause_ms = 2000;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--reps") == 0)
       reps = std::atoi(argv[i + 1]);
