@@ -7,7 +7,7 @@
 //         timed with CUDA events: its known bytes / duration is the DRAM rate the samples under
 //         it must show;
 //   idle  a host sleep of --idle-ms with the GPU idle: SM active must read about 0 there;
-//   fma   a compute-bound kernel (FMA chains, no memory traffic to speak of).
+//   fma   a compute-bound kernel of about 15 ms (FMA chains, no memory traffic to speak of).
 // Prints one JSON line with the known bytes and the event-timed durations.
 // Usage: pm_sampling [--reps N] [--idle-ms MS] [--fma-iters N] [--pause-ms MS]
 #include <cuda_runtime.h>
