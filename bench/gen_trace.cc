@@ -141,8 +141,9 @@ struct Totals {
 // The realistic mix. Records are produced in batches (like CUPTI buffers) and only the
 // encoder calls are timed.
 int RunThroughput(uint64_t n, int zstd_level, const std::string& path) {
-  std::string error;
-  std::unique_ptr<FileChunkWriter> writer(FileChunkWriter::Open(path, zstd_level, &error));
+  StatusOr<std::unique_ptr<FileChunkWriter>> opened = FileChunkWriter::Open(path, zstd_level);
+  const std::string error = opened.status().message();
+  std::unique_ptr<FileChunkWriter> writer = std::move(opened).value_or(nullptr);
   if (!writer) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return 1;
@@ -353,8 +354,9 @@ int RunThroughput(uint64_t n, int zstd_level, const std::string& path) {
 
 // The small fixed trace for golden tests: every record kind, two chunks.
 int RunGolden(int zstd_level, const std::string& path) {
-  std::string error;
-  std::unique_ptr<FileChunkWriter> writer(FileChunkWriter::Open(path, zstd_level, &error));
+  StatusOr<std::unique_ptr<FileChunkWriter>> opened = FileChunkWriter::Open(path, zstd_level);
+  const std::string error = opened.status().message();
+  std::unique_ptr<FileChunkWriter> writer = std::move(opened).value_or(nullptr);
   if (!writer) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return 1;

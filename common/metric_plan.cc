@@ -157,40 +157,34 @@ std::vector<std::string> ExpandMetricList(const std::vector<std::string>& args) 
   return out;
 }
 
-bool CheckMetricNameSyntax(const std::string& name, std::string* reason) {
+Status CheckMetricNameSyntax(const std::string& name) {
   if (name.empty()) {
-    *reason = "empty metric name";
-    return false;
+    return Status::Error("empty metric name");
   }
   if (name.rfind("launch__", 0) == 0) {
-    *reason =
+    return Status::Error(
         "launch__* names are Nsight Compute launch attributes, not CUPTI counters; kp records the "
-        "launch configuration (grid, block, registers, shared memory) in every kernel record";
-    return false;
+        "launch configuration (grid, block, registers, shared memory) in every kernel record");
   }
   for (char c : name) {
     if (!(std::islower(static_cast<unsigned char>(c)) ||
           std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '.')) {
-      *reason = std::string("invalid character '") + c +
-                "' (metric names use lower-case letters, digits, '_' and '.')";
-      return false;
+      return Status::Error(std::string("invalid character '") + c +
+                           "' (metric names use lower-case letters, digits, '_' and '.')");
     }
   }
   if (name.find("__") == std::string::npos) {
-    *reason = "not of the form unit__quantity.rollup";
-    return false;
+    return Status::Error("not of the form unit__quantity.rollup");
   }
   if (name.find('.') == std::string::npos) {
-    *reason =
+    return Status::Error(
         "no rollup: a metric needs one, e.g. .sum, .avg, .max, .pct, .ratio or "
-        ".avg.pct_of_peak_sustained_elapsed";
-    return false;
+        ".avg.pct_of_peak_sustained_elapsed");
   }
   if (name.back() == '.' || name.find("..") != std::string::npos) {
-    *reason = "empty rollup or submetric";
-    return false;
+    return Status::Error("empty rollup or submetric");
   }
-  return true;
+  return Status();
 }
 
 size_t EditDistance(const std::string& a, const std::string& b) {
@@ -207,9 +201,9 @@ size_t EditDistance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
-std::unique_ptr<MetricHost> MetricHost::Create(const std::string& chip, CUpti_ProfilerType type,
-                                               const std::vector<uint8_t>& counter_availability,
-                                               std::string* error) {
+StatusOr<std::unique_ptr<MetricHost>> MetricHost::Create(
+    const std::string& chip, CUpti_ProfilerType type,
+    const std::vector<uint8_t>& counter_availability) {
   std::unique_ptr<MetricHost> host(new MetricHost());
   host->chip_ = chip;
   host->type_ = type;
@@ -221,10 +215,9 @@ std::unique_ptr<MetricHost> MetricHost::Create(const std::string& chip, CUpti_Pr
   p.pCounterAvailabilityImage = host->availability_.empty() ? nullptr : host->availability_.data();
   CUptiResult r = cuptiProfilerHostInitialize(&p);
   if (r != CUPTI_SUCCESS || !p.pHostObject) {
-    *error = CuptiCallError("cuptiProfilerHostInitialize", r) + " for chip '" + chip +
-             "' (kptrace metrics chips lists the supported chips; libnvperf_host.so must be "
-             "next to libcupti or on LD_LIBRARY_PATH)";
-    return nullptr;
+    return Status::Error(CuptiCallError("cuptiProfilerHostInitialize", r) + " for chip '" + chip +
+                         "' (kptrace metrics chips lists the supported chips; libnvperf_host.so "
+                         "must be next to libcupti or on LD_LIBRARY_PATH)");
   }
   host->host_ = p.pHostObject;
   return host;
@@ -310,24 +303,18 @@ std::string MetricHost::Suggest(const std::string& name) const {
   return best_base + "." + sub;
 }
 
-bool MetricHost::Validate(const std::vector<std::string>& names, std::string* error) const {
-  if (names.empty()) {
-    *error = "no metric names given";
-    return false;
-  }
+Status MetricHost::Validate(const std::vector<std::string>& names) const {
+  if (names.empty()) return Status::Error("no metric names given");
   for (const auto& name : names) {
-    std::string reason;
-    bool ok = CheckMetricNameSyntax(name, &reason);
+    const Status syntax = CheckMetricNameSyntax(name);
+    std::string reason = syntax.message();
+    bool ok = syntax.ok();
     if (ok) {
       // A fresh object per name: ConfigAddMetrics accumulates, and a list is rejected as a whole.
-      std::string init_error;
-      auto one = Create(chip_, type_, availability_, &init_error);
-      if (!one) {
-        *error = init_error;
-        return false;
-      }
+      StatusOr<std::unique_ptr<MetricHost>> one = Create(chip_, type_, availability_);
+      if (!one.ok()) return one.status();
       CUptiResult r;
-      ok = AddMetricsTo(one->raw(), {name}, &r);
+      ok = AddMetricsTo(one.value()->raw(), {name}, &r);
       if (!ok) {
         const char* text = nullptr;
         if (cuptiGetResultString(r, &text) != CUPTI_SUCCESS || !text) text = "rejected";
@@ -346,54 +333,52 @@ bool MetricHost::Validate(const std::vector<std::string>& names, std::string* er
              (type_ == CUPTI_PROFILER_TYPE_PM_SAMPLING ? " --mode pm" : "") + " --filter " +
              filter + ")";
     }
-    *error = msg;
-    return false;
+    return Status::Error(std::move(msg));
   }
-  return true;
+  return Status();
 }
 
-bool BuildMetricPlan(const std::string& chip, CUpti_ProfilerType type,
-                     const std::vector<uint8_t>& counter_availability,
-                     const std::vector<std::string>& names, MetricPlan* plan, std::string* error) {
-  auto host = MetricHost::Create(chip, type, counter_availability, error);
-  if (!host) return false;
+StatusOr<MetricPlan> BuildMetricPlan(const std::string& chip, CUpti_ProfilerType type,
+                                     const std::vector<uint8_t>& counter_availability,
+                                     const std::vector<std::string>& names) {
+  StatusOr<std::unique_ptr<MetricHost>> created =
+      MetricHost::Create(chip, type, counter_availability);
+  if (!created.ok()) return created.status();
+  std::unique_ptr<MetricHost>& host = created.value();
+  MetricPlan plan;
   CUptiResult r;
   if (!AddMetricsTo(host->raw(), names, &r)) {
     // Find and name the culprit; if each name passes alone, the set itself is the problem.
-    if (!host->Validate(names, error)) return false;
-    *error = CuptiCallError("cuptiProfilerHostConfigAddMetrics", r) + " for the set of " +
-             std::to_string(names.size()) + " metrics on " + chip;
-    return false;
+    if (Status valid = host->Validate(names); !valid.ok()) return valid;
+    return Status::Error(CuptiCallError("cuptiProfilerHostConfigAddMetrics", r) +
+                         " for the set of " + std::to_string(names.size()) + " metrics on " + chip);
   }
   CUpti_Profiler_Host_GetConfigImageSize_Params sz{};
   sz.structSize = CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE;
   sz.pHostObject = host->raw();
   if ((r = cuptiProfilerHostGetConfigImageSize(&sz)) != CUPTI_SUCCESS) {
-    *error = CuptiCallError("cuptiProfilerHostGetConfigImageSize", r);
-    return false;
+    return Status::Error(CuptiCallError("cuptiProfilerHostGetConfigImageSize", r));
   }
-  plan->config_image.assign(sz.configImageSize, 0);
+  plan.config_image.assign(sz.configImageSize, 0);
   CUpti_Profiler_Host_GetConfigImage_Params img{};
   img.structSize = CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE;
   img.pHostObject = host->raw();
-  img.configImageSize = plan->config_image.size();
-  img.pConfigImage = plan->config_image.data();
+  img.configImageSize = plan.config_image.size();
+  img.pConfigImage = plan.config_image.data();
   if ((r = cuptiProfilerHostGetConfigImage(&img)) != CUPTI_SUCCESS) {
-    *error = CuptiCallError("cuptiProfilerHostGetConfigImage", r);
-    return false;
+    return Status::Error(CuptiCallError("cuptiProfilerHostGetConfigImage", r));
   }
   CUpti_Profiler_Host_GetNumOfPasses_Params np{};
   np.structSize = CUpti_Profiler_Host_GetNumOfPasses_Params_STRUCT_SIZE;
-  np.configImageSize = plan->config_image.size();
-  np.pConfigImage = plan->config_image.data();
+  np.configImageSize = plan.config_image.size();
+  np.pConfigImage = plan.config_image.data();
   if ((r = cuptiProfilerHostGetNumOfPasses(&np)) != CUPTI_SUCCESS) {
-    *error = CuptiCallError("cuptiProfilerHostGetNumOfPasses", r);
-    return false;
+    return Status::Error(CuptiCallError("cuptiProfilerHostGetNumOfPasses", r));
   }
-  plan->names = names;
-  plan->num_passes = np.numOfPasses;
-  plan->host = std::move(host);
-  return true;
+  plan.names = names;
+  plan.num_passes = np.numOfPasses;
+  plan.host = std::move(host);
+  return plan;
 }
 
 }  // namespace kp

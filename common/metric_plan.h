@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace kp {
 
 // Splits comma-separated arguments, trims blanks, drops empties and expands "sol" into the
@@ -26,10 +28,9 @@ namespace kp {
 // duplicates are removed (CUPTI rejects a repeated name).
 std::vector<std::string> ExpandMetricList(const std::vector<std::string>& args);
 
-// The syntactic check. On failure returns false and sets *reason (no "kp:" prefix), e.g.
-// "metric 'launch__registers_per_thread' is an Nsight Compute launch attribute, not a CUPTI
-// counter; kp records the launch configuration in every kernel record".
-bool CheckMetricNameSyntax(const std::string& name, std::string* reason);
+// The syntactic check. An error says why (no "kp:" prefix), e.g. "launch__* names are Nsight
+// Compute launch attributes, not CUPTI counters; kp records the launch configuration ...".
+Status CheckMetricNameSyntax(const std::string& name);
 
 // Levenshtein distance; the suggestion picks the smallest (ties: the shorter name).
 size_t EditDistance(const std::string& a, const std::string& b);
@@ -39,9 +40,9 @@ size_t EditDistance(const std::string& a, const std::string& b);
 class MetricHost {
  public:
   // `counter_availability` may be empty (offline: every counter assumed available).
-  static std::unique_ptr<MetricHost> Create(const std::string& chip, CUpti_ProfilerType type,
-                                            const std::vector<uint8_t>& counter_availability,
-                                            std::string* error);
+  static StatusOr<std::unique_ptr<MetricHost>> Create(
+      const std::string& chip, CUpti_ProfilerType type,
+      const std::vector<uint8_t>& counter_availability);
   ~MetricHost();
   MetricHost(const MetricHost&) = delete;
   MetricHost& operator=(const MetricHost&) = delete;
@@ -58,10 +59,10 @@ class MetricHost {
   // Valid suffixes for a base metric ("sum", "avg.pct_of_peak_sustained_elapsed", ...).
   std::vector<std::string> SubMetrics(const std::string& base, CUpti_MetricType type) const;
 
-  // Validates every name (syntax, then the Host API one name at a time). On the first invalid
-  // name returns false with *error = "unknown metric 'x' for GH100: <reason>; did you mean
-  // 'y'? (kptrace metrics list --chip GH100 --filter z)".
-  bool Validate(const std::vector<std::string>& names, std::string* error) const;
+  // Validates every name (syntax, then the Host API one name at a time). The first invalid
+  // name gives "unknown metric 'x' for GH100: <reason>; did you mean 'y'? (kptrace metrics list
+  // --chip GH100 --filter z)".
+  Status Validate(const std::vector<std::string>& names) const;
 
   // The nearest valid full metric name ("" if none is close).
   std::string Suggest(const std::string& name) const;
@@ -85,9 +86,9 @@ struct MetricPlan {
 
 // Builds the config image for `names` on a fresh host object (ConfigAddMetrics accumulates, so
 // the object is used once). Validates first: an invalid name gives the Validate message.
-bool BuildMetricPlan(const std::string& chip, CUpti_ProfilerType type,
-                     const std::vector<uint8_t>& counter_availability,
-                     const std::vector<std::string>& names, MetricPlan* plan, std::string* error);
+StatusOr<MetricPlan> BuildMetricPlan(const std::string& chip, CUpti_ProfilerType type,
+                                     const std::vector<uint8_t>& counter_availability,
+                                     const std::vector<std::string>& names);
 
 // Why hardware counters cannot be read, and the fix (docs/cupti.md), for the CUPTI results
 // that mean "this machine or process may not profile": INSUFFICIENT_PRIVILEGES, virtualized

@@ -47,6 +47,15 @@ class [[nodiscard]] StatusOr {
   // Only when ok().
   T& value() { return std::get<T>(v_); }
   const T& value() const { return std::get<T>(v_); }
+  // The value, or `fallback` when there is none (for callers that only need to know whether).
+  template <typename U>
+  T value_or(U&& fallback) && {
+    return ok() ? std::move(std::get<T>(v_)) : static_cast<T>(std::forward<U>(fallback));
+  }
+  template <typename U>
+  T value_or(U&& fallback) const& {
+    return ok() ? std::get<T>(v_) : static_cast<T>(std::forward<U>(fallback));
+  }
 
  private:
   std::variant<T, Status> v_;

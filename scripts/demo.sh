@@ -4,11 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh build
-gen=()
-command -v ninja >/dev/null && gen=(-G Ninja)
-# Its own build folder: scripts/test.sh's build/ keeps the tests on.
-cmake -S . -B build-demo "${gen[@]}" -DKP_BUILD_TESTS=OFF -DCMAKE_INSTALL_PREFIX="$PWD/dist" >/dev/null
-cmake --build build-demo -j "$(nproc)"
+# CMake preset "demo": its own build folder (build-demo/, so scripts/test.sh's build/ keeps the
+# tests on), installed into dist/.
+cmake --preset demo >/dev/null
+cmake --build --preset demo -j "$(nproc)"
 cmake --install build-demo >/dev/null
 KPTRACE="$PWD/dist/bin/kptrace"
 mkdir -p out

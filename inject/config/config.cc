@@ -678,8 +678,9 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
   };
 }
 
-bool ExpandOutputPattern(const std::string& pattern, uint32_t pid, const std::string& host,
-                         int rank, uint64_t start_unix_ns, std::string* out, std::string* error) {
+StatusOr<std::string> ExpandOutputPattern(const std::string& pattern, uint32_t pid,
+                                          const std::string& host, int rank,
+                                          uint64_t start_unix_ns) {
   std::string result;
   for (size_t i = 0; i < pattern.size(); ++i) {
     if (pattern[i] != '%') {
@@ -687,8 +688,7 @@ bool ExpandOutputPattern(const std::string& pattern, uint32_t pid, const std::st
       continue;
     }
     if (i + 1 == pattern.size()) {
-      if (error) *error = "KP_OUTPUT=\"" + Printable(pattern) + "\" ends in a lone %";
-      return false;
+      return Status::Error("KP_OUTPUT=\"" + Printable(pattern) + "\" ends in a lone %");
     }
     char c = pattern[++i];
     switch (c) {
@@ -715,16 +715,12 @@ bool ExpandOutputPattern(const std::string& pattern, uint32_t pid, const std::st
         result += '%';
         break;
       default:
-        if (error) {
-          *error = "KP_OUTPUT=\"" + Printable(pattern) + "\" uses unknown %" +
-                   Printable(std::string(1, c)) +
-                   ": expected %p (pid), %h (host), %r (rank), %t (start time) or %%";
-        }
-        return false;
+        return Status::Error("KP_OUTPUT=\"" + Printable(pattern) + "\" uses unknown %" +
+                             Printable(std::string(1, c)) +
+                             ": expected %p (pid), %h (host), %r (rank), %t (start time) or %%");
     }
   }
-  *out = std::move(result);
-  return true;
+  return result;
 }
 
 std::string RunIdFromEnv(const Config& config, const GetEnvFn& getenv) {

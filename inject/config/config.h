@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/sol_metrics.h"
+#include "common/status.h"
 
 namespace kp {
 
@@ -80,9 +81,11 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors);
 std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& config);
 
 // Expands %p (pid), %h (host), %r (rank, "norank" when unknown), %t (start time,
-// YYYYMMDD-HHMMSS), %% in KP_OUTPUT. An unknown %x is an error (message names it).
-bool ExpandOutputPattern(const std::string& pattern, uint32_t pid, const std::string& host,
-                         int rank, uint64_t start_unix_ns, std::string* out, std::string* error);
+// YYYYMMDD-HHMMSS), %% in KP_OUTPUT. An unknown %x is an error (the message names KP_OUTPUT and
+// the %x).
+StatusOr<std::string> ExpandOutputPattern(const std::string& pattern, uint32_t pid,
+                                          const std::string& host, int rank,
+                                          uint64_t start_unix_ns);
 
 // The run id: KP_RUN_ID, else TORCHELASTIC_RUN_ID (unless "none"), SLURM_JOB_ID[.SLURM_STEP_ID]
 // or PMIX_NAMESPACE with a prefix naming the launcher; "" when none is set.

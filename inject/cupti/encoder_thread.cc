@@ -23,7 +23,7 @@ EncoderThread::EncoderThread(TraceEncoder* encoder, ActivityDecoder* decoder, Bu
 
 EncoderThread::~EncoderThread() { Stop("destroyed"); }
 
-bool EncoderThread::Start(std::string* error) {
+Status EncoderThread::Start() {
   // The thread starts with every signal blocked (it inherits the mask in force here), so the
   // application's asynchronous signals go to its own threads, and SIGXFSZ from a write past
   // `ulimit -f` stays pending instead of killing the process: write() then fails with EFBIG and
@@ -31,16 +31,15 @@ bool EncoderThread::Start(std::string* error) {
   sigset_t all, previous;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &previous);
-  bool ok = true;
+  Status started;
   try {
     thread_ = std::thread([this] { Run(); });
     started_ = true;
   } catch (const std::system_error& e) {
-    *error = std::string("cannot start the encoder thread: ") + e.what();
-    ok = false;
+    started = Status::Error(std::string("cannot start the encoder thread: ") + e.what());
   }
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
-  return ok;
+  return started;
 }
 
 bool EncoderThread::CuptiCallsAllowed() const {

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/status.h"
 #include "inject/trace/trace_encoder.h"
 
 namespace kp {
@@ -45,7 +46,7 @@ class EncoderThread {
   EncoderThread(const EncoderThread&) = delete;
   EncoderThread& operator=(const EncoderThread&) = delete;
 
-  bool Start(std::string* error);
+  Status Start();
 
   // From bufferCompleted (any thread): queue the buffer; never blocks on CUDA or I/O.
   void PushCompleted(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t valid_size);

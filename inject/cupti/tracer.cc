@@ -447,12 +447,14 @@ void DoToolInit(InjectionMode mode) {
   auto getenv_fn = [](const char* name) { return std::getenv(name); };
   const std::string run_id = RunIdFromEnv(config, getenv_fn);
 
-  std::string expand_error;
-  if (!ExpandOutputPattern(config.output_pattern, pid, host, rank, start_unix_ns,
-                           &state->output_path, &expand_error)) {
-    Log(LogSeverity::kError, "KP_OUTPUT: %s; kp is off for this process", expand_error.c_str());
+  StatusOr<std::string> output_path =
+      ExpandOutputPattern(config.output_pattern, pid, host, rank, start_unix_ns);
+  if (!output_path.ok()) {
+    Log(LogSeverity::kError, "%s; kp is off for this process",
+        output_path.status().message().c_str());
     return;
   }
+  state->output_path = std::move(output_path.value());
 
   // Subscribe first: it is also the "am I the only CUDA profiler" check (docs/cupti.md).
   char old_subscriber[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 1] = {};
@@ -574,9 +576,8 @@ void DoToolInit(InjectionMode mode) {
   thread_options.pid = pid;
   thread_options.cupti_usable = &CuptiAlive;
   thread_ptr = new EncoderThread(state->encoder, state->decoder, state->pool, thread_options);
-  std::string thread_error;
-  if (!thread_ptr->Start(&thread_error)) {
-    Log(LogSeverity::kError, "%s; kp is off for this process", thread_error.c_str());
+  if (const Status started = thread_ptr->Start(); !started.ok()) {
+    Log(LogSeverity::kError, "%s; kp is off for this process", started.message().c_str());
     SetNoticeSink(nullptr);
     cuptiUnsubscribe(state->subscriber);
     return;  // the file keeps its magic only; nothing else was enabled
@@ -607,10 +608,10 @@ void DoToolInit(InjectionMode mode) {
   EnableActivities(g_state->config);
   EnableCallbacks(g_state->subscriber, g_state->collector.get());
   std::atexit(&AtExit);
-  std::string signal_error;
-  if (!InstallTerminationSignals(&FinishOnSignal, kSignalFinishTimeoutMs, &signal_error)) {
+  if (const Status signals = InstallTerminationSignals(&FinishOnSignal, kSignalFinishTimeoutMs);
+      !signals.ok()) {
     Log(LogSeverity::kWarning, "%s; a signal that ends the process leaves no footer",
-        signal_error.c_str());
+        signals.message().c_str());
   }
   Log(LogSeverity::kDebug, "tracing for %s (%s mode)", g_state->output_path.c_str(),
       ModeName(mode));

@@ -62,11 +62,13 @@ class CuptiProfilerSession final : public ProfilerSession {
     setup->availability_ms = MsSince(t_avail);
 
     auto t_config = std::chrono::steady_clock::now();
-    if (!BuildMetricPlan(setup->chip, CUPTI_PROFILER_TYPE_RANGE_PROFILER, availability, metrics,
-                         &plan_, error)) {
-      *error = "KP_METRICS: " + *error;
+    StatusOr<MetricPlan> plan =
+        BuildMetricPlan(setup->chip, CUPTI_PROFILER_TYPE_RANGE_PROFILER, availability, metrics);
+    if (!plan.ok()) {
+      *error = plan.status().WithContext("KP_METRICS").message();
       return false;
     }
+    plan_ = std::move(plan.value());
     setup->config_ms = MsSince(t_config);
     for (const auto& n : plan_.names) metric_ptrs_.push_back(n.c_str());
     setup->names = plan_.names;

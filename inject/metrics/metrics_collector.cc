@@ -16,9 +16,8 @@ std::unique_ptr<MetricsCollector> MetricsCollector::CreateWithBackend(
   if (config.metrics.empty()) return nullptr;
   std::vector<std::string> names = ExpandMetricList(config.metrics);
   for (const auto& n : names) {
-    std::string reason;
-    if (!CheckMetricNameSyntax(n, &reason)) {
-      *error = "KP_METRICS: unknown metric '" + n + "': " + reason +
+    if (const Status syntax = CheckMetricNameSyntax(n); !syntax.ok()) {
+      *error = "KP_METRICS: unknown metric '" + n + "': " + syntax.message() +
                " (kptrace metrics list --chip <chip> lists valid names)";
       return nullptr;
     }

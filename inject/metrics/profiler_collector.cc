@@ -65,9 +65,10 @@ void ProfilerCollector::CheckNamesAtStartup(uint32_t device) {
     Fail(error);
     return;
   }
-  std::unique_ptr<MetricHost> host =
-      MetricHost::Create(chip, CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}, &error);
-  if (!host || !host->Validate(metrics_, &error)) Fail("KP_METRICS: " + error);
+  StatusOr<std::unique_ptr<MetricHost>> host =
+      MetricHost::Create(chip, CUPTI_PROFILER_TYPE_RANGE_PROFILER, {});
+  const Status valid = host.ok() ? host.value()->Validate(metrics_) : host.status();
+  if (!valid.ok()) Fail(valid.WithContext("KP_METRICS").message());
 }
 
 void ProfilerCollector::OnContextCreated(CUcontext ctx, uint32_t device_ordinal) {

@@ -204,15 +204,19 @@ class PmSampling::DeviceSampler {
     // must be valid as written.
     names_ = counters_;
     if (gpu_set_) {
-      auto host = MetricHost::Create(chip_, CUPTI_PROFILER_TYPE_PM_SAMPLING, availability, error);
-      if (!host) return false;
+      StatusOr<std::unique_ptr<MetricHost>> created =
+          MetricHost::Create(chip_, CUPTI_PROFILER_TYPE_PM_SAMPLING, availability);
+      if (!created.ok()) {
+        *error = created.status().message();
+        return false;
+      }
+      const std::unique_ptr<MetricHost>& host = created.value();
       names_.clear();
       std::string skipped;
       const std::vector<std::string>& set = PmGpuCounterSet();
       for (const std::string& name : counters_) {
-        std::string why;
         const bool from_set = std::find(set.begin(), set.end(), name) != set.end();
-        if (!from_set || host->Validate({name}, &why)) {
+        if (!from_set || host->Validate({name}).ok()) {
           names_.push_back(name);
         } else {
           skipped += (skipped.empty() ? "" : ", ") + name;
@@ -223,11 +227,13 @@ class PmSampling::DeviceSampler {
             device_, chip_.c_str(), skipped.c_str());
       }
     }
-    if (!BuildMetricPlan(chip_, CUPTI_PROFILER_TYPE_PM_SAMPLING, availability, names_, &plan_,
-                         error)) {
-      *error = "KP_PM_SAMPLING: " + *error;
+    StatusOr<MetricPlan> planned =
+        BuildMetricPlan(chip_, CUPTI_PROFILER_TYPE_PM_SAMPLING, availability, names_);
+    if (!planned.ok()) {
+      *error = planned.status().WithContext("KP_PM_SAMPLING").message();
       return false;
     }
+    plan_ = std::move(planned.value());
     if (plan_.num_passes != 1) {
       *error = "KP_PM_SAMPLING: the counters need " + std::to_string(plan_.num_passes) +
                " passes on " + chip_ +

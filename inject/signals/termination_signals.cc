@@ -165,10 +165,9 @@ const char* TerminationSignalName(int signo) {
   }
 }
 
-bool InstallTerminationSignals(SignalFinishFn finish, uint32_t timeout_ms, std::string* error) {
+Status InstallTerminationSignals(SignalFinishFn finish, uint32_t timeout_ms) {
   if (pipe2(g_request_pipe, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(g_done_pipe, O_CLOEXEC) != 0) {
-    *error = "cannot create the signal pipe";
-    return false;
+    return Status::Error("cannot create the signal pipe");
   }
   g_finish = finish;
   g_timeout_ms = timeout_ms;
@@ -188,11 +187,10 @@ bool InstallTerminationSignals(SignalFinishFn finish, uint32_t timeout_ms, std::
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (!ok) {
     g_state.store(kDisarmed);
-    *error = "cannot start the signal thread";
-    return false;
+    return Status::Error("cannot start the signal thread");
   }
   WrapHandlers();
-  return true;
+  return Status();
 }
 
 void DisarmTerminationSignals() {

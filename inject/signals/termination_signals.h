@@ -18,13 +18,15 @@
 #include <cstdint>
 #include <string>
 
+#include "common/status.h"
+
 namespace kp {
 
 // Runs on kp's signal thread. Must return within the handler's wait for the trace to be whole.
 using SignalFinishFn = void (*)(int signo);
 
-// Installs the handlers and starts the signal thread. False with *error if it cannot start.
-bool InstallTerminationSignals(SignalFinishFn finish, uint32_t timeout_ms, std::string* error);
+// Installs the handlers and starts the signal thread. An error if it cannot start.
+Status InstallTerminationSignals(SignalFinishFn finish, uint32_t timeout_ms);
 
 // From now on the handlers only chain (the trace is being finished by a normal exit). The
 // signal thread ends at its next wake-up.

@@ -12,6 +12,7 @@
 #include "common/frame.h"
 #include "common/run_files.h"
 #include "inject/log/log.h"
+#include "inject/trace/write_error_advice.h"
 
 namespace kp {
 namespace {
@@ -45,22 +46,6 @@ size_t AppendFrame(ZSTD_CCtx* ctx, int level, const uint8_t* data, size_t size,
 }
 
 // The fix to suggest for a write error, by errno.
-const char* WriteErrorFix(int err) {
-  switch (err) {
-    case ENOSPC:
-    case EDQUOT:
-      return "free disk space or set KP_OUTPUT to a path on another file system";
-    case EFBIG:
-      return "raise the file size limit (ulimit -f) or shorten the capture with KP_DURATION";
-    case EACCES:
-    case EPERM:
-    case EROFS:
-      return "set KP_OUTPUT to a writable path";
-    default:
-      return "check the file system or set KP_OUTPUT to a writable path";
-  }
-}
-
 // write() the whole range, riding out EINTR and partial writes. Returns 0 or an errno.
 int WriteFully(int fd, const uint8_t* p, size_t n) {
   while (n > 0) {
@@ -78,18 +63,15 @@ int WriteFully(int fd, const uint8_t* p, size_t n) {
 
 }  // namespace
 
-FileChunkWriter* FileChunkWriter::Open(const std::string& path, int zstd_level,
-                                       std::string* error) {
+StatusOr<std::unique_ptr<FileChunkWriter>> FileChunkWriter::Open(const std::string& path,
+                                                                 int zstd_level) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;
-    if (error != nullptr) {
-      *error = "kp: cannot create trace " + path + ": " + std::strerror(err) + " (" +
-               WriteErrorFix(err == ENOENT ? EACCES : err) + "); nothing is traced";
-    }
-    return nullptr;
+    return Status::Error("cannot create trace " + path + ": " + std::strerror(err) + " (" +
+                         WriteErrorFix(err) + "); nothing is traced");
   }
-  auto* writer = new FileChunkWriter(fd, path, zstd_level);
+  std::unique_ptr<FileChunkWriter> writer(new FileChunkWriter(fd, path, zstd_level));
   // A full disk shows up here already, but the one error line belongs to the first chunk
   // write, which then carries the magic with it.
   if (WriteFully(fd, reinterpret_cast<const uint8_t*>(kFileMagic), kFileMagicSize) == 0) {
@@ -112,15 +94,15 @@ FileChunkWriter* FileChunkWriter::CreateDeferred(DeferredFileOptions options, in
 }
 
 bool FileChunkWriter::CreateClaimedFile() {
-  ClaimedFile claimed;
-  std::string error;
-  if (!ClaimTraceFile(options_.claim, &claimed, &error)) {
+  StatusOr<ClaimedFile> claim = ClaimTraceFile(options_.claim);
+  if (!claim.ok()) {
     failed_ = true;
-    Log(LogSeverity::kError, "%s (%s); nothing is traced", error.c_str(), WriteErrorFix(EACCES));
+    Log(LogSeverity::kError, "%s; nothing is traced", claim.status().message().c_str());
     pending_.clear();
     pending_.shrink_to_fit();
     return false;
   }
+  const ClaimedFile& claimed = claim.value();
   fd_ = claimed.fd;
   path_ = claimed.path;
   if (!claimed.note.empty()) Log(LogSeverity::kInfo, "%s", claimed.note.c_str());
@@ -129,9 +111,11 @@ bool FileChunkWriter::CreateClaimedFile() {
   manifest_dir_ = ManifestDirFor(claimed.root);
   // Members list themselves at once. The root writes its entry at the end, and only when others
   // joined (the manifest exists then): a run of one process leaves no manifest behind.
-  if (!claimed.is_root && !WriteManifestEntry(manifest_dir_, options_.entry, &error)) {
+  if (const Status listed =
+          claimed.is_root ? Status() : WriteManifestEntry(manifest_dir_, options_.entry);
+      !listed.ok()) {
     // The trace itself is fine; only `kptrace` cannot gather this file with its run.
-    Log(LogSeverity::kWarning, "%s; the trace %s is written all the same", error.c_str(),
+    Log(LogSeverity::kWarning, "%s; the trace %s is written all the same", listed.message().c_str(),
         path_.c_str());
     manifest_dir_.clear();
   }
@@ -156,9 +140,8 @@ void FileChunkWriter::MarkEnded(const std::string& end_reason) {
   if (options_.entry.root && ::stat(manifest_dir_.c_str(), &st) != 0) return;  // nobody joined
   options_.entry.state = "ended";
   options_.entry.end_reason = end_reason;
-  std::string error;
-  if (!WriteManifestEntry(manifest_dir_, options_.entry, &error)) {
-    Log(LogSeverity::kWarning, "%s", error.c_str());
+  if (const Status listed = WriteManifestEntry(manifest_dir_, options_.entry); !listed.ok()) {
+    Log(LogSeverity::kWarning, "%s", listed.message().c_str());
   }
 }
 

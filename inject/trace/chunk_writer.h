@@ -10,9 +10,11 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "inject/trace/run_manifest.h"
 #include "inject/trace/trace_file_claim.h"
 
@@ -42,7 +44,7 @@ class FileChunkWriter final : public ChunkSink {
  public:
   // zstd_level 0 = no compression. Opening truncates `path` and writes the file magic (tests,
   // tools; the injector uses CreateDeferred).
-  static FileChunkWriter* Open(const std::string& path, int zstd_level, std::string* error);
+  static StatusOr<std::unique_ptr<FileChunkWriter>> Open(const std::string& path, int zstd_level);
   // Keeps chunks in memory until options.create_when is set, then claims the file
   // (trace_file_claim.h), writes the manifest entry and everything kept so far.
   static FileChunkWriter* CreateDeferred(DeferredFileOptions options, int zstd_level);

@@ -70,27 +70,27 @@ std::string ManifestEntryJson(const ManifestEntry& e) {
   return o;
 }
 
-bool WriteManifestEntry(const std::string& dir, const ManifestEntry& entry, std::string* error) {
+Status WriteManifestEntry(const std::string& dir, const ManifestEntry& entry) {
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    *error = "cannot create the run manifest " + dir + ": " + std::strerror(errno);
-    return false;
+    return Status::Error("cannot create the run manifest " + dir + ": " + std::strerror(errno));
   }
   const std::string name = ManifestEntryName(entry.host, entry.pid);
   const std::string final_path = dir + "/" + name;
   const std::string temp_path = dir + "/." + name + ".tmp";
   const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
-    *error = "cannot write the run manifest entry " + temp_path + ": " + std::strerror(errno);
-    return false;
+    return Status::Error("cannot write the run manifest entry " + temp_path + ": " +
+                         std::strerror(errno));
   }
   const bool ok = WriteAll(fd, ManifestEntryJson(entry) + "\n");
   const int close_result = ::close(fd);
   if (!ok || close_result != 0 || ::rename(temp_path.c_str(), final_path.c_str()) != 0) {
-    *error = "cannot write the run manifest entry " + final_path + ": " + std::strerror(errno);
+    const Status failed = Status::Error("cannot write the run manifest entry " + final_path + ": " +
+                                        std::strerror(errno));
     ::unlink(temp_path.c_str());
-    return false;
+    return failed;
   }
-  return true;
+  return Status();
 }
 
 }  // namespace kp

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace kp {
 
 struct ManifestEntry {
@@ -27,7 +29,7 @@ struct ManifestEntry {
 // One JSON object (no newline inside; strings escaped so any parser accepts them).
 std::string ManifestEntryJson(const ManifestEntry& entry);
 
-// Creates the directory when needed and (re)writes <dir>/<host>.<pid>.json. False with *error.
-bool WriteManifestEntry(const std::string& dir, const ManifestEntry& entry, std::string* error);
+// Creates the directory when needed and (re)writes <dir>/<host>.<pid>.json.
+Status WriteManifestEntry(const std::string& dir, const ManifestEntry& entry);
 
 }  // namespace kp

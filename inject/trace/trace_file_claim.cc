@@ -12,6 +12,7 @@
 
 #include "common/frame.h"
 #include "common/run_files.h"
+#include "inject/trace/write_error_advice.h"
 
 namespace kp {
 namespace {
@@ -35,8 +36,9 @@ bool EmptyFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0;
 }
 
-std::string CreateError(const std::string& path, int err) {
-  return "cannot create trace " + path + ": " + std::strerror(err);
+Status CreateError(const std::string& path, int err) {
+  return Status::Error("cannot create trace " + path + ": " + std::strerror(err) + " (" +
+                       WriteErrorFix(err) + ")");
 }
 
 }  // namespace
@@ -131,24 +133,24 @@ std::string RootRunId(const std::string& root_path) {
   return run_id;
 }
 
-bool ClaimTraceFile(const ClaimRequest& request, ClaimedFile* claimed, std::string* error) {
+StatusOr<ClaimedFile> ClaimTraceFile(const ClaimRequest& request) {
+  ClaimedFile claimed;
   for (int n = 1; n <= kMaxRoots; ++n) {
     const std::string root = n == 1 ? request.requested : NumberedRootPath(request.requested, n);
     int fd = CreateExclusive(root);
     if (fd >= 0) {
-      claimed->fd = fd;
-      claimed->path = root;
-      claimed->root = root;
-      claimed->is_root = true;
+      claimed.fd = fd;
+      claimed.path = root;
+      claimed.root = root;
+      claimed.is_root = true;
       if (n > 1) {
-        claimed->note = "kp: " + request.requested +
-                        " is from an earlier run and is kept; this run writes " + root;
+        claimed.note = "kp: " + request.requested +
+                       " is from an earlier run and is kept; this run writes " + root;
       }
-      return true;
+      return claimed;
     }
     if (errno != EEXIST) {
-      *error = CreateError(root, errno);
-      return false;
+      return CreateError(root, errno);
     }
     // The root exists. Join its run when it is being written now (held, or created so recently
     // that its writer has not written the magic yet) or belongs to our run by id.
@@ -161,27 +163,27 @@ bool ClaimTraceFile(const ClaimRequest& request, ClaimedFile* claimed, std::stri
       const std::string member = MemberPath(root, k == 1 ? tag : tag + "-" + std::to_string(k));
       fd = CreateExclusive(member);
       if (fd >= 0) {
-        claimed->fd = fd;
-        claimed->path = member;
-        claimed->root = root;
-        claimed->is_root = false;
-        claimed->note = "kp: " + root + " is written by another process of this run; this " +
-                        "process writes " + member;
-        return true;
+        claimed.fd = fd;
+        claimed.path = member;
+        claimed.root = root;
+        claimed.is_root = false;
+        claimed.note = "kp: " + root + " is written by another process of this run; this " +
+                       "process writes " + member;
+        return claimed;
       }
       if (errno != EEXIST) {
-        *error = CreateError(member, errno);
-        return false;
+        return CreateError(member, errno);
       }
     }
-    *error = "cannot create trace " + MemberPath(root, tag) + ": " + std::to_string(kMaxMembers) +
-             " files of that name exist already";
-    return false;
+    return Status::Error("cannot create trace " + MemberPath(root, tag) + ": " +
+                         std::to_string(kMaxMembers) +
+                         " files of that name exist already (remove old traces or choose "
+                         "another KP_OUTPUT)");
   }
-  *error = "cannot create trace " + request.requested + ": it and " +
-           std::to_string(kMaxRoots - 1) +
-           " numbered names exist already (remove old traces or choose another KP_OUTPUT)";
-  return false;
+  return Status::Error("cannot create trace " + request.requested + ": it and " +
+                       std::to_string(kMaxRoots - 1) +
+                       " numbered names exist already (remove old traces or choose another "
+                       "KP_OUTPUT)");
 }
 
 }  // namespace kp

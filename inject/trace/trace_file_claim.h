@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/status.h"
+
 namespace kp {
 
 struct ClaimRequest {
@@ -33,8 +35,8 @@ struct ClaimedFile {
   std::string note;  // "kp: ..." when path != requested, else empty
 };
 
-// False with *error (naming the path and the reason) when no file could be created.
-bool ClaimTraceFile(const ClaimRequest& request, ClaimedFile* claimed, std::string* error);
+// An error naming the path, the reason and the fix when no file could be created.
+StatusOr<ClaimedFile> ClaimTraceFile(const ClaimRequest& request);
 
 // The run id in the header of the trace at `root_path` (its first chunk), or "" when it has
 // none or the chunk cannot be read.

@@ -689,9 +689,10 @@ std::vector<Expectation> ParseExpectations(std::istream& in, std::vector<std::st
   return out;
 }
 
-bool LoadTraceFacts(const std::string& path, TraceFacts* facts, std::string* error) {
-  std::unique_ptr<TraceReader> reader = TraceReader::Open(path, error);
-  if (!reader) return false;
+Status LoadTraceFacts(const std::string& path, TraceFacts* facts) {
+  StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(path);
+  if (!opened.ok()) return opened.status();
+  std::unique_ptr<TraceReader>& reader = opened.value();
   Chunk chunk;
   auto str = [&](uint32_t id) { return id == 0 ? std::string() : std::string(reader->Str(id)); };
   while (reader->Next(&chunk)) {
@@ -846,7 +847,7 @@ bool LoadTraceFacts(const std::string& path, TraceFacts* facts, std::string* err
   damage(rs.unknown_string_ids, "unknown string ids");
   damage(rs.unknown_shape_ids, "unknown shape ids");
   damage(rs.negative_durations, "records with end before start");
-  return true;
+  return Status();
 }
 
 std::vector<CheckResult> CheckTrace(const TraceFacts& facts,

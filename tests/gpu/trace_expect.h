@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace kp::gputest {
 
 // `expect key=value` or `expect key[arg]=value`. The arg may hold anything but "]=" (kernel
@@ -104,8 +106,8 @@ struct TraceFacts {
   uint64_t truncated_tail_bytes = 0;
 };
 
-// Reads the whole trace. Returns false (with *error) only if it cannot be opened at all.
-bool LoadTraceFacts(const std::string& path, TraceFacts* facts, std::string* error);
+// Reads the whole trace. An error only if it cannot be opened at all.
+Status LoadTraceFacts(const std::string& path, TraceFacts* facts);
 
 // The always-on checks plus one check per expectation.
 std::vector<CheckResult> CheckTrace(const TraceFacts& facts,

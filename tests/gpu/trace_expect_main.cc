@@ -24,9 +24,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> parse_errors;
   auto expectations = kp::gputest::ParseExpectations(in, &parse_errors);
   kp::gputest::TraceFacts facts;
-  std::string error;
-  if (!kp::gputest::LoadTraceFacts(argv[1], &facts, &error)) {
-    std::printf("FAIL open: %s\n", error.c_str());
+  if (const kp::Status loaded = kp::gputest::LoadTraceFacts(argv[1], &facts); !loaded.ok()) {
+    std::printf("FAIL open: %s\n", loaded.message().c_str());
     std::printf("trace_expect %s: 0 passed, 1 failed\n", argv[1]);
     return 1;
   }

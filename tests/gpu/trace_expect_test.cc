@@ -204,8 +204,8 @@ class TraceExpectTest : public ::testing::Test {
     auto expectations = ParseExpectations(in, &errors);
     EXPECT_TRUE(errors.empty()) << errors.front();
     TraceFacts facts;
-    std::string error;
-    EXPECT_TRUE(LoadTraceFacts(path_, &facts, &error)) << error;
+    const Status loaded = LoadTraceFacts(path_, &facts);
+    EXPECT_TRUE(loaded.ok()) << loaded.message();
     return CheckTrace(facts, expectations);
   }
 

@@ -54,8 +54,12 @@ struct Read {
 
 Read ReadTrace(const std::string& name, const std::string& bytes) {
   Read r;
-  auto reader = TraceReader::Open(Write(name, bytes), &r.error);
-  if (!reader) return r;
+  StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(Write(name, bytes));
+  if (!opened.ok()) {
+    r.error = opened.status().message();
+    return r;
+  }
+  std::unique_ptr<TraceReader>& reader = opened.value();
   Chunk c;
   while (reader->Next(&c)) ++r.chunks;
   r.stats = reader->stats();

@@ -15,6 +15,7 @@
 
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
+#include "tests/unit/status_assertions.h"
 #include "tools/export/chrome_exporter.h"
 #include "tools/export/perfetto_exporter.h"
 #include "tools/export/record_args.h"
@@ -34,7 +35,7 @@ struct PerfettoCounts {
   int syncs = 0, overheads = 0;
 };
 FixedTraceCounts WriteFixedTrace(const std::string& path, uint32_t pid);
-bool ExportFiles(kp::Exporter& exporter, const std::vector<std::string>& paths, std::string* err);
+kp::Status ExportFiles(kp::Exporter& exporter, const std::vector<std::string>& paths);
 std::string ReadFile(const std::string& path);
 void ExpectGolden(const std::string& name, const std::string& actual);
 PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
@@ -152,7 +153,7 @@ TEST(ChromeExporter, ParsesAndHoldsEveryRecord) {
   opt.output = "chrome_output.json";
   kp::ChromeExporter exporter(opt);
   std::string err;
-  ASSERT_TRUE(ExportFiles(exporter, {"chrome_input.kptrace"}, &err)) << err;
+  ASSERT_TRUE(IsOk(ExportFiles(exporter, {"chrome_input.kptrace"})));
   json j = json::parse(ReadFile(opt.output));
   ChromeCounts c = CheckChrome(j, want.start_ns);
   EXPECT_EQ(c.x_by_cat["kernel"], want.kernels);
@@ -195,7 +196,7 @@ TEST(ChromeExporter, TwoProcessesMergeIntoOneTimeline) {
   opt.output = "chrome_two.json";
   kp::ChromeExporter exporter(opt);
   std::string err;
-  ASSERT_TRUE(ExportFiles(exporter, {"chrome_a.kptrace", "chrome_b.kptrace"}, &err)) << err;
+  ASSERT_TRUE(IsOk(ExportFiles(exporter, {"chrome_a.kptrace", "chrome_b.kptrace"})));
   json j = json::parse(ReadFile(opt.output));
   ChromeCounts c = CheckChrome(j, 0);
   EXPECT_EQ(c.x_by_cat["kernel"], 40);
@@ -216,7 +217,7 @@ TEST(ChromeExporter, Golden) {
   opt.output = "golden_output.json";
   kp::ChromeExporter exporter(opt);
   std::string err;
-  ASSERT_TRUE(ExportFiles(exporter, {"golden_input.kptrace"}, &err)) << err;
+  ASSERT_TRUE(IsOk(ExportFiles(exporter, {"golden_input.kptrace"})));
   ExpectGolden("fixed.json", ReadFile(opt.output));
 }
 
@@ -228,8 +229,8 @@ TEST(CrossFormat, SameCountsInTracePerfettoAndChrome) {
   kp::PerfettoExporter perfetto(popt);
   kp::ChromeExporter chrome(copt);
   std::string err;
-  ASSERT_TRUE(ExportFiles(perfetto, {"cross_input.kptrace"}, &err)) << err;
-  ASSERT_TRUE(ExportFiles(chrome, {"cross_input.kptrace"}, &err)) << err;
+  ASSERT_TRUE(IsOk(ExportFiles(perfetto, {"cross_input.kptrace"})));
+  ASSERT_TRUE(IsOk(ExportFiles(chrome, {"cross_input.kptrace"})));
   PerfettoCounts p = DecodeAndCheckPerfetto(ReadFile(popt.output), nullptr, nullptr, true);
   ChromeCounts c = CheckChrome(json::parse(ReadFile(copt.output)), want.start_ns);
   EXPECT_EQ(p.kernels, want.kernels);
@@ -287,7 +288,7 @@ TEST(ExportThroughput, DISABLED_PerfettoAndChrome) {
         format == 0 ? kp::MakePerfettoExporter(opt) : kp::MakeChromeExporter(opt);
     std::string err;
     auto t0 = std::chrono::steady_clock::now();
-    ASSERT_TRUE(kp_export_test::ExportFiles(*e, {"throughput.kptrace"}, &err)) << err;
+    ASSERT_TRUE(IsOk(kp_export_test::ExportFiles(*e, {"throughput.kptrace"})));
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("%s: %d records in %.3f s = %.2f M records/s\n", opt.output.c_str(), 2 * n, s,
                 2 * n / s / 1e6);
@@ -381,8 +382,8 @@ TEST(CrossFormat, SyncAndOverheadRecordsOnTheirOwnTracksInBothFormats) {
   kp::PerfettoExporter perfetto(popt);
   kp::ChromeExporter chrome(copt);
   std::string err;
-  ASSERT_TRUE(ExportFiles(perfetto, {"sync_input.kptrace"}, &err)) << err;
-  ASSERT_TRUE(ExportFiles(chrome, {"sync_input.kptrace"}, &err)) << err;
+  ASSERT_TRUE(IsOk(ExportFiles(perfetto, {"sync_input.kptrace"})));
+  ASSERT_TRUE(IsOk(ExportFiles(chrome, {"sync_input.kptrace"})));
   // Both decoders also check nesting per track / tid: the overlapping pair goes on two lanes.
   std::vector<std::string> names;
   PerfettoCounts p = DecodeAndCheckPerfetto(ReadFile(popt.output), nullptr, &names, true);

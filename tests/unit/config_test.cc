@@ -350,19 +350,18 @@ TEST(ConfigTest, KernelTargeting) {
 }
 
 TEST(ConfigTest, OutputPatternExpansion) {
-  std::string out, error;
   // 2023-11-14 22:13:20 UTC.
   const uint64_t t = 1700000000ull * 1000000000ull + 123;
-  ASSERT_TRUE(ExpandOutputPattern("/x/%h-%p-%r-%t-%%.kptrace", 4242, "node7", 3, t, &out, &error));
-  EXPECT_EQ(out, "/x/node7-4242-3-20231114-221320-%.kptrace");
-  ASSERT_TRUE(ExpandOutputPattern("kp-%r.kptrace", 1, "h", -1, t, &out, &error));
-  EXPECT_EQ(out, "kp-norank.kptrace");
-  EXPECT_FALSE(ExpandOutputPattern("kp-%x", 1, "h", 0, t, &out, &error));
-  EXPECT_EQ(error,
+  EXPECT_EQ(ExpandOutputPattern("/x/%h-%p-%r-%t-%%.kptrace", 4242, "node7", 3, t).value_or(""),
+            "/x/node7-4242-3-20231114-221320-%.kptrace");
+  EXPECT_EQ(ExpandOutputPattern("kp-%r.kptrace", 1, "h", -1, t).value_or(""), "kp-norank.kptrace");
+  const StatusOr<std::string> unknown = ExpandOutputPattern("kp-%x", 1, "h", 0, t);
+  EXPECT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().message(),
             "KP_OUTPUT=\"kp-%x\" uses unknown %x: expected %p (pid), %h (host), %r (rank), %t "
             "(start time) or %%");
-  EXPECT_FALSE(ExpandOutputPattern("kp-%", 1, "h", 0, t, &out, &error));
-  EXPECT_EQ(error, "KP_OUTPUT=\"kp-%\" ends in a lone %");
+  EXPECT_EQ(ExpandOutputPattern("kp-%", 1, "h", 0, t).status().message(),
+            "KP_OUTPUT=\"kp-%\" ends in a lone %");
 }
 
 TEST(ConfigTest, RankDiscovery) {

@@ -645,8 +645,7 @@ TEST(EncoderThreadTest, FileSizeLimitDoesNotKillTheProcess) {
     (void)f;
     rlimit limit{64 << 10, 64 << 10};
     setrlimit(RLIMIT_FSIZE, &limit);
-    std::string error;
-    FileChunkWriter* writer = FileChunkWriter::Open(trace, 0, &error);
+    FileChunkWriter* writer = FileChunkWriter::Open(trace, 0).value_or(nullptr).release();
     if (writer == nullptr) _exit(3);
     TraceEncoder encoder(writer, TraceEncoder::Options());
     ActivityDecoder decoder(&encoder, nullptr, {});
@@ -654,7 +653,7 @@ TEST(EncoderThreadTest, FileSizeLimitDoesNotKillTheProcess) {
     EncoderThread::Options options;
     options.flush_cupti = false;
     EncoderThread thread(&encoder, &decoder, &pool, options);
-    if (!thread.Start(&error)) _exit(4);
+    if (!thread.Start().ok()) _exit(4);
     for (int chunk = 0; chunk < 20; ++chunk) {
       thread.Post([chunk](TraceEncoder& e) {
         for (uint32_t i = 0; i < 2000; ++i) {

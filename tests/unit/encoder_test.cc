@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "common/frame.h"
+#include "common/proto_wire.h"
 #include "gtest/gtest.h"
 #include "inject/trace/chunk_writer.h"
-#include "common/proto_wire.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
 
@@ -882,8 +882,9 @@ TEST(EncoderTest, InvalidUtf8StringsAreRepairedSoTheChunkStillParses) {
 // On a full disk nothing counts as written: the exit line ("kp: wrote ... N records") reads
 // records_written, which must not claim records that never reached the file.
 TEST(EncoderTest, RecordsOnAFullDiskAreNotCountedAsWritten) {
-  std::string err;
-  std::unique_ptr<FileChunkWriter> writer(FileChunkWriter::Open("/dev/full", 0, &err));
+  StatusOr<std::unique_ptr<FileChunkWriter>> opened = FileChunkWriter::Open("/dev/full", 0);
+  const std::string err = opened.status().message();
+  std::unique_ptr<FileChunkWriter> writer = std::move(opened).value_or(nullptr);
   ASSERT_NE(writer, nullptr) << err;
   TraceEncoder enc(writer.get(), TraceEncoder::Options());
   KernelRecord k;

@@ -161,8 +161,9 @@ TEST(MemoryChunkSinkTest, FramesParseBackRawAndCompressed) {
 TEST(FileChunkWriterTest, WritesTheSameBytesAsMemorySink) {
   for (int level : {0, 5}) {
     std::string path = TempPath("same" + std::to_string(level));
-    std::string error;
-    std::unique_ptr<FileChunkWriter> w(FileChunkWriter::Open(path, level, &error));
+    StatusOr<std::unique_ptr<FileChunkWriter>> opened = FileChunkWriter::Open(path, level);
+    const std::string error = opened.status().message();
+    std::unique_ptr<FileChunkWriter> w = std::move(opened).value_or(nullptr);
     ASSERT_NE(w, nullptr) << error;
     MemoryChunkSink mem(level);
     std::vector<uint8_t> a = Compressible(300000), b = Incompressible(777);
@@ -179,8 +180,9 @@ TEST(FileChunkWriterTest, WritesTheSameBytesAsMemorySink) {
 }
 
 TEST(FileChunkWriterTest, DiskFullGivesOneLineAndRefusesFurtherWrites) {
-  std::string error;
-  std::unique_ptr<FileChunkWriter> w(FileChunkWriter::Open("/dev/full", 3, &error));
+  StatusOr<std::unique_ptr<FileChunkWriter>> opened = FileChunkWriter::Open("/dev/full", 3);
+  const std::string error = opened.status().message();
+  std::unique_ptr<FileChunkWriter> w = std::move(opened).value_or(nullptr);
   ASSERT_NE(w, nullptr) << error;
   std::vector<uint8_t> a = Compressible(1000);
   testing::internal::CaptureStderr();
@@ -199,10 +201,11 @@ TEST(FileChunkWriterTest, ReadOnlyDirectoryFailsAtOpenWithTheFix) {
   ASSERT_EQ(::mkdir(dir.c_str(), 0555), 0);
   // root ignores directory permissions; /sys refuses new files to everyone.
   std::string path = geteuid() == 0 ? "/sys/kp-test.kptrace" : dir + "/t.kptrace";
-  std::string error;
-  std::unique_ptr<FileChunkWriter> w(FileChunkWriter::Open(path, 3, &error));
+  StatusOr<std::unique_ptr<FileChunkWriter>> opened = FileChunkWriter::Open(path, 3);
+  const std::string error = opened.status().message();
+  std::unique_ptr<FileChunkWriter> w = std::move(opened).value_or(nullptr);
   EXPECT_EQ(w, nullptr);
-  EXPECT_EQ(error, "kp: cannot create trace " + path +
+  EXPECT_EQ(error, "cannot create trace " + path +
                        ": Permission denied (set KP_OUTPUT to a writable path); nothing is traced");
   ::rmdir(dir.c_str());
 }
@@ -210,8 +213,9 @@ TEST(FileChunkWriterTest, ReadOnlyDirectoryFailsAtOpenWithTheFix) {
 // A write that fails half way (file size limit) leaves the file cut back to the last chunk.
 TEST(FileChunkWriterTest, PartialWriteIsTruncatedToTheLastChunk) {
   std::string path = TempPath("fsize");
-  std::string error;
-  std::unique_ptr<FileChunkWriter> w(FileChunkWriter::Open(path, 0, &error));
+  StatusOr<std::unique_ptr<FileChunkWriter>> opened = FileChunkWriter::Open(path, 0);
+  const std::string error = opened.status().message();
+  std::unique_ptr<FileChunkWriter> w = std::move(opened).value_or(nullptr);
   ASSERT_NE(w, nullptr) << error;
   std::vector<uint8_t> small = Incompressible(1000), big = Incompressible(200000);
   ASSERT_TRUE(w->WriteChunk(small.data(), small.size()));

@@ -72,9 +72,9 @@ TEST_F(LogTest, LongLinesArePrintedWhole) {
 
 TEST_F(LogTest, UnwritableOutputIsOneLineWithOnePrefixAndTheAdviceOnce) {
   const std::string path = "/nonexistent-kp-dir/trace.kptrace";
-  std::string error;
-  ASSERT_EQ(FileChunkWriter::Open(path, 0, &error), nullptr);
-  Log(LogSeverity::kError, "%s", error.c_str());  // as the tracer reports it
+  const StatusOr<std::unique_ptr<FileChunkWriter>> opened = FileChunkWriter::Open(path, 0);
+  ASSERT_FALSE(opened.ok());
+  Log(LogSeverity::kError, "%s", opened.status().message().c_str());  // as the tracer reports it
   const std::string out = Printed();
   auto count = [&out](const std::string& part) {
     size_t n = 0;

@@ -636,9 +636,10 @@ constexpr bool kUnderSanitizer = false;
     if (kUnderSanitizer)                                                                      \
       GTEST_SKIP() << "libnvperf_host.so is loaded with RTLD_DEEPBIND, which the sanitizers " \
                       "cannot run (google/sanitizers#611); the plain build runs this test";   \
-    std::string why;                                                                          \
-    if (!MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}, &why))           \
-      GTEST_SKIP() << "Profiler Host API unavailable here: " << why;                          \
+    const Status host_api =                                                                   \
+        MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}).status();         \
+    if (!host_api.ok())                                                                       \
+      GTEST_SKIP() << "Profiler Host API unavailable here: " << host_api.message();           \
   } while (0)
 
 TEST(StartupCheck, ABadNameAtTheFirstContextTurnsMetricsOffBeforeAnyRange) {

@@ -15,6 +15,7 @@
 #include "inject/config/config.h"
 #include "inject/metrics/l2_sweep.h"
 #include "inject/metrics/range_selector.h"
+#include "tests/unit/status_assertions.h"
 #include "tools/kptrace/commands.h"
 #include "tools/metrics/metric_catalog.h"
 #include "tools/metrics/speed_of_light.h"
@@ -28,8 +29,8 @@ constexpr char kDram[] = "dram__throughput.avg.pct_of_peak_sustained_elapsed";
 
 // The host API needs libnvperf_host.so (dlopen'ed by libcupti). It ships with the toolkit on
 // the build machine and in CI; skip with the reason anywhere it cannot be loaded.
-std::unique_ptr<MetricHost> Gh100(std::string* why) {
-  return MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}, why);
+StatusOr<std::unique_ptr<MetricHost>> Gh100() {
+  return MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {});
 }
 // libcupti dlopen()s libnvperf_host.so with RTLD_DEEPBIND, which AddressSanitizer's runtime
 // refuses (it aborts the process: google/sanitizers#611). Under KP_SANITIZE these tests skip
@@ -45,37 +46,43 @@ constexpr bool kUnderAsan = false;
       GTEST_SKIP() << "libnvperf_host.so is loaded with RTLD_DEEPBIND, which "        \
                       "AddressSanitizer cannot run (google/sanitizers#611); the non-" \
                       "sanitizer build runs this test";                               \
-    std::string why;                                                                  \
-    if (!Gh100(&why)) GTEST_SKIP() << "Profiler Host API unavailable here: " << why;  \
+    const Status host_api = Gh100().status();                                         \
+    if (!host_api.ok())                                                               \
+      GTEST_SKIP() << "Profiler Host API unavailable here: " << host_api.message();   \
   } while (0)
 
 size_t Passes(const std::vector<std::string>& names,
               CUpti_ProfilerType type = CUPTI_PROFILER_TYPE_RANGE_PROFILER) {
-  MetricPlan plan;
-  std::string error;
-  EXPECT_TRUE(BuildMetricPlan("GH100", type, {}, names, &plan, &error)) << error;
-  return plan.num_passes;
+  StatusOr<MetricPlan> plan = BuildMetricPlan("GH100", type, {}, names);
+  EXPECT_TRUE(plan.ok()) << plan.status().message();
+  return plan.ok() ? plan.value().num_passes : 0;
 }
 
 TEST(MetricSyntax, AcceptsWellFormedNames) {
-  std::string reason;
   for (const char* n : {"dram__bytes_read.sum", kSm, "l1tex__t_sector_hit_rate.pct",
                         "sm__cycles_elapsed.avg.per_second"})
-    EXPECT_TRUE(CheckMetricNameSyntax(n, &reason)) << n << ": " << reason;
+    EXPECT_TRUE(IsOk(CheckMetricNameSyntax(n))) << n;
 }
 
 TEST(MetricSyntax, RejectsNoRollupLaunchAttributesAndJunk) {
   std::string reason;
-  EXPECT_FALSE(CheckMetricNameSyntax("dram__bytes_read", &reason));
+  reason = CheckMetricNameSyntax("dram__bytes_read").message();
+  EXPECT_FALSE(reason.empty());
   EXPECT_NE(reason.find("no rollup"), std::string::npos) << reason;
-  EXPECT_FALSE(CheckMetricNameSyntax("launch__registers_per_thread", &reason));
+  reason = CheckMetricNameSyntax("launch__registers_per_thread").message();
+  EXPECT_FALSE(reason.empty());
   EXPECT_NE(reason.find("Nsight Compute launch attribute"), std::string::npos) << reason;
   EXPECT_NE(reason.find("kernel record"), std::string::npos) << reason;
-  EXPECT_FALSE(CheckMetricNameSyntax("", &reason));
-  EXPECT_FALSE(CheckMetricNameSyntax("DRAM__bytes_read.sum", &reason));
-  EXPECT_FALSE(CheckMetricNameSyntax("dram__bytes_read.", &reason));
-  EXPECT_FALSE(CheckMetricNameSyntax("dram__bytes_read..sum", &reason));
-  EXPECT_FALSE(CheckMetricNameSyntax("bytes.sum", &reason));
+  reason = CheckMetricNameSyntax("").message();
+  EXPECT_FALSE(reason.empty());
+  reason = CheckMetricNameSyntax("DRAM__bytes_read.sum").message();
+  EXPECT_FALSE(reason.empty());
+  reason = CheckMetricNameSyntax("dram__bytes_read.").message();
+  EXPECT_FALSE(reason.empty());
+  reason = CheckMetricNameSyntax("dram__bytes_read..sum").message();
+  EXPECT_FALSE(reason.empty());
+  reason = CheckMetricNameSyntax("bytes.sum").message();
+  EXPECT_FALSE(reason.empty());
 }
 
 TEST(MetricList, SplitsCommasExpandsSolAndDeduplicates) {
@@ -100,10 +107,9 @@ TEST(EditDistance, Basics) {
 
 TEST(MetricHost, ListsSupportedChipsAndBaseMetrics) {
   REQUIRE_HOST_API();
-  std::string error;
-  auto chips = SupportedChips(&error);
-  EXPECT_NE(std::find(chips.begin(), chips.end(), "GH100"), chips.end()) << error;
-  auto host = Gh100(&error);
+  const std::vector<std::string> chips = SupportedChips().value_or(std::vector<std::string>());
+  EXPECT_NE(std::find(chips.begin(), chips.end(), "GH100"), chips.end());
+  auto host = Gh100().value_or(nullptr);
   auto counters = host->BaseMetrics(CUPTI_METRIC_TYPE_COUNTER);
   EXPECT_GT(counters.size(), 3000u);  // 3389 minus the prefixed ones on 13.0 U1
   for (const auto& n : counters) ASSERT_EQ(n.find('.'), std::string::npos) << n;
@@ -115,18 +121,17 @@ TEST(MetricHost, ListsSupportedChipsAndBaseMetrics) {
 
 TEST(MetricHost, ValidatesGoodNames) {
   REQUIRE_HOST_API();
-  std::string error;
-  auto host = Gh100(&error);
-  EXPECT_TRUE(host->Validate({"dram__bytes_read.sum", "gpu__time_duration.sum", kSm}, &error))
-      << error;
-  EXPECT_TRUE(host->Validate(ExpandMetricList({"sol"}), &error)) << error;
+  auto host = Gh100().value_or(nullptr);
+  EXPECT_TRUE(IsOk(host->Validate({"dram__bytes_read.sum", "gpu__time_duration.sum", kSm})));
+  EXPECT_TRUE(IsOk(host->Validate(ExpandMetricList({"sol"}))));
 }
 
 TEST(MetricHost, NamesTheBadMetricAndSuggestsTheNearest) {
   REQUIRE_HOST_API();
+  auto host = Gh100().value_or(nullptr);
   std::string error;
-  auto host = Gh100(&error);
-  ASSERT_FALSE(host->Validate({"gpu__time_duration.sum", "dram__byte_read.sum"}, &error));
+  error = host->Validate({"gpu__time_duration.sum", "dram__byte_read.sum"}).message();
+  ASSERT_FALSE(error.empty());
   EXPECT_EQ(error.rfind("unknown metric 'dram__byte_read.sum' for GH100: ", 0), 0u) << error;
   EXPECT_NE(error.find("did you mean 'dram__bytes_read.sum'?"), std::string::npos) << error;
   EXPECT_NE(error.find("(kptrace metrics list --chip GH100 --filter dram__)"), std::string::npos)
@@ -137,49 +142,54 @@ TEST(MetricHost, NamesTheBadMetricAndSuggestsTheNearest) {
 // gpu set fits one pass there.
 TEST(MetricHost, PmSamplingHintAndGpuSetInOnePass) {
   REQUIRE_HOST_API();
-  std::string error;
-  auto host = MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {}, &error);
-  ASSERT_NE(host, nullptr) << error;
-  ASSERT_FALSE(host->Validate({"dram__bytes_red.sum"}, &error));
-  EXPECT_NE(error.find("did you mean 'dram__bytes_read.sum'?"), std::string::npos) << error;
-  EXPECT_NE(error.find("(kptrace metrics list --chip GH100 --mode pm --filter dram__)"),
+  StatusOr<std::unique_ptr<MetricHost>> host =
+      MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {});
+  ASSERT_TRUE(host.ok()) << host.status().message();
+  const Status bad = host.value()->Validate({"dram__bytes_red.sum"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("did you mean 'dram__bytes_read.sum'?"), std::string::npos)
+      << bad.message();
+  EXPECT_NE(bad.message().find("(kptrace metrics list --chip GH100 --mode pm --filter dram__)"),
             std::string::npos)
-      << error;
-  MetricPlan plan;
-  ASSERT_TRUE(BuildMetricPlan("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {}, PmGpuCounterSet(),
-                              &plan, &error))
-      << error;
-  EXPECT_EQ(plan.num_passes, 1u);
-  ASSERT_TRUE(BuildMetricPlan("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {},
-                              {"sm__throughput.avg.pct_of_peak_sustained_elapsed"}, &plan, &error))
-      << error;
-  EXPECT_GT(plan.num_passes, 1u);  // why the gpu set reads SM activity another way
+      << bad.message();
+  StatusOr<MetricPlan> plan =
+      BuildMetricPlan("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {}, PmGpuCounterSet());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan.value().num_passes, 1u);
+  plan = BuildMetricPlan("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {},
+                         {"sm__throughput.avg.pct_of_peak_sustained_elapsed"});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_GT(plan.value().num_passes, 1u);  // why the gpu set reads SM activity another way
 }
 
 TEST(MetricHost, NoRollupSuggestsTheSum) {
   REQUIRE_HOST_API();
+  auto host = Gh100().value_or(nullptr);
   std::string error;
-  auto host = Gh100(&error);
-  ASSERT_FALSE(host->Validate({"dram__bytes_read"}, &error));
+  error = host->Validate({"dram__bytes_read"}).message();
+  ASSERT_FALSE(error.empty());
   EXPECT_NE(error.find("no rollup"), std::string::npos) << error;
   EXPECT_NE(error.find("did you mean 'dram__bytes_read.sum'?"), std::string::npos) << error;
-  ASSERT_FALSE(host->Validate({"sm__throughput"}, &error));
+  error = host->Validate({"sm__throughput"}).message();
+  ASSERT_FALSE(error.empty());
   EXPECT_NE(error.find("did you mean '" + std::string(kSm) + "'?"), std::string::npos) << error;
 }
 
 TEST(MetricHost, BadSuffixSuggestsAValidOne) {
   REQUIRE_HOST_API();
+  auto host = Gh100().value_or(nullptr);
   std::string error;
-  auto host = Gh100(&error);
-  ASSERT_FALSE(host->Validate({"dram__bytes_read.summ"}, &error));
+  error = host->Validate({"dram__bytes_read.summ"}).message();
+  ASSERT_FALSE(error.empty());
   EXPECT_NE(error.find("did you mean 'dram__bytes_read.sum'?"), std::string::npos) << error;
 }
 
 TEST(MetricHost, LaunchAttributesAreRejectedWithTheReason) {
   REQUIRE_HOST_API();
+  auto host = Gh100().value_or(nullptr);
   std::string error;
-  auto host = Gh100(&error);
-  ASSERT_FALSE(host->Validate({"launch__registers_per_thread"}, &error));
+  error = host->Validate({"launch__registers_per_thread"}).message();
+  ASSERT_FALSE(error.empty());
   EXPECT_NE(error.find("unknown metric 'launch__registers_per_thread' for GH100"),
             std::string::npos);
   EXPECT_NE(error.find("Nsight Compute launch attribute"), std::string::npos) << error;
@@ -188,8 +198,8 @@ TEST(MetricHost, LaunchAttributesAreRejectedWithTheReason) {
 
 TEST(MetricHost, FarOffNamesGetNoSuggestion) {
   REQUIRE_HOST_API();
+  auto host = Gh100().value_or(nullptr);
   std::string error;
-  auto host = Gh100(&error);
   EXPECT_EQ(host->Suggest("zzzzqqqq__xxxxyyyyy.sum"), "");
 }
 
@@ -224,24 +234,23 @@ TEST(PassCount, MatchesTheMeasuredTable) {
 
 TEST(PassCount, PerMetricAndSet) {
   REQUIRE_HOST_API();
-  PassCount pc;
-  std::string error;
-  ASSERT_TRUE(CountPasses("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER,
-                          {"dram__bytes_read.sum", kSm}, &pc, &error))
-      << error;
+  StatusOr<PassCount> counted =
+      CountPasses("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {"dram__bytes_read.sum", kSm});
+  ASSERT_TRUE(counted.ok()) << counted.status().message();
+  const PassCount& pc = counted.value();
   EXPECT_EQ(pc.set_passes, 8u);
   ASSERT_EQ(pc.per_metric.size(), 2u);
   EXPECT_EQ(pc.per_metric[0], 1u);
   EXPECT_EQ(pc.per_metric[1], 8u);
-  EXPECT_FALSE(
-      CountPasses("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {"nope__x.sum"}, &pc, &error));
+  const std::string error =
+      CountPasses("GH100", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {"nope__x.sum"}).status().message();
   EXPECT_NE(error.find("unknown metric 'nope__x.sum'"), std::string::npos) << error;
 }
 
 TEST(MetricHost, UnknownChipIsAnError) {
   REQUIRE_HOST_API();
-  std::string error;
-  EXPECT_EQ(MetricHost::Create("NOPE1", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}, &error), nullptr);
+  const std::string error =
+      MetricHost::Create("NOPE1", CUPTI_PROFILER_TYPE_RANGE_PROFILER, {}).status().message();
   EXPECT_NE(error.find("cuptiProfilerHostInitialize failed"), std::string::npos) << error;
   EXPECT_NE(error.find("NOPE1"), std::string::npos) << error;
 }

@@ -15,6 +15,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "perfetto_trace_subset.pb.h"
+#include "tests/unit/status_assertions.h"
 #include "tools/export/exporter.h"
 #include "tools/export/perfetto_exporter.h"
 #include "tools/reader/trace_reader.h"
@@ -185,11 +186,12 @@ FixedTraceCounts WriteFixedTrace(const std::string& path, uint32_t pid) {
 }
 
 // Drives an exporter the way `kptrace convert` does.
-bool ExportFiles(kp::Exporter& exporter, const std::vector<std::string>& paths, std::string* err) {
-  if (!exporter.Begin(err)) return false;
+kp::Status ExportFiles(kp::Exporter& exporter, const std::vector<std::string>& paths) {
+  if (kp::Status begun = exporter.Begin(); !begun.ok()) return begun;
   for (size_t i = 0; i < paths.size(); ++i) {
-    auto reader = kp::TraceReader::Open(paths[i], err);
-    if (reader == nullptr) return false;
+    kp::StatusOr<std::unique_ptr<kp::TraceReader>> opened = kp::TraceReader::Open(paths[i]);
+    if (!opened.ok()) return opened.status();
+    std::unique_ptr<kp::TraceReader>& reader = opened.value();
     kp::Chunk chunk;
     bool have = reader->Next(&chunk);
     exporter.BeginFile(static_cast<int>(i), *reader);
@@ -198,7 +200,7 @@ bool ExportFiles(kp::Exporter& exporter, const std::vector<std::string>& paths, 
       have = reader->Next(&chunk);
     }
   }
-  return exporter.End(err);
+  return exporter.End();
 }
 
 std::string ReadFile(const std::string& path) {
@@ -369,7 +371,7 @@ TEST(PerfettoExporter, DecodesWithLibprotobufAndHoldsEveryRecord) {
   opt.output = "perfetto_test_output.pftrace";
   kp::PerfettoExporter exporter(opt);
   std::string err;
-  ASSERT_TRUE(ExportFiles(exporter, {in}, &err)) << err;
+  ASSERT_TRUE(IsOk(ExportFiles(exporter, {in})));
   std::vector<uint64_t> kernel_ts;
   std::vector<std::string> names;
   PerfettoCounts got = DecodeAndCheckPerfetto(ReadFile(opt.output), &kernel_ts, &names);
@@ -397,7 +399,7 @@ TEST(PerfettoExporter, TrackLayout) {
   opt.output = "perfetto_layout_output.pftrace";
   kp::PerfettoExporter exporter(opt);
   std::string err;
-  ASSERT_TRUE(ExportFiles(exporter, {in}, &err)) << err;
+  ASSERT_TRUE(IsOk(ExportFiles(exporter, {in})));
   kp_test::perfetto::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
   std::map<uint64_t, kp_test::perfetto::TrackDescriptor> tracks;
@@ -440,7 +442,7 @@ TEST(PerfettoExporter, TwoFilesWithOnePidStayApart) {
   opt.output = "perfetto_two.pftrace";
   kp::PerfettoExporter exporter(opt);
   std::string err;
-  ASSERT_TRUE(ExportFiles(exporter, {"perfetto_a.kptrace", "perfetto_b.kptrace"}, &err)) << err;
+  ASSERT_TRUE(IsOk(ExportFiles(exporter, {"perfetto_a.kptrace", "perfetto_b.kptrace"})));
   std::string bytes = ReadFile(opt.output);
   PerfettoCounts got = DecodeAndCheckPerfetto(bytes);
   EXPECT_EQ(got.kernels, 40);
@@ -481,7 +483,7 @@ TEST(PerfettoExporter, OverlappingGpuRecordsGoOnLanesWithTheirDurations) {
   opt.output = "perfetto_overlap.pftrace";
   kp::PerfettoExporter exporter(opt);
   std::string err;
-  ASSERT_TRUE(ExportFiles(exporter, {"perfetto_overlap.kptrace"}, &err)) << err;
+  ASSERT_TRUE(IsOk(ExportFiles(exporter, {"perfetto_overlap.kptrace"})));
   // [0,150] and [200,350] share the stream's track; [100,250] runs beside them on lane 2.
   EXPECT_EQ(exporter.anomalies().gpu_records_on_extra_lanes, 1u);
   // No launch calls in this trace: no arrows at all.
@@ -527,7 +529,7 @@ TEST(PerfettoExporter, Golden) {
   opt.output = "golden_output.pftrace";
   kp::PerfettoExporter exporter(opt);
   std::string err;
-  ASSERT_TRUE(ExportFiles(exporter, {"golden_input.kptrace"}, &err)) << err;
+  ASSERT_TRUE(IsOk(ExportFiles(exporter, {"golden_input.kptrace"})));
   const std::string bytes = ReadFile(opt.output);
   ExpectGolden("fixed.pftrace", bytes);
   // Its text form beside it, so a changed golden reads as a diff of fields.
@@ -561,9 +563,9 @@ TEST(PerfettoExporter, RealH200PyTorchTraces) {
     uint64_t sweeps = 0;  // kp_l2_sweep kernels
     std::set<uint32_t> api_correlations;
     {
-      std::string err;
-      auto reader = kp::TraceReader::Open(in, &err);
-      ASSERT_NE(reader, nullptr) << err;
+      kp::StatusOr<std::unique_ptr<kp::TraceReader>> opened = kp::TraceReader::Open(in);
+      ASSERT_TRUE(opened.ok()) << opened.status().message();
+      std::unique_ptr<kp::TraceReader>& reader = opened.value();
       kp::Chunk c;
       while (reader->Next(&c)) {
         kernels += c.kernels_size();
@@ -599,7 +601,7 @@ TEST(PerfettoExporter, RealH200PyTorchTraces) {
     opt.output = std::string("real_") + name + ".pftrace";
     kp::PerfettoExporter exporter(opt);
     std::string err;
-    ASSERT_TRUE(ExportFiles(exporter, {in}, &err)) << err;
+    ASSERT_TRUE(IsOk(ExportFiles(exporter, {in})));
     const std::string bytes = ReadFile(opt.output);
     std::vector<std::string> names;
     std::multiset<uint64_t> none;

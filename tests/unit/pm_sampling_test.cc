@@ -114,8 +114,9 @@ TEST(PmSamplingRecord, EncoderToReaderRoundTrip) {
   const std::string path = Temp("roundtrip.kptrace");
   {
     std::string err;
-    std::unique_ptr<FileChunkWriter> writer(FileChunkWriter::Open(path, 3, &err));
-    ASSERT_NE(writer, nullptr) << err;
+    StatusOr<std::unique_ptr<FileChunkWriter>> opened = FileChunkWriter::Open(path, 3);
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    std::unique_ptr<FileChunkWriter> writer = std::move(opened.value());
     TraceEncoder enc(writer.get(), TraceEncoder::Options());
     HeaderInfo h;
     h.pid = 42;
@@ -145,9 +146,9 @@ TEST(PmSamplingRecord, EncoderToReaderRoundTrip) {
     f.end_reason = "exit";
     enc.Finish(f);
   }
-  std::string err;
-  auto reader = TraceReader::Open(path, &err);
-  ASSERT_NE(reader, nullptr) << err;
+  StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(path);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  std::unique_ptr<TraceReader> reader = std::move(opened.value());
   Chunk c;
   int n = 0, configs = 0;
   uint64_t dropped = 0, footer = 0;
@@ -221,8 +222,8 @@ std::string SyntheticRun(const std::string& name) {
   }
   w.Add(c);
   const std::string path = Temp(name);
-  std::string err;
-  EXPECT_TRUE(w.WriteFile(path, &err)) << err;
+  const Status written = w.WriteFile(path);
+  EXPECT_TRUE(written.ok()) << written.message();
   return path;
 }
 

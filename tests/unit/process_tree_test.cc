@@ -23,6 +23,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/run_manifest.h"
 #include "inject/trace/trace_file_claim.h"
+#include "tests/unit/status_assertions.h"
 #include "tools/info/trace_info.h"
 #include "tools/reader/proto_trace_writer.h"
 #include "tools/reader/trace_reader.h"
@@ -66,18 +67,26 @@ ClaimRequest Request(const std::string& path, uint32_t pid, int rank = -1,
 
 // ---- ownership ----
 
+// ClaimTraceFile, passing with the file in *claimed or failing with the message.
+::testing::AssertionResult Claimed(const ClaimRequest& request, ClaimedFile* claimed) {
+  StatusOr<ClaimedFile> c = ClaimTraceFile(request);
+  if (!c.ok()) return ::testing::AssertionFailure() << c.status().message();
+  *claimed = c.value();
+  return ::testing::AssertionSuccess();
+}
+
 TEST(TraceFileClaim, SecondWriterOfALiveFileGetsAMemberName) {
   const std::string dir = TempDir();
   const std::string path = dir + "/t.kptrace";
   ClaimedFile a, b;
   std::string error;
-  ASSERT_TRUE(ClaimTraceFile(Request(path, 100, 0), &a, &error)) << error;
+  ASSERT_TRUE(Claimed(Request(path, 100, 0), &a));
   EXPECT_TRUE(a.is_root);
   EXPECT_EQ(a.path, path);
   EXPECT_TRUE(a.note.empty());
   ASSERT_EQ(write(a.fd, "KPTRACE1", 8), 8);
   EXPECT_EQ(ProbeTraceFile(path), TraceFileState::kHeld);
-  ASSERT_TRUE(ClaimTraceFile(Request(path, 101, 1), &b, &error)) << error;
+  ASSERT_TRUE(Claimed(Request(path, 101, 1), &b));
   EXPECT_FALSE(b.is_root);
   EXPECT_EQ(b.root, path);
   EXPECT_EQ(b.path, dir + "/t.r1.node1.101.kptrace");
@@ -89,13 +98,50 @@ TEST(TraceFileClaim, SecondWriterOfALiveFileGetsAMemberName) {
   EXPECT_EQ(ProbeTraceFile(path), TraceFileState::kFree);
 }
 
+size_t Occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// Every root name taken by earlier runs: one error that gives its advice once (the writer adds
+// only "; nothing is traced").
+TEST(TraceFileClaim, EveryNameTakenIsOneErrorWithItsAdviceOnce) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/t.kptrace";
+  std::ofstream(path) << "earlier run";
+  for (int n = 2; n <= 1000; ++n) {
+    std::ofstream(dir + "/t." + std::to_string(n) + ".kptrace") << "earlier run";
+  }
+  const StatusOr<ClaimedFile> claimed = ClaimTraceFile(Request(path, 200));
+  ASSERT_FALSE(claimed.ok());
+  const std::string& message = claimed.status().message();
+  EXPECT_EQ(message, "cannot create trace " + path +
+                         ": it and 999 numbered names exist already (remove old traces or choose "
+                         "another KP_OUTPUT)");
+  EXPECT_EQ(Occurrences(message, "KP_OUTPUT"), 1u);
+}
+
+TEST(TraceFileClaim, AnUnwritableDirectoryNamesTheFixOnce) {
+  const std::string dir = TempDir() + "/readonly";
+  ASSERT_EQ(mkdir(dir.c_str(), 0555), 0);
+  // root ignores directory permissions; /sys refuses new files to everyone.
+  const std::string path = geteuid() == 0 ? "/sys/kp-test.kptrace" : dir + "/t.kptrace";
+  const StatusOr<ClaimedFile> claimed = ClaimTraceFile(Request(path, 200));
+  ASSERT_FALSE(claimed.ok());
+  EXPECT_EQ(
+      claimed.status().message(),
+      "cannot create trace " + path + ": Permission denied (set KP_OUTPUT to a writable path)");
+  rmdir(dir.c_str());
+}
+
 TEST(TraceFileClaim, AFileLeftByAnEarlierRunIsKeptAndTheRunGetsTheNextRootName) {
   const std::string dir = TempDir();
   const std::string path = dir + "/t.kptrace";
   std::ofstream(path) << "earlier run";
   ClaimedFile c;
   std::string error;
-  ASSERT_TRUE(ClaimTraceFile(Request(path, 200), &c, &error)) << error;
+  ASSERT_TRUE(Claimed(Request(path, 200), &c));
   EXPECT_TRUE(c.is_root);
   EXPECT_EQ(c.path, dir + "/t.2.kptrace");
   EXPECT_EQ(c.note, "kp: " + path + " is from an earlier run and is kept; this run writes " + dir +
@@ -124,16 +170,16 @@ TEST(TraceFileClaim, AProcessOfTheSameRunJoinsARootWhoseWriterHasEnded) {
     const std::string path = dir + "/t.kptrace";
     ClaimedFile root;
     std::string error;
-    ASSERT_TRUE(ClaimTraceFile(Request(path, 300, 0, "job-7"), &root, &error));
+    ASSERT_TRUE(Claimed(Request(path, 300, 0, "job-7"), &root));
     const std::string bytes = RootBytes("job-7", zstd_level);
     ASSERT_EQ(write(root.fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
     close(root.fd);  // the root's writer ended
     EXPECT_EQ(RootRunId(path), "job-7");
     ClaimedFile late, other_run;
-    ASSERT_TRUE(ClaimTraceFile(Request(path, 301, 1, "job-7"), &late, &error));
+    ASSERT_TRUE(Claimed(Request(path, 301, 1, "job-7"), &late));
     EXPECT_FALSE(late.is_root);
     EXPECT_EQ(late.root, path);
-    ASSERT_TRUE(ClaimTraceFile(Request(path, 302, 1, "job-8"), &other_run, &error));
+    ASSERT_TRUE(Claimed(Request(path, 302, 1, "job-8"), &other_run));
     EXPECT_TRUE(other_run.is_root);
     EXPECT_EQ(other_run.path, dir + "/t.2.kptrace");
     close(late.fd);
@@ -162,7 +208,7 @@ TEST(TraceFileClaim, ThreadsRacingOnOnePathGetOneFileEach) {
       while (ready.load() < kThreads) {
       }
       std::string error;
-      EXPECT_TRUE(ClaimTraceFile(Request(path, 1000 + i, i), &claimed[i], &error)) << error;
+      EXPECT_TRUE(Claimed(Request(path, 1000 + i, i), &claimed[i]));
       const std::string mine = "writer " + std::to_string(i);
       EXPECT_EQ(write(claimed[i].fd, mine.data(), mine.size()), static_cast<ssize_t>(mine.size()));
     });
@@ -197,7 +243,7 @@ TEST(TraceFileClaim, ForkedProcessesRacingOnOnePathNeverShareAFile) {
       if (read(go[0], &byte, 1) != 0) _exit(3);  // EOF = everyone starts at once
       ClaimedFile c;
       std::string error;
-      if (!ClaimTraceFile(Request(path, static_cast<uint32_t>(getpid()), i), &c, &error)) _exit(4);
+      if (!Claimed(Request(path, static_cast<uint32_t>(getpid()), i), &c)) _exit(4);
       const std::string mine = "pid " + std::to_string(getpid()) + (c.is_root ? " root" : "");
       // Write in small pieces: an interleaving writer would show up as mixed content.
       for (char ch : mine) {
@@ -360,7 +406,7 @@ TEST(RunManifest, ManyProcessesWriteTheirEntriesAtOnce) {
       std::string error;
       for (int round = 0; round < 20; ++round) {
         e.state = round == 19 ? "ended" : "writing";
-        if (!WriteManifestEntry(ManifestDirFor(root), e, &error)) _exit(1);
+        if (!WriteManifestEntry(ManifestDirFor(root), e).ok()) _exit(1);
       }
       _exit(0);
     }
@@ -485,13 +531,13 @@ std::string MakeRun(const std::string& dir, int64_t rank1_skew = 0) {
   e.host = "node2";
   e.pid = 501;
   e.rank = 1;
-  EXPECT_TRUE(WriteManifestEntry(ManifestDirFor(root), e, &error)) << error;
+  EXPECT_TRUE(IsOk(WriteManifestEntry(ManifestDirFor(root), e)));
   e.root = false;
   e.file = "ddp.r0.node1.500.kptrace";
   e.host = "node1";
   e.pid = 500;
   e.rank = 0;
-  EXPECT_TRUE(WriteManifestEntry(ManifestDirFor(root), e, &error)) << error;
+  EXPECT_TRUE(IsOk(WriteManifestEntry(ManifestDirFor(root), e)));
   return root;
 }
 
@@ -630,14 +676,15 @@ TEST(LauncherOutput, ForceRemovesTheEarlierRunButNeverALiveOne) {
   EXPECT_TRUE(IsFixedOutputPath(dir + "/100%%.kptrace"));
   const int fd = open((dir + "/ddp.r0.node1.500.kptrace").c_str(), O_RDONLY);
   ASSERT_EQ(flock(fd, LOCK_EX), 0);  // a live writer
-  std::string error;
-  EXPECT_FALSE(RemoveEarlierRun(root, &error));
-  EXPECT_EQ(error, dir +
-                       "/ddp.r0.node1.500.kptrace is being written by a running process; wait "
-                       "for it to end or choose another -o");
+  const Status held = RemoveEarlierRun(root);
+  EXPECT_FALSE(held.ok());
+  EXPECT_EQ(held.message(), dir +
+                                "/ddp.r0.node1.500.kptrace is being written by a running process; "
+                                "wait for it to end or choose another -o");
   EXPECT_TRUE(Exists(root));
   close(fd);
-  EXPECT_TRUE(RemoveEarlierRun(root, &error)) << error;
+  const Status removed = RemoveEarlierRun(root);
+  EXPECT_TRUE(removed.ok()) << removed.message();
   EXPECT_FALSE(Exists(root));
   EXPECT_FALSE(Exists(dir + "/ddp.r0.node1.500.kptrace"));
   EXPECT_FALSE(Exists(ManifestDirFor(root)));

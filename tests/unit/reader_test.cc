@@ -37,12 +37,12 @@ struct ReadResult {
 
 ReadResult ReadAll(const std::string& path) {
   ReadResult r;
-  std::string err;
-  auto reader = TraceReader::Open(path, &err);
-  if (!reader) {
-    ADD_FAILURE() << err;
+  StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(path);
+  if (!opened.ok()) {
+    ADD_FAILURE() << opened.status().message();
     return r;
   }
+  std::unique_ptr<TraceReader>& reader = opened.value();
   Chunk c;
   while (reader->Next(&c)) {
     ++r.chunks;
@@ -61,9 +61,9 @@ ReadResult ReadAll(const std::string& path) {
 TEST(TraceReader, DecodesFixedTraceWithAbsoluteTimes) {
   for (int level : {0, 3}) {
     std::string path = WriteTemp("fixed", BuildFixedTrace({true, level}));
-    std::string err;
-    auto reader = TraceReader::Open(path, &err);
-    ASSERT_TRUE(reader) << err;
+    StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(path);
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    std::unique_ptr<TraceReader>& reader = opened.value();
     Chunk c;
     ASSERT_TRUE(reader->Next(&c));
     ASSERT_NE(reader->header(), nullptr);
@@ -105,14 +105,12 @@ TEST(TraceReader, DecodesFixedTraceWithAbsoluteTimes) {
 
 TEST(TraceReader, RejectsBadMagicWithClearMessage) {
   std::string path = WriteTemp("notatrace", "hello world, this is not a trace");
-  std::string err;
-  EXPECT_EQ(TraceReader::Open(path, &err), nullptr);
-  EXPECT_EQ(err, path + " is not a kp trace (bad magic); expected a file written by libkpinject");
+  EXPECT_EQ(TraceReader::Open(path).status().message(),
+            path + " is not a kp trace (bad magic); expected a file written by libkpinject");
   std::string empty = WriteTemp("empty", "");
-  EXPECT_EQ(TraceReader::Open(empty, &err), nullptr);
-  EXPECT_NE(err.find("bad magic"), std::string::npos);
-  EXPECT_EQ(TraceReader::Open(TempPath("missing"), &err), nullptr);
-  EXPECT_NE(err.find("cannot open"), std::string::npos);
+  EXPECT_NE(TraceReader::Open(empty).status().message().find("bad magic"), std::string::npos);
+  EXPECT_NE(TraceReader::Open(TempPath("missing")).status().message().find("cannot open"),
+            std::string::npos);
 }
 
 TEST(TraceReader, TornTailIsCountedAndEarlierChunksSurvive) {
@@ -241,9 +239,9 @@ TEST(TraceReader, SurvivesFlippedAndTruncatedBytesEverywhere) {
         if (variant == 2) bad.resize(pos);
         if (bad == good) continue;
         WriteTemp("fuzz", bad);
-        std::string err;
-        auto reader = TraceReader::Open(path, &err);
-        ASSERT_TRUE(reader) << err;
+        StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(path);
+        ASSERT_TRUE(opened.ok()) << opened.status().message();
+        std::unique_ptr<TraceReader>& reader = opened.value();
         Chunk c;
         uint64_t n = 0;
         while (reader->Next(&c)) {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "tools/kptrace/commands.h"
-#include "tools/run/launcher.h"
+#include "tools/kptrace/run_command.h"
 
 namespace {
 
@@ -102,22 +102,24 @@ TEST(Launcher, UsageErrors) {
 }
 
 TEST(Launcher, ParseNamesTheUnknownFlag) {
-  kp::LaunchPlan plan;
-  std::string err;
   std::vector<std::string> args = {"--delay", "5", "--frobnicate", "x", "--", "a"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
-  EXPECT_FALSE(kp::ParseLaunchArgs(static_cast<int>(argv.size()), argv.data(), &plan, &err));
+  const kp::StatusOr<kp::LaunchPlan> plan =
+      kp::ParseLaunchArgs(static_cast<int>(argv.size()), argv.data());
+  ASSERT_FALSE(plan.ok());
+  const std::string err = plan.status().message();
   EXPECT_NE(err.find("'--frobnicate'"), std::string::npos) << err;
 }
 
 TEST(Launcher, CommandWithoutDoubleDash) {
-  kp::LaunchPlan plan;
-  std::string err;
   std::vector<std::string> args = {"--log", "debug", "python3", "-c", "pass"};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
-  ASSERT_TRUE(kp::ParseLaunchArgs(static_cast<int>(argv.size()), argv.data(), &plan, &err));
+  const kp::StatusOr<kp::LaunchPlan> parsed =
+      kp::ParseLaunchArgs(static_cast<int>(argv.size()), argv.data());
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const kp::LaunchPlan& plan = parsed.value();
   ASSERT_EQ(plan.command.size(), 3u);
   EXPECT_EQ(plan.command[1], "-c");
   ASSERT_EQ(plan.env.size(), 1u);

@@ -65,9 +65,9 @@ TEST(StatsTable, EncoderWritesEveryCounterToItsField) {
     std::fwrite(sink.file().data(), 1, sink.file().size(), out);
     std::fclose(out);
   }
-  std::string error;
-  auto reader = TraceReader::Open(path, &error);
-  ASSERT_TRUE(reader) << error;
+  StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(path);
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  std::unique_ptr<TraceReader>& reader = opened.value();
   Chunk c;
   ASSERT_TRUE(reader->Next(&c));
   const Stats& s = c.stats();
@@ -100,7 +100,8 @@ std::string TraceWithCounters(const std::string& name) {
   std::string path =
       ::testing::TempDir() + "/stats_table_test_" + std::to_string(getpid()) + "_" + name;
   std::string error;
-  EXPECT_TRUE(w.WriteFile(path, &error)) << error;
+  const Status written = w.WriteFile(path);
+  EXPECT_TRUE(written.ok()) << written.message();
   return path;
 }
 

@@ -42,5 +42,17 @@ TEST(Status, StatusOrHoldsAValueOrAnError) {
   EXPECT_EQ(*move_only.value(), 7);
 }
 
+TEST(Status, ValueOrGivesTheFallbackOnlyForAnError) {
+  EXPECT_EQ(StatusOr<int>(3).value_or(9), 3);
+  EXPECT_EQ(StatusOr<int>(Status::Error("no")).value_or(9), 9);
+  const StatusOr<std::string> name = std::string("kp");
+  EXPECT_EQ(name.value_or("none"), "kp");
+  std::unique_ptr<int> p =
+      StatusOr<std::unique_ptr<int>>(std::make_unique<int>(5)).value_or(nullptr);
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(*p, 5);
+  EXPECT_EQ(StatusOr<std::unique_ptr<int>>(Status::Error("no")).value_or(nullptr), nullptr);
+}
+
 }  // namespace
 }  // namespace kp

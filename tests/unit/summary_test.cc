@@ -323,9 +323,10 @@ TEST(Summary, AppendLogWritesHeaderOnceAndOneRowPerKernel) {
   std::string log = TempPath("bench_log.csv");
   std::remove(log.c_str());
   TraceSummary s = SummarizeTraces({WriteTemp("fixed2", BuildFixedTrace())});
-  std::string err;
-  ASSERT_TRUE(AppendSummaryLog(s, log, &err)) << err;
-  ASSERT_TRUE(AppendSummaryLog(s, log, &err)) << err;
+  for (int i = 0; i < 2; ++i) {
+    const Status appended = AppendSummaryLog(s, log);
+    ASSERT_TRUE(appended.ok()) << appended.message();
+  }
   std::string text = ReadFile(log);
   size_t lines = 0, headers = 0, pos = 0;
   while ((pos = text.find("\r\n", pos)) != std::string::npos) {

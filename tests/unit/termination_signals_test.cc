@@ -57,8 +57,7 @@ Outcome RunChild(SignalFinishFn finish, int signo, Body body, int delay_ms = 0) 
     close(report[0]);
     close(ready[0]);
     g_report = report[1];
-    std::string error;
-    if (!InstallTerminationSignals(finish, 1000, &error)) _exit(90);
+    if (!InstallTerminationSignals(finish, 1000).ok()) _exit(90);
     body();
     if (write(ready[1], "r", 1) != 1) _exit(91);
     for (int i = 0; i < 20; ++i) usleep(100000);  // 2 s at most
@@ -121,8 +120,7 @@ Outcome RunToEnd(Body body) {
 TEST(TerminationSignals, HandlerInstalledBeforeKpRunsAfterTheFinish) {
   Outcome o = RunToEnd([] {
     signal(SIGTERM, &AppHandler);  // before kp
-    std::string error;
-    if (!InstallTerminationSignals(&FinishReportsTheSignal, 1000, &error)) _exit(90);
+    if (!InstallTerminationSignals(&FinishReportsTheSignal, 1000).ok()) _exit(90);
     raise(SIGTERM);
     _exit(92);
   });
@@ -151,8 +149,7 @@ TEST(TerminationSignals, AnIgnoredSignalStaysIgnored) {
 
 TEST(TerminationSignals, AForkedChildOnlyChains) {
   Outcome o = RunToEnd([] {
-    std::string error;
-    if (!InstallTerminationSignals(&FinishReportsTheSignal, 1000, &error)) _exit(90);
+    if (!InstallTerminationSignals(&FinishReportsTheSignal, 1000).ok()) _exit(90);
     const pid_t grandchild = fork();
     if (grandchild == 0) {
       raise(SIGTERM);  // the handlers are inherited; the trace is the parent's

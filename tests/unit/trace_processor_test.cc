@@ -165,10 +165,10 @@ Expected Expect(const std::vector<std::string>& inputs, const std::string& csv_d
     e.counts["metric"] += info.counts["metric_ranges"];
     const kp::Header* h = info.have_header ? &info.header : nullptr;
     e.process_names.push_back(kp::ProcessGroupName(h, h != nullptr ? h->pid() : 0));
-    std::string err;
-    auto reader = kp::TraceReader::Open(in, &err);
-    EXPECT_NE(reader, nullptr) << err;
-    if (reader == nullptr) continue;
+    kp::StatusOr<std::unique_ptr<kp::TraceReader>> opened = kp::TraceReader::Open(in);
+    EXPECT_TRUE(opened.ok()) << opened.status().message();
+    if (!opened.ok()) continue;
+    std::unique_ptr<kp::TraceReader>& reader = opened.value();
     std::set<uint64_t> launches;
     std::vector<uint64_t> gpu_correlations;
     kp::Chunk c;
@@ -502,7 +502,8 @@ std::string WriteGraphTrace(const std::string& path, uint32_t pid, const std::st
   r->set_thread_id(tid);
   w.Add(c1);
   std::string err;
-  EXPECT_TRUE(w.WriteFile(path, &err)) << err;
+  const kp::Status written = w.WriteFile(path);
+  EXPECT_TRUE(written.ok()) << written.message();
   return path;
 }
 
@@ -597,7 +598,8 @@ TEST(TraceProcessor, PmSampleCounterTracks) {
     s->add_values(4e8);  // 400 MB in 100 us: 4e12 B/s
   }
   w.Add(c0);
-  ASSERT_TRUE(w.WriteFile("tp_pm.kptrace", &why)) << why;
+  const kp::Status written = w.WriteFile("tp_pm.kptrace");
+  ASSERT_TRUE(written.ok()) << written.message();
   RunConvertTo({"tp_pm.kptrace"}, "perfetto", "tp_pm.pftrace");
   RunConvertTo({"tp_pm.kptrace"}, "chrome", "tp_pm.json");
 

@@ -102,11 +102,10 @@ ChromeExporter::~ChromeExporter() {
   if (out_ != nullptr) std::fclose(out_);
 }
 
-bool ChromeExporter::Begin(std::string* err) {
+Status ChromeExporter::Begin() {
   out_ = std::fopen(options_.output.c_str(), "wb");
   if (out_ == nullptr) {
-    *err = "cannot write '" + options_.output + "': " + std::strerror(errno);
-    return false;
+    return Status::Error("cannot write '" + options_.output + "': " + std::strerror(errno));
   }
   json_ = std::make_unique<JsonWriter>(out_);
   json_->BeginObject();
@@ -114,7 +113,7 @@ bool ChromeExporter::Begin(std::string* err) {
   json_->String("ns");
   json_->KeyPlain("traceEvents");
   json_->BeginArray();
-  return true;
+  return Status();
 }
 
 int64_t ChromeExporter::Rel(uint64_t ns) const {
@@ -557,7 +556,7 @@ void ChromeExporter::EmitPmSamples(Process& p, const Chunk& chunk) {
   }
 }
 
-bool ChromeExporter::End(std::string* err) {
+Status ChromeExporter::End() {
   JsonWriter& j = *json_;
   j.EndArray();
   // The headers of every input, so the JSON says where it came from.
@@ -624,11 +623,8 @@ bool ChromeExporter::End(std::string* err) {
   for (const std::string& line : layout_.anomalies().Describe()) {
     std::fprintf(stderr, "kptrace convert: chrome: %s\n", line.c_str());
   }
-  if (!ok) {
-    *err = "error writing '" + options_.output + "': " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  if (!ok) return Status::Error("error writing '" + options_.output + "': " + std::strerror(errno));
+  return Status();
 }
 
 std::unique_ptr<Exporter> MakeChromeExporter(const ExportOptions& options) {

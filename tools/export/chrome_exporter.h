@@ -30,10 +30,10 @@ class ChromeExporter final : public Exporter {
  public:
   explicit ChromeExporter(const ExportOptions& options);
   ~ChromeExporter() override;
-  bool Begin(std::string* err) override;
+  Status Begin() override;
   void BeginFile(int file_index, TraceReader& reader) override;
   void AddChunk(int file_index, TraceReader& reader, const Chunk& chunk) override;
-  bool End(std::string* err) override;
+  Status End() override;
 
   const TimelineAnomalies& anomalies() const { return layout_.anomalies(); }
 

@@ -42,18 +42,15 @@ constexpr size_t kMaxApiNames = 1u << 16;
 // One CSV file written through a large buffer; rows are built in place.
 class CsvFile {
  public:
-  bool Open(const std::string& path, const char* header, std::string* err) {
+  Status Open(const std::string& path, const char* header) {
     path_ = path;
     f_ = std::fopen(path.c_str(), "wb");
-    if (f_ == nullptr) {
-      *err = path + ": cannot create: " + std::strerror(errno);
-      return false;
-    }
+    if (f_ == nullptr) return Status::Error(path + ": cannot create: " + std::strerror(errno));
     buf_.Reserve(kFlushBytes + 4096);
     buf_.clear();
     buf_.Append(header, std::strlen(header));
     buf_.Append("\r\n", 2);
-    return true;
+    return Status();
   }
   ~CsvFile() {
     if (f_ != nullptr) std::fclose(f_);
@@ -103,12 +100,11 @@ class CsvFile {
     if (f_ != nullptr && !buf_.WriteTo(f_)) failed_ = true;
     buf_.clear();
   }
-  bool Close(std::string* err) {
+  Status Close() {
     Flush();
     if (f_ != nullptr && std::fclose(f_) != 0) failed_ = true;
     f_ = nullptr;
-    if (failed_) *err = path_ + ": write failed (disk full?)";
-    return !failed_;
+    return failed_ ? Status::Error(path_ + ": write failed (disk full?)") : Status();
   }
 
  private:
@@ -186,69 +182,61 @@ class CsvExporter final : public Exporter {
     if (metric_spill_ != nullptr) std::fclose(metric_spill_);
   }
 
-  bool Begin(std::string* err) override {
+  Status Begin() override {
     dir_ = options_.output;
     while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
     if (mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST) {
-      *err = dir_ + ": cannot create directory: " + std::strerror(errno);
-      return false;
+      return Status::Error(dir_ + ": cannot create directory: " + std::strerror(errno));
     }
     struct stat st;
     if (stat(dir_.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      *err = dir_ + ": exists and is not a directory (CSV output is a directory of tables)";
-      return false;
+      return Status::Error(dir_ +
+                           ": exists and is not a directory (CSV output is a directory of tables)");
     }
     const std::string d = dir_ + "/";
     static const char kGpuIds[] = "file,pid,device,context,stream,correlation,";
-    bool ok =
-        kernels_.Open(d + "kernels.csv",
-                      (std::string(kGpuIds) +
-                       "start_ns,end_ns,duration_ns,t_ms,name,mangled_name,grid_x,grid_y,"
-                       "grid_z,block_x,block_y,block_z,cluster_x,cluster_y,cluster_z,"
-                       "registers_per_thread,static_shared_bytes,dynamic_shared_bytes,"
-                       "local_bytes_per_thread,graph_id,graph_node_id,launch_type,channel,"
-                       "profiler_internal,launch_api,launch_thread_id")
-                          .c_str(),
-                      err) &&
-        memcpy_.Open(d + "memcpy.csv",
-                     (std::string(kGpuIds) +
-                      "start_ns,end_ns,duration_ns,t_ms,copy_kind,src_kind,dst_kind,bytes,"
-                      "bandwidth_gbps,async,peer,src_device,dst_device,copy_count,graph_id,"
-                      "graph_node_id,launch_api,launch_thread_id")
-                         .c_str(),
-                     err) &&
-        memset_.Open(d + "memset.csv",
-                     (std::string(kGpuIds) +
-                      "start_ns,end_ns,duration_ns,t_ms,bytes,bandwidth_gbps,value,"
-                      "memory_kind,async,graph_id,graph_node_id,launch_api,launch_thread_id")
-                         .c_str(),
-                     err) &&
-        api_.Open(d + "api.csv",
-                  "file,pid,thread_id,start_ns,end_ns,duration_ns,t_ms,name,domain,cbid,"
-                  "correlation,return_value",
-                  err) &&
-        ranges_.Open(d + "nvtx_ranges.csv",
-                     "file,pid,thread_id,end_thread_id,start_ns,end_ns,duration_ns,t_ms,name,"
-                     "domain,category,color,payload,open,id",
-                     err) &&
-        marks_.Open(d + "nvtx_marks.csv",
-                    "file,pid,thread_id,time_ns,t_ms,name,domain,category,color,payload", err) &&
-        sync_.Open(d + "sync.csv",
-                   "file,pid,context,stream,correlation,start_ns,end_ns,duration_ns,t_ms,type,"
-                   "event_id,return_value",
-                   err) &&
-        overhead_.Open(d + "overhead.csv",
-                       "file,pid,thread_id,device,correlation,start_ns,end_ns,duration_ns,t_ms,"
-                       "kind,name",
-                       err);
-    if (!ok) return false;
+    Status opened;  // the first table that cannot be created ends Begin
+    auto open = [&](CsvFile& table, const char* name, const std::string& header) {
+      if (opened.ok()) opened = table.Open(d + name, header.c_str());
+    };
+    open(kernels_, "kernels.csv",
+         std::string(kGpuIds) +
+             "start_ns,end_ns,duration_ns,t_ms,name,mangled_name,grid_x,grid_y,"
+             "grid_z,block_x,block_y,block_z,cluster_x,cluster_y,cluster_z,"
+             "registers_per_thread,static_shared_bytes,dynamic_shared_bytes,"
+             "local_bytes_per_thread,graph_id,graph_node_id,launch_type,channel,"
+             "profiler_internal,launch_api,launch_thread_id");
+    open(memcpy_, "memcpy.csv",
+         std::string(kGpuIds) +
+             "start_ns,end_ns,duration_ns,t_ms,copy_kind,src_kind,dst_kind,bytes,"
+             "bandwidth_gbps,async,peer,src_device,dst_device,copy_count,graph_id,"
+             "graph_node_id,launch_api,launch_thread_id");
+    open(memset_, "memset.csv",
+         std::string(kGpuIds) +
+             "start_ns,end_ns,duration_ns,t_ms,bytes,bandwidth_gbps,value,"
+             "memory_kind,async,graph_id,graph_node_id,launch_api,launch_thread_id");
+    open(api_, "api.csv",
+         "file,pid,thread_id,start_ns,end_ns,duration_ns,t_ms,name,domain,cbid,"
+         "correlation,return_value");
+    open(ranges_, "nvtx_ranges.csv",
+         "file,pid,thread_id,end_thread_id,start_ns,end_ns,duration_ns,t_ms,name,"
+         "domain,category,color,payload,open,id");
+    open(marks_, "nvtx_marks.csv",
+         "file,pid,thread_id,time_ns,t_ms,name,domain,category,color,payload");
+    open(sync_, "sync.csv",
+         "file,pid,context,stream,correlation,start_ns,end_ns,duration_ns,t_ms,type,"
+         "event_id,return_value");
+    open(overhead_, "overhead.csv",
+         "file,pid,thread_id,device,correlation,start_ns,end_ns,duration_ns,t_ms,"
+         "kind,name");
+    if (!opened.ok()) return opened;
     metric_spill_ = std::tmpfile();
     if (metric_spill_ == nullptr) {
-      *err = std::string("cannot create a temporary file for metrics.csv: ") + std::strerror(errno);
-      return false;
+      return Status::Error(std::string("cannot create a temporary file for metrics.csv: ") +
+                           std::strerror(errno));
     }
     launches_.assign(kCorrelationCacheSize, LaunchEntry{});
-    return pm_samples_.Begin(err);
+    return pm_samples_.Begin();
   }
 
   void BeginFile(int file_index, TraceReader& reader) override {
@@ -299,18 +287,17 @@ class CsvExporter final : public Exporter {
                     c.overheads_size() + c.metric_ranges_size();
   }
 
-  bool End(std::string* err) override {
-    bool ok = WriteDevices(err) && WriteProcesses(err) && WriteMetrics(err) &&
-              pm_samples_.End(dir_ + "/pm_samples.csv", err);
+  Status End() override {
+    Status written = WriteDevices();
+    if (written.ok()) written = WriteProcesses();
+    if (written.ok()) written = WriteMetrics();
+    if (written.ok()) written = pm_samples_.End(dir_ + "/pm_samples.csv");
     for (CsvFile* f :
          {&kernels_, &memcpy_, &memset_, &api_, &ranges_, &marks_, &sync_, &overhead_}) {
-      std::string e;
-      if (!f->Close(&e) && ok) {
-        *err = e;
-        ok = false;
-      }
+      const Status closed = f->Close();
+      if (written.ok()) written = closed;  // the first failure is the one reported
     }
-    return ok;
+    return written;
   }
 
  private:
@@ -560,7 +547,7 @@ class CsvExporter final : public Exporter {
     if (!ok) spill_failed_ = true;
   }
 
-  bool WriteMetrics(std::string* err) {
+  Status WriteMetrics() {
     CsvFile f;
     std::string header =
         "file,pid,range,domain,occurrence,occurrences_used,start_ns,end_ns,duration_ns,t_ms,"
@@ -570,7 +557,9 @@ class CsvExporter final : public Exporter {
       header += ',';
       AppendCsvField(&header, n);
     }
-    if (!f.Open(dir_ + "/metrics.csv", header.c_str(), err)) return false;
+    if (Status opened = f.Open(dir_ + "/metrics.csv", header.c_str()); !opened.ok()) {
+      return opened;
+    }
     std::rewind(metric_spill_);
     uint32_t sizes[4];
     std::string row;
@@ -598,20 +587,20 @@ class CsvExporter final : public Exporter {
     std::fclose(metric_spill_);
     metric_spill_ = nullptr;
     if (spill_failed_) {
-      *err = "metrics.csv: the temporary spill file failed (disk full?)";
-      return false;
+      return Status::Error("metrics.csv: the temporary spill file failed (disk full?)");
     }
-    return f.Close(err);
+    return f.Close();
   }
 
-  bool WriteDevices(std::string* err) {
+  Status WriteDevices() {
     CsvFile f;
-    if (!f.Open(dir_ + "/devices.csv",
-                "file,pid,device,name,uuid,compute_capability,sm_count,memory_bytes,"
-                "memory_bandwidth_kbps,core_clock_khz,memory_clock_khz,l2_cache_bytes,"
-                "max_threads_per_block,pci_bus_id,is_mig",
-                err)) {
-      return false;
+    if (Status opened =
+            f.Open(dir_ + "/devices.csv",
+                   "file,pid,device,name,uuid,compute_capability,sm_count,memory_bytes,"
+                   "memory_bandwidth_kbps,core_clock_khz,memory_clock_khz,l2_cache_bytes,"
+                   "max_threads_per_block,pci_bus_id,is_mig");
+        !opened.ok()) {
+      return opened;
     }
     for (const auto& [key, d] : devices_) {
       const ProcessRow& p = processes_[key.first];
@@ -633,17 +622,18 @@ class CsvExporter final : public Exporter {
       f.U(d.is_mig() ? 1 : 0);
       f.EndRow();
     }
-    return f.Close(err);
+    return f.Close();
   }
 
-  bool WriteProcesses(std::string* err) {
+  Status WriteProcesses() {
     CsvFile f;
-    if (!f.Open(dir_ + "/processes.csv",
-                "file,path,pid,ppid,hostname,command,rank,local_rank,world_size,start_time_utc,"
-                "start_time_unix_ns,start_time_trace_ns,driver_version,cuda_driver_version,"
-                "cupti_api_version,injection_mode,clean_end,chunks,records",
-                err)) {
-      return false;
+    if (Status opened =
+            f.Open(dir_ + "/processes.csv",
+                   "file,path,pid,ppid,hostname,command,rank,local_rank,world_size,start_time_utc,"
+                   "start_time_unix_ns,start_time_trace_ns,driver_version,cuda_driver_version,"
+                   "cupti_api_version,injection_mode,clean_end,chunks,records");
+        !opened.ok()) {
+      return opened;
     }
     for (size_t i = 0; i < processes_.size(); ++i) {
       const ProcessRow& p = processes_[i];
@@ -671,7 +661,7 @@ class CsvExporter final : public Exporter {
       f.U(p.records);
       f.EndRow();
     }
-    return f.Close(err);
+    return f.Close();
   }
 
   ExportOptions options_;

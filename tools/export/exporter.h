@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "common/status.h"
 #include "kptrace.pb.h"
 #include "tools/reader/trace_reader.h"
 
@@ -30,15 +31,15 @@ struct ExportOptions {
 class Exporter {
  public:
   virtual ~Exporter() = default;
-  // Opens outputs. False (with *err naming the path and the problem) aborts the conversion.
-  virtual bool Begin(std::string* err) = 0;
+  // Opens outputs. An error (naming the path and the problem) aborts the conversion.
+  virtual Status Begin() = 0;
   // One call per input file, before its chunks (file_index = position in the command line).
   virtual void BeginFile(int file_index, TraceReader& reader) = 0;
   // `chunk` is decoded (absolute times and correlations); resolve its ids through reader.Str()
   // and reader.Shape(), which refer to this chunk until the next reader.Next().
   virtual void AddChunk(int file_index, TraceReader& reader, const Chunk& chunk) = 0;
-  // Flushes and closes outputs. False (with *err) if anything could not be written.
-  virtual bool End(std::string* err) = 0;
+  // Flushes and closes outputs. An error if anything could not be written.
+  virtual Status End() = 0;
 };
 
 std::unique_ptr<Exporter> MakeCsvExporter(const ExportOptions& options);

@@ -247,14 +247,13 @@ PerfettoExporter::~PerfettoExporter() {
   if (out_ != nullptr) std::fclose(out_);
 }
 
-bool PerfettoExporter::Begin(std::string* err) {
+Status PerfettoExporter::Begin() {
   out_ = std::fopen(options_.output.c_str(), "wb");
   if (out_ == nullptr) {
-    *err = "cannot write '" + options_.output + "': " + std::strerror(errno);
-    return false;
+    return Status::Error("cannot write '" + options_.output + "': " + std::strerror(errno));
   }
   buf_.Reserve(8u << 20);
-  return true;
+  return Status();
 }
 
 bool PerfettoExporter::FlushBuffer() {
@@ -779,7 +778,7 @@ void PerfettoExporter::EmitPmSamples(Process& p, TraceReader& reader, const Chun
   }
 }
 
-bool PerfettoExporter::End(std::string* err) {
+Status PerfettoExporter::End() {
   bool ok = FlushBuffer();
   if (out_ != nullptr) {
     if (std::fclose(out_) != 0) ok = false;
@@ -788,11 +787,8 @@ bool PerfettoExporter::End(std::string* err) {
   for (const std::string& line : layout_.anomalies().Describe()) {
     std::fprintf(stderr, "kptrace convert: perfetto: %s\n", line.c_str());
   }
-  if (!ok) {
-    *err = "error writing '" + options_.output + "': " + std::strerror(errno);
-    return false;
-  }
-  return true;
+  if (!ok) return Status::Error("error writing '" + options_.output + "': " + std::strerror(errno));
+  return Status();
 }
 
 std::unique_ptr<Exporter> MakePerfettoExporter(const ExportOptions& options) {

@@ -31,10 +31,10 @@ class PerfettoExporter final : public Exporter {
  public:
   explicit PerfettoExporter(const ExportOptions& options);
   ~PerfettoExporter() override;
-  bool Begin(std::string* err) override;
+  Status Begin() override;
   void BeginFile(int file_index, TraceReader& reader) override;
   void AddChunk(int file_index, TraceReader& reader, const Chunk& chunk) override;
-  bool End(std::string* err) override;
+  Status End() override;
 
   const TimelineAnomalies& anomalies() const { return layout_.anomalies(); }
 

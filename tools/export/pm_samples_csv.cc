@@ -30,14 +30,13 @@ PmSamplesCsv::~PmSamplesCsv() {
   if (spill_ != nullptr) std::fclose(spill_);
 }
 
-bool PmSamplesCsv::Begin(std::string* err) {
+Status PmSamplesCsv::Begin() {
   spill_ = std::tmpfile();
   if (spill_ == nullptr) {
-    *err =
-        std::string("cannot create a temporary file for pm_samples.csv: ") + std::strerror(errno);
-    return false;
+    return Status::Error(std::string("cannot create a temporary file for pm_samples.csv: ") +
+                         std::strerror(errno));
   }
-  return true;
+  return Status();
 }
 
 void PmSamplesCsv::AddChunk(int file_index, uint32_t pid, uint64_t base_ns, const Chunk& c) {
@@ -72,12 +71,9 @@ void PmSamplesCsv::AddChunk(int file_index, uint32_t pid, uint64_t base_ns, cons
   }
 }
 
-bool PmSamplesCsv::End(const std::string& path, std::string* err) {
+Status PmSamplesCsv::End(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    *err = path + ": cannot create: " + std::strerror(errno);
-    return false;
-  }
+  if (f == nullptr) return Status::Error(path + ": cannot create: " + std::strerror(errno));
   std::string out = "file,pid,device,start_ns,end_ns,duration_ns,t_ms";
   for (const std::string& n : counters_) out += "," + PmCounterLabel(n);
   out += "\r\n";
@@ -118,8 +114,8 @@ bool PmSamplesCsv::End(const std::string& path, std::string* err) {
   }
   bool ok = !spill_failed_ && std::fwrite(out.data(), 1, out.size(), f) == out.size();
   ok = std::fclose(f) == 0 && ok;
-  if (!ok) *err = path + ": write failed (disk full?)";
-  return ok;
+  if (!ok) return Status::Error(path + ": write failed (disk full?)");
+  return Status();
 }
 
 }  // namespace kp

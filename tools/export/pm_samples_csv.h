@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/status.h"
 #include "kptrace.pb.h"
 
 namespace kp {
@@ -23,10 +24,10 @@ class PmSamplesCsv {
   PmSamplesCsv(const PmSamplesCsv&) = delete;
   PmSamplesCsv& operator=(const PmSamplesCsv&) = delete;
 
-  bool Begin(std::string* err);
+  Status Begin();
   // `base_ns`: the file's start on the trace clock (for t_ms).
   void AddChunk(int file_index, uint32_t pid, uint64_t base_ns, const Chunk& chunk);
-  bool End(const std::string& path, std::string* err);
+  Status End(const std::string& path);
 
  private:
   std::FILE* spill_ = nullptr;

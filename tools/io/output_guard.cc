@@ -59,23 +59,21 @@ void InputSet::AddAll(const std::vector<std::string>& paths, const char* command
   }
 }
 
-bool InputSet::CheckOutput(const std::string& output, std::string* err) const {
+Status InputSet::CheckOutput(const std::string& output) const {
   struct stat st;
-  if (stat(output.c_str(), &st) != 0) return true;  // a new file cannot be an input
+  if (stat(output.c_str(), &st) != 0) return Status();  // a new file cannot be an input
   for (size_t i = 0; i < ids_.size(); ++i) {
     if (ids_[i].first == st.st_dev && ids_[i].second == st.st_ino) {
-      *err = "the output " + output + " is the input file " + id_paths_[i] +
-             ": refusing to write over it (choose another output name)";
-      return false;
+      return Status::Error("the output " + output + " is the input file " + id_paths_[i] +
+                           ": refusing to write over it (choose another output name)");
     }
   }
-  return true;
+  return Status();
 }
 
-bool InputSet::CheckOutputDirectory(const std::string& dir, const std::string& suffix,
-                                    std::string* err) const {
+Status InputSet::CheckOutputDirectory(const std::string& dir, const std::string& suffix) const {
   struct stat dst;
-  if (stat(dir.c_str(), &dst) != 0 || !S_ISDIR(dst.st_mode)) return true;
+  if (stat(dir.c_str(), &dst) != 0 || !S_ISDIR(dst.st_mode)) return Status();
   for (const std::string& path : id_paths_) {
     struct stat st;
     if (path.size() < suffix.size() ||
@@ -84,13 +82,12 @@ bool InputSet::CheckOutputDirectory(const std::string& dir, const std::string& s
       continue;
     }
     if (st.st_dev == dst.st_dev && st.st_ino == dst.st_ino) {
-      *err = "the output directory " + dir + " would receive " + suffix +
-             " files and holds the input " + path +
-             ": refusing to write over it (choose another output directory)";
-      return false;
+      return Status::Error("the output directory " + dir + " would receive " + suffix +
+                           " files and holds the input " + path +
+                           ": refusing to write over it (choose another output directory)");
     }
   }
-  return true;
+  return Status();
 }
 
 AtomicOutputFile::AtomicOutputFile(std::string path) : path_(std::move(path)) {
@@ -113,17 +110,16 @@ AtomicOutputFile::~AtomicOutputFile() {
   if (!committed_ && !direct_) unlink(temp_.c_str());
 }
 
-bool AtomicOutputFile::Commit(std::string* err) {
+Status AtomicOutputFile::Commit() {
   if (direct_) {
     committed_ = true;
-    return true;
+    return Status();
   }
   if (rename(temp_.c_str(), path_.c_str()) != 0) {
-    *err = path_ + ": cannot write: " + std::strerror(errno);
-    return false;
+    return Status::Error(path_ + ": cannot write: " + std::strerror(errno));
   }
   committed_ = true;
-  return true;
+  return Status();
 }
 
 AtomicOutputDirectory::AtomicOutputDirectory(std::string dir) : dir_(std::move(dir)) {
@@ -135,34 +131,29 @@ AtomicOutputDirectory::~AtomicOutputDirectory() {
   if (!committed_) RemoveTree(temp_);
 }
 
-bool AtomicOutputDirectory::Commit(std::string* err) {
+Status AtomicOutputDirectory::Commit() {
   if (mkdir(dir_.c_str(), 0755) != 0 && errno != EEXIST) {
-    *err = dir_ + ": cannot create directory: " + std::strerror(errno);
-    return false;
+    return Status::Error(dir_ + ": cannot create directory: " + std::strerror(errno));
   }
   DIR* d = opendir(temp_.c_str());
-  if (d == nullptr) {
-    *err = temp_ + ": cannot read: " + std::strerror(errno);
-    return false;
-  }
-  bool ok = true;
+  if (d == nullptr) return Status::Error(temp_ + ": cannot read: " + std::strerror(errno));
+  Status moved;
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
     if (name == "." || name == "..") continue;
     if (rename((temp_ + "/" + name).c_str(), (dir_ + "/" + name).c_str()) != 0) {
-      *err = dir_ + "/" + name + ": cannot write: " + std::strerror(errno);
-      ok = false;
+      moved = Status::Error(dir_ + "/" + name + ": cannot write: " + std::strerror(errno));
       break;
     }
   }
   closedir(d);
-  if (!ok) return false;
+  if (!moved.ok()) return moved;
   committed_ = true;
   rmdir(temp_.c_str());
-  return true;
+  return Status();
 }
 
-bool FlushStandardStreams(std::string* err) {
+Status FlushStandardStreams() {
   errno = 0;
   const bool out_ok = std::fflush(stdout) == 0 && std::ferror(stdout) == 0;
   int out_errno = errno;
@@ -173,12 +164,11 @@ bool FlushStandardStreams(std::string* err) {
   }
   const bool err_ok = std::fflush(stderr) == 0 && std::ferror(stderr) == 0;
   if (!out_ok) {
-    *err = std::string("cannot write to standard output: ") +
-           (out_errno != 0 ? std::strerror(out_errno) : "write error");
-  } else if (!err_ok) {
-    *err = "cannot write to standard error";
+    return Status::Error(std::string("cannot write to standard output: ") +
+                         (out_errno != 0 ? std::strerror(out_errno) : "write error"));
   }
-  return out_ok && err_ok;
+  if (!err_ok) return Status::Error("cannot write to standard error");
+  return Status();
 }
 
 }  // namespace kp

@@ -4,8 +4,8 @@
 //
 //   InputSet inputs;                       // 1. collect the inputs (a file given twice is
 //   inputs.AddAll(files, "kptrace x");     //    read once, with a warning)
-//   if (!inputs.CheckOutput(out, &err)) { print err; return 2; }   // 2. refuse an input as output
-//   AtomicOutputFile o(out);               // 3. write o.temp_path(), then o.Commit(&err);
+//   if (Status s = inputs.CheckOutput(out); !s.ok()) { print; return 2; }  // 2. refuse an input
+//   AtomicOutputFile o(out);               // 3. write o.temp_path(), then o.Commit();
 //                                          //    without Commit the temporary is removed
 #pragma once
 
@@ -14,6 +14,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/status.h"
 
 namespace kp {
 
@@ -27,12 +29,11 @@ class InputSet {
   bool Add(const std::string& path, std::string* note);
   // Adds every path, printing "<command>: warning: <note>" on stderr for each one skipped.
   void AddAll(const std::vector<std::string>& paths, const char* command);
-  // False, with *err naming the output and the input, if `output` is one of the inputs.
-  bool CheckOutput(const std::string& output, std::string* err) const;
-  // For an output directory that receives files ending in `suffix`: false if one of the inputs
-  // is such a file inside it.
-  bool CheckOutputDirectory(const std::string& dir, const std::string& suffix,
-                            std::string* err) const;
+  // An error naming the output and the input if `output` is one of the inputs.
+  Status CheckOutput(const std::string& output) const;
+  // For an output directory that receives files ending in `suffix`: an error if one of the
+  // inputs is such a file inside it.
+  Status CheckOutputDirectory(const std::string& dir, const std::string& suffix) const;
   const std::vector<std::string>& paths() const { return paths_; }
 
  private:
@@ -53,7 +54,7 @@ class AtomicOutputFile {
   AtomicOutputFile& operator=(const AtomicOutputFile&) = delete;
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return temp_; }
-  bool Commit(std::string* err);
+  Status Commit();
 
  private:
   std::string path_, temp_;
@@ -71,15 +72,15 @@ class AtomicOutputDirectory {
   AtomicOutputDirectory(const AtomicOutputDirectory&) = delete;
   AtomicOutputDirectory& operator=(const AtomicOutputDirectory&) = delete;
   const std::string& temp_path() const { return temp_; }
-  bool Commit(std::string* err);
+  Status Commit();
 
  private:
   std::string dir_, temp_;
   bool committed_ = false;
 };
 
-// Flushes stdout and stderr. False, with *err saying why, if anything written to either was
-// lost (a full disk, a closed pipe, `> /dev/full`).
-bool FlushStandardStreams(std::string* err);
+// Flushes stdout and stderr. An error saying why if anything written to either was lost (a full
+// disk, a closed pipe, `> /dev/full`).
+Status FlushStandardStreams();
 
 }  // namespace kp

@@ -88,12 +88,15 @@ int RunDiff(int argc, char** argv) {
     side_a.pop_back();
   }
   if (side_a.empty() || side_b.empty()) return Usage("both sides need at least one trace");
-  std::vector<std::string> files_a, files_b;
-  std::string error;
-  if (!ListTraceInputs(side_a, &files_a, &error) || !ListTraceInputs(side_b, &files_b, &error)) {
-    std::fprintf(stderr, "kptrace diff: %s\n", error.c_str());
+  StatusOr<std::vector<std::string>> listed_a = ListTraceInputs(side_a);
+  StatusOr<std::vector<std::string>> listed_b =
+      listed_a.ok() ? ListTraceInputs(side_b) : listed_a.status();
+  if (!listed_b.ok()) {
+    std::fprintf(stderr, "kptrace diff: %s\n", listed_b.status().message().c_str());
     return 2;
   }
+  std::vector<std::string> files_a = std::move(listed_a.value());
+  std::vector<std::string> files_b = std::move(listed_b.value());
   // Within one side a file named twice is read once (with a warning), as every command does.
   for (std::vector<std::string>* side : {&files_a, &files_b}) {
     InputSet unique;

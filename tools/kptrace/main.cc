@@ -79,9 +79,8 @@ int Dispatch(int argc, char** argv) {
 // says so and fails.
 int main(int argc, char** argv) {
   int rc = Dispatch(argc, argv);
-  std::string err;
-  if (!kp::FlushStandardStreams(&err)) {
-    std::fprintf(stderr, "kptrace: %s\n", err.c_str());
+  if (const kp::Status flushed = kp::FlushStandardStreams(); !flushed.ok()) {
+    std::fprintf(stderr, "kptrace: %s\n", flushed.message().c_str());
     if (rc == 0) rc = 1;
   }
   return rc;

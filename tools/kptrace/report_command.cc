@@ -51,19 +51,19 @@ int RunReport(int argc, char** argv) {
       args.push_back(a);
     }
   }
-  std::vector<std::string> files;
-  std::string error;
-  if (!ListTraceInputs(args, &files, &error)) {
-    std::fprintf(stderr, "kptrace report: %s\n", error.c_str());
+  StatusOr<std::vector<std::string>> listed = ListTraceInputs(args);
+  if (!listed.ok()) {
+    std::fprintf(stderr, "kptrace report: %s\n", listed.status().message().c_str());
     return 2;
   }
+  std::vector<std::string> files = std::move(listed.value());
   if (files.empty()) return Usage("no input file");
   if (out.empty()) return Usage("-o REPORT.html is required");
   InputSet inputs;  // a file given twice is read once; -o may not name an input
   inputs.AddAll(files, "kptrace report");
   files = inputs.paths();
-  if (!inputs.CheckOutput(out, &error)) {
-    std::fprintf(stderr, "kptrace report: %s\n", error.c_str());
+  if (const Status usable = inputs.CheckOutput(out); !usable.ok()) {
+    std::fprintf(stderr, "kptrace report: %s\n", usable.message().c_str());
     return 2;
   }
   SummaryOptions options;
@@ -87,9 +87,10 @@ int RunReport(int argc, char** argv) {
   }
   bool ok = std::fwrite(html.data(), 1, html.size(), f) == html.size();
   ok = std::fclose(f) == 0 && ok;
-  if (!ok || !output.Commit(&error)) {
+  const Status committed = ok ? output.Commit() : Status();
+  if (!ok || !committed.ok()) {
     std::fprintf(stderr, "kptrace report: writing %s failed%s%s\n", out.c_str(),
-                 error.empty() ? "" : ": ", error.c_str());
+                 committed.ok() ? "" : ": ", committed.message().c_str());
     return 1;
   }
   std::fprintf(stderr, "kptrace report: %s (%zu KiB)\n", out.c_str(), html.size() / 1024);

@@ -4,15 +4,26 @@
 
 namespace kp {
 
-bool ListTraceInputs(const std::vector<std::string>& args, std::vector<std::string>* paths,
-                     std::string* error, std::vector<std::string>* notes) {
+StatusOr<std::vector<std::string>> ListTraceInputs(const std::vector<std::string>& args,
+                                                   std::vector<std::string>* notes) {
   TraceInputs inputs = ExpandTraceInputs(args);
   if (notes != nullptr) notes->insert(notes->end(), inputs.notes.begin(), inputs.notes.end());
-  if (!inputs.errors.empty()) {
-    *error = inputs.errors.front();
-    return false;
+  if (!inputs.errors.empty()) return Status::Error(inputs.errors.front());
+  return std::move(inputs.files);
+}
+
+StatusOr<bool> TakeRunInputFlag(int argc, char** argv, int* i, RunInputFlags* flags) {
+  const std::string a = argv[*i];
+  if (a == "--file-only") {
+    flags->file_only = true;
+    return true;
   }
-  paths->insert(paths->end(), inputs.files.begin(), inputs.files.end());
+  if (a != "--align" || *i + 1 >= argc) return false;
+  const std::string what = argv[++*i];
+  if (what != "collectives" && what != "none") {
+    return Status::Error("--align takes collectives or none (not '" + what + "')");
+  }
+  flags->align_collectives = what == "collectives";
   return true;
 }
 

@@ -21,24 +21,25 @@ const char* MetricTypeName(CUpti_MetricType type) {
   }
 }
 
-std::vector<std::string> SupportedChips(std::string* error) {
+StatusOr<std::vector<std::string>> SupportedChips() {
   CUpti_Profiler_Host_GetSupportedChips_Params p{};
   p.structSize = CUpti_Profiler_Host_GetSupportedChips_Params_STRUCT_SIZE;
   std::vector<std::string> chips;
   CUptiResult r = cuptiProfilerHostGetSupportedChips(&p);
-  if (r != CUPTI_SUCCESS) {
-    *error = CuptiCallError("cuptiProfilerHostGetSupportedChips", r);
-    return chips;
-  }
+  if (r != CUPTI_SUCCESS)
+    return Status::Error(CuptiCallError("cuptiProfilerHostGetSupportedChips", r));
   for (size_t i = 0; i < p.numChips; ++i)
     if (p.ppChipNames && p.ppChipNames[i]) chips.emplace_back(p.ppChipNames[i]);
   return chips;
 }
 
-bool ListMetrics(const MetricQuery& query, std::vector<MetricDescription>* out,
-                 std::string* error) {
-  auto host = MetricHost::Create(query.chip, query.profiler, {}, error);
-  if (!host) return false;
+StatusOr<std::vector<MetricDescription>> ListMetrics(const MetricQuery& query) {
+  StatusOr<std::unique_ptr<MetricHost>> created =
+      MetricHost::Create(query.chip, query.profiler, {});
+  if (!created.ok()) return created.status();
+  const std::unique_ptr<MetricHost>& host = created.value();
+  std::vector<MetricDescription> metrics;
+  std::vector<MetricDescription>* out = &metrics;
   for (auto type :
        {CUPTI_METRIC_TYPE_COUNTER, CUPTI_METRIC_TYPE_RATIO, CUPTI_METRIC_TYPE_THROUGHPUT}) {
     if (query.type >= 0 && query.type != type) continue;
@@ -64,24 +65,24 @@ bool ListMetrics(const MetricQuery& query, std::vector<MetricDescription>* out,
   }
   std::sort(out->begin(), out->end(),
             [](const MetricDescription& a, const MetricDescription& b) { return a.name < b.name; });
-  return true;
+  return metrics;
 }
 
-bool CountPasses(const std::string& chip, CUpti_ProfilerType profiler,
-                 const std::vector<std::string>& names, PassCount* out, std::string* error) {
-  auto host = MetricHost::Create(chip, profiler, {}, error);
-  if (!host) return false;
-  if (!host->Validate(names, error)) return false;
-  MetricPlan plan;
-  if (!BuildMetricPlan(chip, profiler, {}, names, &plan, error)) return false;
-  out->set_passes = plan.num_passes;
-  out->per_metric.clear();
+StatusOr<PassCount> CountPasses(const std::string& chip, CUpti_ProfilerType profiler,
+                                const std::vector<std::string>& names) {
+  StatusOr<std::unique_ptr<MetricHost>> host = MetricHost::Create(chip, profiler, {});
+  if (!host.ok()) return host.status();
+  if (Status valid = host.value()->Validate(names); !valid.ok()) return valid;
+  StatusOr<MetricPlan> plan = BuildMetricPlan(chip, profiler, {}, names);
+  if (!plan.ok()) return plan.status();
+  PassCount passes;
+  passes.set_passes = plan.value().num_passes;
   for (const auto& n : names) {
-    MetricPlan one;
-    if (!BuildMetricPlan(chip, profiler, {}, {n}, &one, error)) return false;
-    out->per_metric.push_back(one.num_passes);
+    StatusOr<MetricPlan> one = BuildMetricPlan(chip, profiler, {}, {n});
+    if (!one.ok()) return one.status();
+    passes.per_metric.push_back(one.value().num_passes);
   }
-  return true;
+  return passes;
 }
 
 }  // namespace kp

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace kp {
 
 struct MetricDescription {
@@ -20,8 +22,8 @@ struct MetricDescription {
 
 const char* MetricTypeName(CUpti_MetricType type);  // "counter" | "ratio" | "throughput"
 
-// Chip names the host API accepts ("GH100", ...). Empty with *error on failure.
-std::vector<std::string> SupportedChips(std::string* error);
+// Chip names the host API accepts ("GH100", ...).
+StatusOr<std::vector<std::string>> SupportedChips();
 
 struct MetricQuery {
   std::string chip;
@@ -32,7 +34,7 @@ struct MetricQuery {
 };
 
 // Base metrics matching the query, sorted by name.
-bool ListMetrics(const MetricQuery& query, std::vector<MetricDescription>* out, std::string* error);
+StatusOr<std::vector<MetricDescription>> ListMetrics(const MetricQuery& query);
 
 struct PassCount {
   size_t set_passes = 0;
@@ -40,7 +42,7 @@ struct PassCount {
 };
 
 // Validates `names` (the shared validator) and counts passes for the set and per metric.
-bool CountPasses(const std::string& chip, CUpti_ProfilerType profiler,
-                 const std::vector<std::string>& names, PassCount* out, std::string* error);
+StatusOr<PassCount> CountPasses(const std::string& chip, CUpti_ProfilerType profiler,
+                                const std::vector<std::string>& names);
 
 }  // namespace kp

@@ -78,16 +78,12 @@ void ProtoTraceWriter::Add(const Chunk& absolute) {
   bytes_ += stored;
 }
 
-bool ProtoTraceWriter::WriteFile(const std::string& path, std::string* error) const {
+Status ProtoTraceWriter::WriteFile(const std::string& path) const {
   FILE* f = std::fopen(path.c_str(), "wb");
-  if (f == nullptr) {
-    *error = path + ": cannot create";
-    return false;
-  }
+  if (f == nullptr) return Status::Error(path + ": cannot create");
   bool ok = std::fwrite(bytes_.data(), 1, bytes_.size(), f) == bytes_.size();
   ok = (std::fclose(f) == 0) && ok;
-  if (!ok) *error = path + ": write failed";
-  return ok;
+  return ok ? Status() : Status::Error(path + ": write failed");
 }
 
 }  // namespace kp

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/status.h"
 #include "kptrace.pb.h"
 
 namespace kp {
@@ -23,7 +24,7 @@ class ProtoTraceWriter {
   void Add(const Chunk& chunk);
   // magic + framed chunks so far.
   const std::string& bytes() const { return bytes_; }
-  bool WriteFile(const std::string& path, std::string* error) const;
+  Status WriteFile(const std::string& path) const;
 
  private:
   int zstd_level_;

@@ -175,11 +175,10 @@ struct TraceReader::Impl {
   }
 };
 
-std::unique_ptr<TraceReader> TraceReader::Open(const std::string& path, std::string* error) {
+StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    *error = path + ": cannot open: " + std::strerror(errno);
-    return nullptr;
+    return Status::Error(path + ": cannot open: " + std::strerror(errno));
   }
   std::unique_ptr<TraceReader> r(new TraceReader());
   r->impl_ = std::make_unique<Impl>();
@@ -188,8 +187,7 @@ std::unique_ptr<TraceReader> TraceReader::Open(const std::string& path, std::str
   struct stat st = {};
   if (fstat(fd, &st) == 0) {
     if (S_ISDIR(st.st_mode)) {
-      *error = path + ": is a directory, not a kp trace";
-      return nullptr;
+      return Status::Error(path + ": is a directory, not a kp trace");
     }
     r->stats_.file_bytes = static_cast<uint64_t>(st.st_size);
   }
@@ -201,20 +199,21 @@ std::unique_ptr<TraceReader> TraceReader::Open(const std::string& path, std::str
     const uint8_t version = magic[kFileMagicSize - 1];
     if (std::memcmp(magic, kFileMagic, kFileMagicSize - 1) == 0 &&
         version != static_cast<uint8_t>(kFileMagic[kFileMagicSize - 1])) {
-      *error = path + ": kp trace format version " +
-               (version >= 0x21 && version < 0x7f ? std::string(1, static_cast<char>(version))
-                                                  : "byte " + std::to_string(version)) +
-               " found; this kptrace reads version " + kFormatVersionsRead +
-               " -- read it with the kptrace of the kp release that wrote it";
-      return nullptr;
+      return Status::Error(path + ": kp trace format version " +
+                           (version >= 0x21 && version < 0x7f
+                                ? std::string(1, static_cast<char>(version))
+                                : "byte " + std::to_string(version)) +
+                           " found; this kptrace reads version " + kFormatVersionsRead +
+                           " -- read it with the kptrace of the kp release that wrote it");
     }
   }
   if (im.avail() < kFileMagicSize ||
       std::memcmp(im.buf.data() + im.head, kFileMagic, kFileMagicSize) != 0) {
-    *error = path + " is not a kp trace (bad magic); expected a file written by libkpinject";
+    std::string error =
+        path + " is not a kp trace (bad magic); expected a file written by libkpinject";
     if (im.avail() < kFileMagicSize)
-      *error += " (file is only " + std::to_string(im.avail()) + " bytes)";
-    return nullptr;
+      error += " (file is only " + std::to_string(im.avail()) + " bytes)";
+    return Status::Error(std::move(error));
   }
   im.head += kFileMagicSize;
   r->pos_ = kFileMagicSize;

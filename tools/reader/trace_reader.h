@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/status.h"
 #include "kptrace.pb.h"
 
 namespace kp {
@@ -44,9 +45,9 @@ struct ReaderStats {
 
 class TraceReader {
  public:
-  // Returns nullptr and sets *error (naming the path and the problem) if the file cannot be
-  // opened, is not a kp trace, or is a kp trace of a format version this reader does not read.
-  static std::unique_ptr<TraceReader> Open(const std::string& path, std::string* error);
+  // An error naming the path and the problem if the file cannot be opened, is not a kp trace,
+  // or is a kp trace of a format version this reader does not read.
+  static StatusOr<std::unique_ptr<TraceReader>> Open(const std::string& path);
   ~TraceReader();
 
   // Reads the next good chunk. Returns false at the end of the file.

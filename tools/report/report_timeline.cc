@@ -57,8 +57,7 @@ ReportTimeline BuildReportTimeline(const std::vector<std::string>& paths, size_t
   uint64_t first = UINT64_MAX, last = 0, bytes_before = 0, records_before = 0;
   Chunk c;
   for (size_t fi = 0; fi < paths.size(); ++fi) {
-    std::string err;
-    auto reader = TraceReader::Open(paths[fi], &err);
+    auto reader = TraceReader::Open(paths[fi]).value_or(nullptr);
     if (!reader) continue;  // the summary names it
     int rank = static_cast<int>(fi);
     bool rank_known = false;

@@ -23,8 +23,7 @@ struct CollectiveEnds {
 
 CollectiveEnds ReadCollectiveEnds(const std::string& path) {
   CollectiveEnds out;
-  std::string error;
-  auto reader = TraceReader::Open(path, &error);
+  auto reader = TraceReader::Open(path).value_or(nullptr);
   if (!reader) return out;
   out.opened = true;
   std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> by_name;  // (start, end)

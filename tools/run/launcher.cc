@@ -14,132 +14,9 @@
 #include <ctime>
 
 #include "common/run_files.h"
-#include "tools/kptrace/commands.h"
 #include "tools/run/run_inputs.h"
 
 namespace kp {
-namespace {
-
-struct FlagVariable {
-  const char* long_name;
-  const char* short_name;  // or nullptr
-  const char* variable;
-  const char* help;
-};
-
-const FlagVariable kFlags[] = {
-    {"--output", "-o", "KP_OUTPUT", "trace path pattern (%p pid, %h host, %r rank, %t time)"},
-    {"--activities", nullptr, "KP_ACTIVITIES",
-     "kernel,memcpy,memset,api,nvtx,sync,graph,overhead | default | all | -name"},
-    {"--api", nullptr, "KP_API", "launch | all | none"},
-    {"--metrics", nullptr, "KP_METRICS", "CUPTI metric names, comma separated, or sol"},
-    {"--metrics-ranges", nullptr, "KP_METRICS_RANGES", "NVTX ranges to measure (globs)"},
-    {"--metrics-mode", nullptr, "KP_METRICS_MODE", "range | kernel"},
-    {"--metrics-cache", nullptr, "KP_METRICS_CACHE", "pass | range | none"},
-    {"--metrics-skip", nullptr, "KP_METRICS_SKIP", "warm-up occurrences per range not measured"},
-    {"--metrics-kernels", nullptr, "KP_METRICS_KERNELS", "kernel mode: regex:RE | exact name"},
-    {"--metrics-launch-skip", nullptr, "KP_METRICS_LAUNCH_SKIP", "selected launches not measured"},
-    {"--metrics-launch-count", nullptr, "KP_METRICS_LAUNCH_COUNT", "selected launches measured"},
-    {"--metrics-launch-skip-before-match", nullptr, "KP_METRICS_LAUNCH_SKIP_BEFORE_MATCH",
-     "launches passed before the filter"},
-    {"--metrics-launch-scope", nullptr, "KP_METRICS_LAUNCH_SCOPE", "global | per-name"},
-    {"--metrics-nvtx-include", nullptr, "KP_METRICS_NVTX_INCLUDE",
-     "measure kernels inside these NVTX ranges (globs)"},
-    {"--pm-sampling", nullptr, "KP_PM_SAMPLING", "off | gpu | PM-sampling counter names"},
-    {"--pm-interval-us", nullptr, "KP_PM_INTERVAL_US", "PM sampling interval, 10..1000000 us"},
-    {"--flush-ms", nullptr, "KP_FLUSH_MS", "ms between chunk writes"},
-    {"--buffer-mb", nullptr, "KP_BUFFER_MB", "cap on CUPTI buffer memory"},
-    {"--compression", nullptr, "KP_COMPRESSION", "zstd[:level] | none"},
-    {"--delay", nullptr, "KP_DELAY", "seconds before capture starts"},
-    {"--duration", nullptr, "KP_DURATION", "seconds of capture"},
-    {"--capture-range", nullptr, "KP_CAPTURE_RANGE", "NVTX range that starts capture"},
-    {"--log", nullptr, "KP_LOG", "quiet | info | debug"},
-};
-
-void PrintUsage(FILE* out) {
-  std::fputs("usage: kptrace run [flags] [--] CMD [ARGS...]\n\nflags:\n", out);
-  for (const FlagVariable& f : kFlags) {
-    std::string names = f.short_name != nullptr ? std::string(f.short_name) + ", " + f.long_name
-                                                : std::string("    ") + f.long_name;
-    std::string left = names + " V";
-    if (left.size() > 22 || std::strlen(f.variable) > 18) {
-      // Too long for the columns: the flag on a line of its own, then variable and help.
-      std::fprintf(out, "  %s\n  %-22s %s  %s\n", left.c_str(), "", f.variable, f.help);
-    } else {
-      std::fprintf(out, "  %-22s %-18s %s\n", left.c_str(), f.variable, f.help);
-    }
-  }
-  std::fputs(
-      "  --lib PATH             libkpinject.so to use (default: <kptrace dir>/../lib)\n"
-      "  --preload              also LD_PRELOAD it (kp then loads into every child process at "
-      "start)\n"
-      "  --force                replace the trace (and its run) an earlier run left at -o\n"
-      "  -h, --help             this help\n",
-      out);
-}
-
-}  // namespace
-
-bool ParseLaunchArgs(int argc, char** argv, LaunchPlan* plan, std::string* error) {
-  int i = 0;
-  for (; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--") {
-      ++i;
-      break;
-    }
-    if (arg.empty() || arg[0] != '-') break;  // the command starts here (nsys style)
-    if (arg == "-h" || arg == "--help") {
-      plan->help = true;
-      return true;
-    }
-    if (arg == "--preload") {
-      plan->preload = true;
-      continue;
-    }
-    if (arg == "--force") {
-      plan->force = true;
-      continue;
-    }
-    std::string name = arg, value;
-    bool inline_value = false;
-    size_t eq = arg.find('=');
-    if (arg.rfind("--", 0) == 0 && eq != std::string::npos) {
-      name = arg.substr(0, eq);
-      value = arg.substr(eq + 1);
-      inline_value = true;
-    }
-    const char* variable = nullptr;
-    bool is_lib = name == "--lib";
-    for (const FlagVariable& f : kFlags) {
-      if (name == f.long_name || (f.short_name != nullptr && name == f.short_name)) {
-        variable = f.variable;
-      }
-    }
-    if (variable == nullptr && !is_lib) {
-      *error = "kptrace run: unknown flag '" + arg + "'";
-      return false;
-    }
-    if (!inline_value) {
-      if (i + 1 >= argc) {
-        *error = "kptrace run: flag '" + name + "' needs a value";
-        return false;
-      }
-      value = argv[++i];
-    }
-    if (is_lib) {
-      plan->library = value;
-    } else {
-      plan->env.emplace_back(variable, value);
-    }
-  }
-  for (; i < argc; ++i) plan->command.emplace_back(argv[i]);
-  if (plan->command.empty()) {
-    *error = "kptrace run: no command to run";
-    return false;
-  }
-  return true;
-}
 
 std::string DefaultInjectionLibrary() {
   char exe[PATH_MAX];
@@ -179,7 +56,7 @@ std::string UnescapeFixedPath(const std::string& pattern) {
   return out;
 }
 
-bool RemoveEarlierRun(const std::string& root, std::string* error) {
+Status RemoveEarlierRun(const std::string& root) {
   std::vector<std::string> files = {root};
   RunManifest manifest;
   const bool have_manifest = ReadRunManifest(root, &manifest);
@@ -188,15 +65,13 @@ bool RemoveEarlierRun(const std::string& root, std::string* error) {
   }
   for (const std::string& f : files) {
     if (ProbeTraceFile(f) == TraceFileState::kHeld) {
-      *error =
-          f + " is being written by a running process; wait for it to end or choose another -o";
-      return false;
+      return Status::Error(
+          f + " is being written by a running process; wait for it to end or choose another -o");
     }
   }
   for (const std::string& f : files) {
     if (::unlink(f.c_str()) != 0 && errno != ENOENT) {
-      *error = "cannot remove " + f + ": " + std::strerror(errno);
-      return false;
+      return Status::Error("cannot remove " + f + ": " + std::strerror(errno));
     }
   }
   if (have_manifest) {
@@ -208,11 +83,10 @@ bool RemoveEarlierRun(const std::string& root, std::string* error) {
       ::closedir(d);
     }
     if (::rmdir(manifest.dir.c_str()) != 0) {
-      *error = "cannot remove " + manifest.dir + ": " + std::strerror(errno);
-      return false;
+      return Status::Error("cannot remove " + manifest.dir + ": " + std::strerror(errno));
     }
   }
-  return true;
+  return Status();
 }
 
 namespace {
@@ -237,77 +111,54 @@ std::string RunId() {
   return id + "-" + std::to_string(getpid()) + "-" + std::to_string(time(nullptr));
 }
 
-// After the program: which trace files the run left, in one or two lines.
-void ReportRun(const std::string& root) {
+}  // namespace
+
+std::string DescribeRunFiles(const std::string& root) {
   RunManifest manifest;
   if (!ReadRunManifest(root, &manifest)) {
     struct stat st {};
     if (::stat(root.c_str(), &st) != 0) {
-      std::fprintf(stderr,
-                   "kptrace run: no process created a CUDA context: no trace written to %s\n",
-                   root.c_str());
+      return "no process created a CUDA context: no trace written to " + root;
     }
-    return;
+    return "";
   }
   size_t files = 0;
   for (const RunProcess& p : manifest.processes) files += p.file_exists ? 1 : 0;
-  if (files > 1) {
-    std::fprintf(stderr,
-                 "kptrace run: %zu processes traced: %s and %zu more files listed in %s/ (give "
-                 "%s to info, summary or convert: they read the whole run)\n",
-                 files, root.c_str(), files - 1, manifest.dir.c_str(), root.c_str());
-  }
+  if (files <= 1) return "";
+  return std::to_string(files) + " processes traced: " + root + " and " +
+         std::to_string(files - 1) + " more files listed in " + manifest.dir + "/ (give " + root +
+         " to info, summary or convert: they read the whole run)";
 }
 
-}  // namespace
-
-namespace cli {
-
-int RunLauncher(int argc, char** argv) {
-  LaunchPlan plan;
-  std::string error;
-  if (!ParseLaunchArgs(argc, argv, &plan, &error)) {
-    std::fprintf(stderr, "%s\n\n", error.c_str());
-    PrintUsage(stderr);
-    return 2;
-  }
-  if (plan.help) {
-    PrintUsage(stdout);
-    return 0;
-  }
-  std::string library = plan.library.empty() ? DefaultInjectionLibrary() : plan.library;
+StatusOr<std::string> ResolveInjectionLibrary(const LaunchPlan& plan) {
+  const std::string library = plan.library.empty() ? DefaultInjectionLibrary() : plan.library;
   char resolved[PATH_MAX];
   if (realpath(library.c_str(), resolved) == nullptr) {
-    std::fprintf(stderr,
-                 "kptrace run: cannot find the injection library '%s': %s (build/install kp, or "
-                 "pass --lib PATH)\n",
-                 library.c_str(), std::strerror(errno));
-    return 1;
+    return Status::Error("cannot find the injection library '" + library +
+                         "': " + std::strerror(errno) + " (build/install kp, or pass --lib PATH)");
   }
-  library = resolved;
+  return std::string(resolved);
+}
 
+StatusOr<std::string> ClaimFixedOutput(const LaunchPlan& plan) {
   // A fixed -o path left by an earlier run is kept unless --force (like nsys): replacing it
   // silently would lose that run, and writing elsewhere would surprise whoever reads -o next.
   const std::string requested = RequestedOutput(plan);
   const std::string root = IsFixedOutputPath(requested) ? UnescapeFixedPath(requested) : "";
-  if (!root.empty()) {
-    struct stat st {};
-    if (::stat(root.c_str(), &st) == 0) {
-      if (!plan.force) {
-        std::fprintf(stderr,
-                     "kptrace run: %s exists (an earlier run's trace); pass --force to replace it "
-                     "and its run, or choose another -o\n",
-                     root.c_str());
-        return 1;
-      }
-      std::string remove_error;
-      if (!RemoveEarlierRun(root, &remove_error)) {
-        std::fprintf(stderr, "kptrace run: --force: %s\n", remove_error.c_str());
-        return 1;
-      }
-    }
+  if (root.empty()) return root;
+  struct stat st {};
+  if (::stat(root.c_str(), &st) != 0) return root;
+  if (!plan.force) {
+    return Status::Error(root +
+                         " exists (an earlier run's trace); pass --force to replace it and its "
+                         "run, or choose another -o");
   }
+  const Status removed = RemoveEarlierRun(root).WithContext("--force");
+  if (!removed.ok()) return removed;
+  return root;
+}
 
+StatusOr<int> RunProfiled(const LaunchPlan& plan, const std::string& library) {
   std::vector<std::pair<std::string, std::string>> env = plan.env;
   // Every process of this run carries the same id, so a process that starts after the root's
   // writer ended still joins the run instead of starting a numbered root of its own.
@@ -320,16 +171,14 @@ int RunLauncher(int argc, char** argv) {
     env.emplace_back("LD_PRELOAD", old != nullptr && *old != '\0' ? library + ":" + old : library);
   }
 
+  std::vector<std::string> command = plan.command;
   std::vector<char*> child_argv;
-  for (std::string& a : plan.command) child_argv.push_back(a.data());
+  for (std::string& a : command) child_argv.push_back(a.data());
   child_argv.push_back(nullptr);
 
   std::fflush(nullptr);
   pid_t child = fork();
-  if (child < 0) {
-    std::fprintf(stderr, "kptrace run: fork failed: %s\n", std::strerror(errno));
-    return 1;
-  }
+  if (child < 0) return Status::Error(std::string("fork failed: ") + std::strerror(errno));
   if (child == 0) {
     for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
     execvp(child_argv[0], child_argv.data());
@@ -360,15 +209,10 @@ int RunLauncher(int argc, char** argv) {
   sigaction(SIGTERM, &old_term, nullptr);
   sigaction(SIGHUP, &old_hup, nullptr);
   g_child = 0;
-  if (r < 0) {
-    std::fprintf(stderr, "kptrace run: waitpid failed: %s\n", std::strerror(errno));
-    return 1;
-  }
-  if (!root.empty()) ReportRun(root);
+  if (r < 0) return Status::Error(std::string("waitpid failed: ") + std::strerror(errno));
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return 1;
 }
 
-}  // namespace cli
 }  // namespace kp

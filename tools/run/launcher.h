@@ -1,15 +1,16 @@
-// launcher.h: `kptrace run [flags] -- CMD ARGS...`, the nsys-style front end of libkpinject.
-//
-// It turns flags into the KP_* variables of docs/configuration.md, points
-// CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH (and, with --preload, LD_PRELOAD) at
-// libkpinject.so, then fork+execvp's the command and hands back its exit status. Values are
-// not validated here: libkpinject parses them and names any bad one (one place, one message).
-// The entry point is kp::cli::RunLauncher (tools/kptrace/commands.h).
+// launcher.h: runs a program under libkpinject, the engine of `kptrace run [flags] -- CMD ARGS`
+// (tools/kptrace/run_command.cc turns the flags into the KP_* variables of
+// docs/configuration.md). It points CUDA_INJECTION64_PATH and NVTX_INJECTION64_PATH (and, with
+// --preload, LD_PRELOAD) at libkpinject.so, then fork+execvp's the command and hands back its
+// exit status. Values are not validated here: libkpinject parses them and names any bad one
+// (one place, one message).
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/status.h"
 
 namespace kp {
 
@@ -29,15 +30,27 @@ std::string RequestedOutput(const LaunchPlan& plan);
 bool IsFixedOutputPath(const std::string& pattern);
 
 // Removes the run rooted at `root` (its file, every member listed in its manifest and the
-// manifest). False with *error when one of them is being written by a live process or cannot be
+// manifest). An error when one of them is being written by a live process or cannot be
 // removed; nothing is removed then unless it could be removed safely.
-bool RemoveEarlierRun(const std::string& root, std::string* error);
-
-// Parses the arguments after "run". False with *error (one line, naming the flag) on a usage
-// error. Does not look at the file system.
-bool ParseLaunchArgs(int argc, char** argv, LaunchPlan* plan, std::string* error);
+Status RemoveEarlierRun(const std::string& root);
 
 // <dir of /proc/self/exe>/../lib/libkpinject.so
 std::string DefaultInjectionLibrary();
+
+// The real path of the library to inject (--lib, else DefaultInjectionLibrary()).
+StatusOr<std::string> ResolveInjectionLibrary(const LaunchPlan& plan);
+
+// For a fixed -o path (one file for every process): the path, after removing an earlier run
+// left there when plan.force (an error without --force). "" for a pattern.
+StatusOr<std::string> ClaimFixedOutput(const LaunchPlan& plan);
+
+// Runs plan.command with plan.env and the injection variables pointing at `library`; forwards
+// SIGTERM and SIGHUP to it and ignores SIGINT/SIGQUIT meanwhile (the terminal sends those to
+// the program too). Returns the program's exit code (128 + signal when killed).
+StatusOr<int> RunProfiled(const LaunchPlan& plan, const std::string& library);
+
+// After the program: one line about the trace files a fixed -o path `root` left (none written,
+// or several processes listed in the run's manifest), or "" when there is nothing to say.
+std::string DescribeRunFiles(const std::string& root);
 
 }  // namespace kp

@@ -99,8 +99,7 @@ RunProcess ProcessFromHeader(const std::string& path) {
   p.root = true;
   p.file = path;
   p.file_exists = true;
-  std::string error;
-  auto reader = TraceReader::Open(path, &error);
+  auto reader = TraceReader::Open(path).value_or(nullptr);
   Chunk chunk;
   if (reader && reader->Next(&chunk) && reader->header() != nullptr) {
     const Header& h = *reader->header();
@@ -245,23 +244,6 @@ TraceInputs ExpandTraceInputs(const std::vector<std::string>& args, bool single_
     out.files.push_back(path);
   }
   return out;
-}
-
-FlagTaken TakeRunInputFlag(int argc, char** argv, int* i, RunInputFlags* flags,
-                           std::string* error) {
-  const std::string a = argv[*i];
-  if (a == "--file-only") {
-    flags->file_only = true;
-    return FlagTaken::kYes;
-  }
-  if (a != "--align" || *i + 1 >= argc) return FlagTaken::kNo;
-  const std::string what = argv[++*i];
-  if (what != "collectives" && what != "none") {
-    *error = "--align takes collectives or none (not '" + what + "')";
-    return FlagTaken::kBadValue;
-  }
-  flags->align_collectives = what == "collectives";
-  return FlagTaken::kYes;
 }
 
 }  // namespace kp

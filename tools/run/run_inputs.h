@@ -52,14 +52,4 @@ struct TraceInputs {
 
 TraceInputs ExpandTraceInputs(const std::vector<std::string>& args, bool single_files = false);
 
-// The flags every multi-file command shares: --file-only and --align collectives|none.
-struct RunInputFlags {
-  bool file_only = false;
-  bool align_collectives = false;
-};
-enum class FlagTaken { kNo, kYes, kBadValue };
-// Takes argv[*i] (and its value, advancing *i) when it is one of those flags. kBadValue sets
-// *error to one line naming the flag and its accepted values.
-FlagTaken TakeRunInputFlag(int argc, char** argv, int* i, RunInputFlags* flags, std::string* error);
-
 }  // namespace kp

@@ -72,9 +72,9 @@ struct FileRanges {
 };
 
 bool ReadRanges(const std::string& path, FileRanges* out) {
-  std::string err;
-  auto reader = TraceReader::Open(path, &err);
-  if (!reader) return false;
+  StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(path);
+  if (!opened.ok()) return false;
+  std::unique_ptr<TraceReader> reader = std::move(opened.value());
   std::map<std::pair<std::string, std::string>, uint32_t> index;
   Chunk c;
   while (reader->Next(&c)) {
@@ -146,9 +146,9 @@ std::vector<PmDeviceSummary> SummarizePmSamples(const std::vector<std::string>& 
   for (const std::string& path : paths) {
     FileRanges file;
     if (!ReadRanges(path, &file)) continue;
-    std::string err;
-    auto reader = TraceReader::Open(path, &err);
-    if (!reader) continue;
+    StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(path);
+    if (!opened.ok()) continue;
+    std::unique_ptr<TraceReader> reader = std::move(opened.value());
     std::vector<Occurrence> sorted = file.occurrences;
     std::sort(sorted.begin(), sorted.end(),
               [](const Occurrence& a, const Occurrence& b) { return a.start < b.start; });

@@ -17,14 +17,10 @@
 #include "tools/export/csv_exporter.h"
 #include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
-#include "tools/io/output_guard.h"
-#include "tools/kptrace/commands.h"
 #include "tools/kptrace/progress_line.h"
-#include "tools/kptrace/trace_inputs.h"
 #include "tools/metrics/speed_of_light.h"
 #include "tools/reader/trace_reader.h"
 #include "tools/run/clock_alignment.h"
-#include "tools/run/run_inputs.h"
 #include "tools/summary/text_format.h"
 #include "tools/summary/time_intervals.h"
 
@@ -249,12 +245,12 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
   Chunk c;
   for (size_t fi = 0; fi < paths.size(); ++fi) {
     const std::string prefix = paths.size() > 1 ? paths[fi] + ": " : "";
-    std::string err;
-    auto reader = TraceReader::Open(paths[fi], &err);
-    if (!reader) {
-      sum.errors.push_back(err);
+    StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(paths[fi]);
+    if (!opened.ok()) {
+      sum.errors.push_back(opened.status().message());
       continue;
     }
+    std::unique_ptr<TraceReader>& reader = opened.value();
     std::map<uint32_t, MetricConfig> configs;
     std::vector<Interval> collective_work, compute_work;
     ProcessSummary* process = several ? &sum.processes[fi] : nullptr;
@@ -960,14 +956,13 @@ std::string FormatSummaryJson(const TraceSummary& s) {
   return j.dump(2) + "\n";
 }
 
-bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::string* error) {
+Status AppendSummaryLog(const TraceSummary& s, const std::string& log_path) {
   struct stat st;
   bool fresh = stat(log_path.c_str(), &st) != 0 || st.st_size == 0;
   const off_t old_size = fresh ? 0 : st.st_size;
   FILE* f = std::fopen(log_path.c_str(), "ab");
   if (f == nullptr) {
-    *error = log_path + ": cannot open for appending: " + std::strerror(errno);
-    return false;
+    return Status::Error(log_path + ": cannot open for appending: " + std::strerror(errno));
   }
   std::string o;
   if (fresh) {
@@ -1003,103 +998,11 @@ bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::s
   }
   ok = std::fclose(f) == 0 && ok;
   if (!ok) {
-    *error = log_path +
-             ": write failed: " + (write_errno != 0 ? std::strerror(write_errno) : "error") +
-             " (the log is left as it was)";
+    return Status::Error(
+        log_path + ": write failed: " + (write_errno != 0 ? std::strerror(write_errno) : "error") +
+        " (the log is left as it was)");
   }
-  return ok;
+  return Status();
 }
 
-namespace cli {
-
-int RunSummary(int argc, char** argv) {
-  static const char kUsage[] =
-      "usage: kptrace summary FILE|RUN... [--format text|csv|json] [--append-log LOG.csv] "
-      "[--top N] [--all] [--file-only] [--align collectives]\n"
-      "  --all  count multi-pass value sets flagged inconsistent in the metric medians too\n";
-  std::vector<std::string> args;
-  RunInputFlags run_flags;
-  std::string flag_error;
-  std::string format = "text", log;
-  size_t top = 20;
-  bool all_sets = false;
-  for (int i = 0; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--all") {
-      all_sets = true;
-    } else if (a == "--format" && i + 1 < argc) {
-      format = argv[++i];
-    } else if (a == "--append-log" && i + 1 < argc) {
-      log = argv[++i];
-    } else if (a == "--top" && i + 1 < argc) {
-      char* end = nullptr;
-      long n = std::strtol(argv[++i], &end, 10);
-      if (end == nullptr || *end != '\0' || n <= 0) {
-        std::fprintf(stderr, "kptrace summary: --top needs a positive number\n%s", kUsage);
-        return 2;
-      }
-      top = static_cast<size_t>(n);
-    } else if (FlagTaken t = TakeRunInputFlag(argc, argv, &i, &run_flags, &flag_error);
-               t != FlagTaken::kNo) {
-      if (t == FlagTaken::kBadValue) {
-        std::fprintf(stderr, "kptrace summary: %s\n%s", flag_error.c_str(), kUsage);
-        return 2;
-      }
-    } else if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    } else if (a.size() > 1 && a[0] == '-') {
-      std::fprintf(stderr, "kptrace summary: unknown or incomplete flag '%s'\n%s", a.c_str(),
-                   kUsage);
-      return 2;
-    } else {
-      args.push_back(a);
-    }
-  }
-  TraceInputs inputs = ExpandTraceInputs(args, run_flags.file_only);
-  SummaryOptions options;
-  options.progress_label = "kptrace summary";
-  options.align_collectives = run_flags.align_collectives;
-  options.include_inconsistent = all_sets;
-  for (const std::string& n : inputs.notes)
-    std::fprintf(stderr, "kptrace summary: %s\n", n.c_str());
-  for (const std::string& e : inputs.errors)
-    std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
-  std::vector<std::string> files = inputs.files;
-  if (files.empty() || (format != "text" && format != "csv" && format != "json")) {
-    std::fprintf(stderr, "kptrace summary: %s\n%s",
-                 files.empty() ? "no input file" : "--format must be text, csv or json", kUsage);
-    return 2;
-  }
-  InputSet unique;
-  unique.AddAll(files, "kptrace summary");
-  files = unique.paths();
-  if (!log.empty()) {
-    std::string err;
-    if (!unique.CheckOutput(log, &err)) {
-      std::fprintf(stderr, "kptrace summary: --append-log: %s\n", err.c_str());
-      return 2;
-    }
-  }
-  TraceSummary s = SummarizeTraces(files, options);
-  for (const std::string& e : s.errors) std::fprintf(stderr, "kptrace summary: %s\n", e.c_str());
-  if (!s.anything_read) {
-    std::fprintf(stderr, "kptrace summary: nothing could be read from the input\n");
-    return 1;
-  }
-  std::string out = format == "json"  ? FormatSummaryJson(s)
-                    : format == "csv" ? FormatSummaryCsv(s)
-                                      : FormatSummaryText(s, top);
-  std::fputs(out.c_str(), stdout);
-  if (!log.empty()) {
-    std::string err;
-    if (!AppendSummaryLog(s, log, &err)) {
-      std::fprintf(stderr, "kptrace summary: %s\n", err.c_str());
-      return 1;
-    }
-  }
-  return 0;
-}
-
-}  // namespace cli
 }  // namespace kp

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "kptrace.pb.h"
 #include "tools/summary/pm_range_summary.h"
 
@@ -153,6 +154,6 @@ std::string FormatCrossProcessText(const TraceSummary& s);
 std::string FormatSummaryCsv(const TraceSummary& s);
 std::string FormatSummaryJson(const TraceSummary& s);
 // Appends one row per kernel to `log_path` (header only when the file is new or empty).
-bool AppendSummaryLog(const TraceSummary& s, const std::string& log_path, std::string* error);
+Status AppendSummaryLog(const TraceSummary& s, const std::string& log_path);
 
 }  // namespace kp

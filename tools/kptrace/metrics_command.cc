@@ -1,6 +1,7 @@
-// metrics_cli.cc: `kptrace metrics chips|list|check`, offline metric discovery and validation
-// through the Profiler Host API (no GPU needed). `check` uses the injector's own validator
-// (common/metric_plan.h), so it prints exactly what KP_METRICS would report.
+// metrics_command.cc: `kptrace metrics chips|list|check`, offline metric discovery and
+// validation through the Profiler Host API (tools/metrics/metric_catalog.h; no GPU needed).
+// `check` uses the injector's own validator (common/metric_plan.h), so it prints exactly what
+// KP_METRICS would report.
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -87,13 +88,13 @@ CUpti_ProfilerType ProfilerOf(const Args& a) {
 }
 
 int RunChips() {
-  std::string error;
-  auto chips = SupportedChips(&error);
-  if (chips.empty()) {
-    std::fprintf(stderr, "kptrace: %s\n", error.empty() ? "no chips reported" : error.c_str());
+  const StatusOr<std::vector<std::string>> chips = SupportedChips();
+  if (!chips.ok() || chips.value().empty()) {
+    std::fprintf(stderr, "kptrace: %s\n",
+                 chips.ok() ? "no chips reported" : chips.status().message().c_str());
     return 1;
   }
-  for (const auto& c : chips) std::printf("%s\n", c.c_str());
+  for (const auto& c : chips.value()) std::printf("%s\n", c.c_str());
   return 0;
 }
 
@@ -106,12 +107,12 @@ int RunList(const Args& a) {
   if (a.type == "counter") q.type = CUPTI_METRIC_TYPE_COUNTER;
   if (a.type == "ratio") q.type = CUPTI_METRIC_TYPE_RATIO;
   if (a.type == "throughput") q.type = CUPTI_METRIC_TYPE_THROUGHPUT;
-  std::vector<MetricDescription> metrics;
-  std::string error;
-  if (!ListMetrics(q, &metrics, &error)) {
-    std::fprintf(stderr, "kptrace: %s\n", error.c_str());
+  const StatusOr<std::vector<MetricDescription>> listed = ListMetrics(q);
+  if (!listed.ok()) {
+    std::fprintf(stderr, "kptrace: %s\n", listed.status().message().c_str());
     return 1;
   }
+  const std::vector<MetricDescription>& metrics = listed.value();
   for (const auto& m : metrics) {
     if (!a.describe) {
       std::printf("%s\n", m.name.c_str());
@@ -134,12 +135,12 @@ int RunList(const Args& a) {
 int RunCheck(const Args& a) {
   std::vector<std::string> names = ExpandMetricList(a.names);
   if (names.empty()) return Usage("check needs metric names (or sol)");
-  PassCount passes;
-  std::string error;
-  if (!CountPasses(a.chip, ProfilerOf(a), names, &passes, &error)) {
-    std::fprintf(stderr, "kptrace: %s\n", error.c_str());
+  const StatusOr<PassCount> counted = CountPasses(a.chip, ProfilerOf(a), names);
+  if (!counted.ok()) {
+    std::fprintf(stderr, "kptrace: %s\n", counted.status().message().c_str());
     return 1;
   }
+  const PassCount& passes = counted.value();
   std::printf("%zu metric(s) valid for %s (%s): %zu pass(es) for the set\n", names.size(),
               a.chip.c_str(), a.mode == "pm" ? "PM sampling" : "range profiler", passes.set_passes);
   size_t width = 0;
