@@ -329,7 +329,9 @@ Status MetricHost::Validate(const std::vector<std::string>& names) const {
       std::string base = BaseOf(name);
       size_t sep = base.find("__");
       std::string filter = sep == std::string::npos ? base : base.substr(0, sep + 2);
-      msg += " (kptrace metrics list --chip " + chip_ + " --filter " + filter + ")";
+      msg += " (kptrace metrics list --chip " + chip_ +
+             (type_ == CUPTI_PROFILER_TYPE_PM_SAMPLING ? " --mode pm" : "") + " --filter " +
+             filter + ")";
     }
     return Status::Error(std::move(msg));
   }

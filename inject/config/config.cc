@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "common/capture_signal_name.h"
+#include "inject/pm_sampling/pm_sampling_config.h"
 
 namespace kp {
 namespace {
@@ -49,6 +50,8 @@ constexpr const char* kKnownVariables[] = {
     "KP_RUN_ID",
     "KP_PC_SAMPLING",
     "KP_PC_SAMPLING_PERIOD",
+    "KP_PM_SAMPLING",
+    "KP_PM_INTERVAL_US",
 };
 
 constexpr const char* kActivityNames[] = {"kernel", "memcpy", "memset", "api",
@@ -755,6 +758,7 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
       c.dump_buffers_dir = v;
     }
   }
+  ParsePmSamplingConfig(get, &c, errors);
   return c;
 }
 
@@ -798,6 +802,8 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
       {"KP_LOG", log},
       {"KP_DUMP_BUFFERS", c.dump_buffers_dir},
       {"KP_RUN_ID", c.run_id},
+      {"KP_PM_SAMPLING", DescribePmSampling(c)},
+      {"KP_PM_INTERVAL_US", std::to_string(c.pm_interval_us)},
   };
   for (auto& pair : DescribePcSamplingConfig(c.pc_sampling)) described.push_back(std::move(pair));
   // Capture settings beyond KP_CAPTURE_RANGE appear only when set, so traces without them keep

@@ -73,9 +73,14 @@ struct Config {
   std::string dump_buffers_dir;    // KP_DUMP_BUFFERS: save raw CUPTI buffers (tests)
   PcSamplingConfig pc_sampling;    // KP_PC_SAMPLING, KP_PC_SAMPLING_PERIOD
   std::string run_id;  // KP_RUN_ID: names the run this process belongs to (kptrace run sets it)
+  // KP_PM_SAMPLING / KP_PM_INTERVAL_US (inject/pm_sampling/pm_sampling_config.h): counters
+  // sampled over time per GPU; empty = off.
+  std::vector<std::string> pm_sampling;
+  bool pm_sampling_gpu_set = false;  // pm_sampling is the named set `gpu`
+  uint32_t pm_interval_us = 1000;
 };
 
-enum class ConfigErrorScope { kProfiler, kMetrics };
+enum class ConfigErrorScope { kProfiler, kMetrics, kPmSampling };
 
 struct ConfigError {
   std::string variable;

@@ -29,6 +29,7 @@
 #include "inject/log/log.h"
 #include "inject/metrics/metrics_collector.h"
 #include "inject/pc_sampling/pc_sampler.h"
+#include "inject/pm_sampling/pm_sampler.h"
 #include "inject/signals/termination_signals.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
@@ -62,6 +63,7 @@ struct TracerState {
   std::unique_ptr<MetricsCollector> collector;
   ApiCallRecorder* api_calls = nullptr;   // KP_API=launch: API calls from callbacks
   std::unique_ptr<PcSampler> pc_sampler;  // KP_PC_SAMPLING
+  std::unique_ptr<PmSampling> pm_sampling;  // KP_PM_SAMPLING
   CUpti_SubscriberHandle subscriber = nullptr;
   std::unique_ptr<CaptureController> capture;  // null: no capture trigger, the whole run
 };
@@ -198,13 +200,13 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
       // KP_FLUSH_MS later: a process killed early still leaves its header behind.
       g_state->thread->Post([](TraceEncoder& encoder) { encoder.Flush(true); });
     }
-    if (g_state->collector) {
-      uint32_t device = 0;
-      cuptiGetDeviceId(data->context, &device);
-      g_state->collector->OnContextCreated(data->context, device);
-    }
+    uint32_t device = 0;
+    cuptiGetDeviceId(data->context, &device);
+    if (g_state->collector) g_state->collector->OnContextCreated(data->context, device);
+    if (g_state->pm_sampling) g_state->pm_sampling->OnContextCreated(data->context, device);
   } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
     if (g_state->collector) g_state->collector->OnContextDestroying(data->context);
+    if (g_state->pm_sampling) g_state->pm_sampling->OnContextDestroying(data->context);
     cuptiActivityFlushAll(0);
   }
 }
@@ -268,6 +270,7 @@ void FinishTrace(const std::string& reason) {
   if (cupti_ok) {
     if (g_state->collector) g_state->collector->Shutdown();
     if (g_state->pc_sampler) g_state->pc_sampler->Shutdown();
+    if (g_state->pm_sampling) g_state->pm_sampling->Shutdown();
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
   g_active.store(false);
@@ -682,6 +685,9 @@ void DoToolInit(InjectionMode mode) {
       LogNotice(LogSeverity::kError, "metrics", metrics_error, "metrics are off, tracing goes on");
     }
   }
+  state->pm_sampling = PmSampling::Create(config, [thread_slot](auto task) {
+    if (*thread_slot != nullptr) (*thread_slot)->Post(std::move(task));
+  });
   state->decoder = new ActivityDecoder(state->encoder, state->collector.get(), window);
 
   EncoderThread::Options thread_options;

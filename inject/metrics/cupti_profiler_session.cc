@@ -12,6 +12,7 @@
 
 #include "common/metric_plan.h"
 #include "inject/cupti/driver_symbol.h"
+#include "inject/cupti/profiler_support.h"
 #include "inject/metrics/l2_sweep.h"
 #include "inject/metrics/profiler_session.h"
 
@@ -24,11 +25,7 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 }
 
 bool Call(const char* name, CUptiResult r, std::string* error) {
-  if (r == CUPTI_SUCCESS) return true;
-  *error = CuptiCallError(name, r);
-  std::string why = ExplainCounterAccessError(r);
-  if (!why.empty()) *error += ": " + why;
-  return false;
+  return CheckCuptiCall(name, r, error);
 }
 
 class CuptiProfilerSession final : public ProfilerSession {
@@ -43,25 +40,7 @@ class CuptiProfilerSession final : public ProfilerSession {
         !Call("cuptiGetContextId", cuptiGetContextId(ctx_, &setup->context_id), error))
       return false;
     setup->device = device;
-    CUpti_Profiler_DeviceSupported_Params ds{};
-    ds.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE;
-    ds.cuDevice = static_cast<CUdevice>(device);
-    ds.api = CUPTI_PROFILER_RANGE_PROFILING;
-    if (!Call("cuptiProfilerDeviceSupported", cuptiProfilerDeviceSupported(&ds), error))
-      return false;
-    DeviceSupportLevels levels;
-    levels.overall = ds.isSupported;
-    levels.architecture = ds.architecture;
-    levels.sli = ds.sli;
-    levels.vgpu = ds.vGpu;
-    levels.confidential_compute = ds.confidentialCompute;
-    levels.cmp = ds.cmp;
-    levels.wsl = ds.wsl;
-    std::string unsupported = ExplainDeviceSupport(levels);
-    if (!unsupported.empty()) {
-      *error = "device " + std::to_string(device) + " cannot be profiled: " + unsupported;
-      return false;
-    }
+    if (!CheckDeviceSupported(device, CUPTI_PROFILER_RANGE_PROFILING, error)) return false;
     CUpti_Device_GetChipName_Params cn{};
     cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
     cn.deviceIndex = device;

@@ -140,6 +140,8 @@ struct PcStallsRecord {
   };
   const Pc* pcs = nullptr;
   uint32_t num_pcs = 0;
+};
+
 // A capture window (inject/capture): absolute trace-clock times; trigger is a CaptureTrigger
 // value of the schema.
 struct CaptureWindowRecord {
@@ -149,6 +151,15 @@ struct CaptureWindowRecord {
   std::string_view range;
   uint64_t first_step = 0, last_step = 0;
   std::string_view end_reason;
+};
+
+// KP_PM_SAMPLING: one sample of one device's counters (inject/pm_sampling).
+struct PmSampleRecord {
+  uint32_t config = 0;  // id returned by TraceEncoder::AddPmSampleConfig
+  uint64_t start = 0, end = 0;
+  const double* values = nullptr;
+  uint32_t num_values = 0;
+  uint32_t device = 0;
 };
 
 }  // namespace kp

@@ -99,6 +99,7 @@ enum RecordKind : int {
   kMetricRanges,
   kGraphLaunches,
   kPcStalls,
+  kPmSamples,
   kNumRecordKinds
 };
 
@@ -194,6 +195,7 @@ struct TraceEncoder::Impl {
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> devices, contexts, threads;
   std::vector<std::vector<uint8_t>> metric_configs;
   std::vector<std::pair<uint32_t, std::vector<uint8_t>>> pc_stall_reasons;
+  std::vector<std::vector<uint8_t>> pm_sample_configs;
 
   explicit Impl(ChunkSink* s) : sink(s) {}
 
@@ -916,6 +918,43 @@ void TraceEncoder::AddPcStalls(const PcStallsRecord& r) {
   if (m.chunk.size() > kHardChunkLimit) Flush();
 }
 
+uint32_t TraceEncoder::AddPmSampleConfig(const PmSampleConfigInfo& c) {
+  using F = schema::PmSampleConfig;
+  size_t bound = 128 + Utf8Bound(c.chip);
+  for (const auto& n : c.counter_names) bound += Utf8Bound(n) + 16;
+  WireBuffer& b = impl_->scratch;
+  b.Clear();
+  uint32_t id = static_cast<uint32_t>(impl_->pm_sample_configs.size() + 1);
+  WireWriter w = b.Reserve(bound);
+  w.Uint(F::kId, id);
+  w.Uint(F::kDevice, c.device);
+  for (const auto& n : c.counter_names) Utf8Field(w, F::kCounterNames, n, /*always=*/true);
+  w.Uint(F::kIntervalNs, c.interval_ns);
+  Utf8Field(w, F::kChip, c.chip);
+  b.Commit(w);
+  impl_->pm_sample_configs.emplace_back(b.data(), b.data() + b.size());
+  impl_->dirty = true;
+  return id;
+}
+
+void TraceEncoder::AddPmSample(const PmSampleRecord& r) {
+  using F = schema::PmSample;
+  Impl& m = *impl_;
+  uint32_t num_values = r.values == nullptr ? 0 : r.num_values;
+  WireBuffer& b = m.scratch;
+  b.Clear();
+  WireWriter w = b.Reserve(5 * wire::kMaxScalarFieldBytes + 8 * size_t{num_values});
+  w.Uint(F::kConfig, r.config);
+  w.Sint(F::kStart, m.TimeDelta(kPmSamples, r.start));
+  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
+  w.PackedDoubles(F::kValues, r.values, num_values);
+  w.Uint(F::kDevice, r.device);
+  b.Commit(w);
+  m.chunk.AppendMessage(ChunkField::kPmSamples, b);
+  m.CountRecord(kPmSamples);
+  if (m.chunk.size() > kHardChunkLimit) Flush();
+}
+
 void TraceEncoder::Flush(bool force) {
   Impl& m = *impl_;
   if (m.finished) return;
@@ -937,6 +976,8 @@ void TraceEncoder::Flush(bool force) {
   for (const auto& c : m.metric_configs)
     m.chunk.AppendMessage(ChunkField::kMetricConfigs, c.data(), c.size());
   m.AppendStored(ChunkField::kPcStallReasons, m.pc_stall_reasons);
+  for (const auto& c : m.pm_sample_configs)
+    m.chunk.AppendMessage(ChunkField::kPmSampleConfigs, c.data(), c.size());
 
   stats_.bytes_written = m.sink->bytes_written();
   stats_.chunks_written = m.sequence;
@@ -985,6 +1026,7 @@ void TraceEncoder::Finish(const FooterInfo& footer) {
   w.Uint(F::kGraphLaunches, m.totals[kGraphLaunches]);
   w.Uint(F::kChunks, m.sequence + 1);
   w.Uint(F::kPcStalls, m.totals[kPcStalls]);
+  w.Uint(F::kPmSamples, m.totals[kPmSamples]);
   b.Commit(w);
   m.chunk.AppendMessage(ChunkField::kFooter, b);
   Flush(true);

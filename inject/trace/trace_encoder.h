@@ -67,6 +67,14 @@ struct MetricConfigInfo {
   uint32_t skip = 0;  // range mode: warm-up occurrences per name not measured (KP_METRICS_SKIP)
 };
 
+// One device's PM-sampling counter set (KP_PM_SAMPLING).
+struct PmSampleConfigInfo {
+  uint32_t device = 0;
+  std::vector<std::string> counter_names;
+  uint64_t interval_ns = 0;
+  std::string chip;
+};
+
 // kp.Stats as plain counters, generated from the proto; the tracer increments these directly.
 using EncoderStats = schema::StatCounters;
 
@@ -93,6 +101,7 @@ class TraceEncoder {
                  uint64_t time_ns);
   uint32_t AddMetricConfig(const MetricConfigInfo& config);  // returns the config id (>= 1)
   void AddCaptureWindow(const CaptureWindowRecord& window);
+  uint32_t AddPmSampleConfig(const PmSampleConfigInfo& config);  // the config id (>= 1)
 
   void AddKernel(const KernelRecord& r);
   void AddMemcpy(const MemcpyRecord& r);
@@ -108,6 +117,7 @@ class TraceEncoder {
   // per-kernel stall counts that refer to it.
   void AddPcStallReason(uint32_t device, uint32_t index, std::string_view name);
   void AddPcStalls(const PcStallsRecord& r);
+  void AddPmSample(const PmSampleRecord& r);
 
   EncoderStats& stats() { return stats_; }
   // Strings held for interning now (bounded: the tables restart at a chunk boundary once they

@@ -341,7 +341,7 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   Config c = Good("KP_COMPRESSION", "zstd:7");
   c.metrics = {"a.sum", "b.sum"};
   auto pairs = DescribeConfig(c);
-  ASSERT_EQ(pairs.size(), 26u);
+  ASSERT_EQ(pairs.size(), 28u);
   std::map<std::string, std::string> m(pairs.begin(), pairs.end());
   EXPECT_EQ(m["KP_COMPRESSION"], "zstd:7");
   EXPECT_EQ(m["KP_METRICS"], "a.sum,b.sum");
@@ -357,6 +357,8 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   EXPECT_EQ(m["KP_METRICS_LAUNCH_SCOPE"], "global");
   EXPECT_EQ(m["KP_PC_SAMPLING"], "off");
   EXPECT_EQ(m["KP_PC_SAMPLING_PERIOD"], "15");
+  EXPECT_EQ(m["KP_PM_SAMPLING"], "off");
+  EXPECT_EQ(m["KP_PM_INTERVAL_US"], "1000");
 }
 
 TEST(ConfigTest, KernelTargeting) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/metric_plan.h"
+#include "common/pm_counters.h"
 #include "inject/config/config.h"
 #include "inject/metrics/l2_sweep.h"
 #include "inject/metrics/range_selector.h"
@@ -135,6 +136,30 @@ TEST(MetricHost, NamesTheBadMetricAndSuggestsTheNearest) {
   EXPECT_NE(error.find("did you mean 'dram__bytes_read.sum'?"), std::string::npos) << error;
   EXPECT_NE(error.find("(kptrace metrics list --chip GH100 --filter dram__)"), std::string::npos)
       << error;
+}
+
+// KP_PM_SAMPLING validates on a PM-sampling host: the hint lists PM-sampling names, and the
+// gpu set fits one pass there.
+TEST(MetricHost, PmSamplingHintAndGpuSetInOnePass) {
+  REQUIRE_HOST_API();
+  StatusOr<std::unique_ptr<MetricHost>> host =
+      MetricHost::Create("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {});
+  ASSERT_TRUE(host.ok()) << host.status().message();
+  const Status bad = host.value()->Validate({"dram__bytes_red.sum"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("did you mean 'dram__bytes_read.sum'?"), std::string::npos)
+      << bad.message();
+  EXPECT_NE(bad.message().find("(kptrace metrics list --chip GH100 --mode pm --filter dram__)"),
+            std::string::npos)
+      << bad.message();
+  StatusOr<MetricPlan> plan =
+      BuildMetricPlan("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {}, PmGpuCounterSet());
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan.value().num_passes, 1u);
+  plan = BuildMetricPlan("GH100", CUPTI_PROFILER_TYPE_PM_SAMPLING, {},
+                         {"sm__throughput.avg.pct_of_peak_sustained_elapsed"});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_GT(plan.value().num_passes, 1u);  // why the gpu set reads SM activity another way
 }
 
 TEST(MetricHost, NoRollupSuggestsTheSum) {

@@ -565,4 +565,73 @@ TEST(TraceProcessor, SeparatelyConvertedFilesConcatenate) {
   EXPECT_TRUE(l.gpu_durations == want.gpu_durations);
 }
 
+// PM samples (KP_PM_SAMPLING): every counter becomes a counter track under the GPU's track in
+// Perfetto, and a counter in Chrome JSON, with one value per sample (byte counters as rates).
+TEST(TraceProcessor, PmSampleCounterTracks) {
+  std::string why;
+  const std::string tp = FindTraceProcessor(&why);
+  if (tp.empty()) {
+    if (InCi()) FAIL() << why << " (CI=true: .ci/run must provide it)";
+    GTEST_SKIP() << why;
+  }
+  const uint64_t us = 1000;
+  kp::ProtoTraceWriter w(3);
+  kp::Chunk c0 = HeaderChunk(6100, "node-a", -1, kT0);
+  Strings(&c0);
+  Api(&c0, 6101, 2, kT0 + 10 * us, 5 * us, 700);
+  Kernel(&c0, 1, 7, kT0 + 100 * us, 400 * us, 700);
+  kp::PmSampleConfig* pc = c0.add_pm_sample_configs();
+  pc->set_id(1);
+  pc->set_device(0);
+  pc->add_counter_names("sm__cycles_active.avg.pct_of_peak_sustained_elapsed");
+  pc->add_counter_names("dram__bytes_read.sum");
+  pc->set_interval_ns(100 * us);
+  pc->set_chip("GH100");
+  constexpr int kSamples = 8;
+  for (int i = 0; i < kSamples; ++i) {
+    kp::PmSample* s = c0.add_pm_samples();
+    s->set_config(1);
+    s->set_device(0);
+    s->set_start(static_cast<int64_t>(kT0 + (50 + 100 * i) * us));
+    s->set_duration(100 * us);
+    s->add_values(i >= 1 && i <= 4 ? 99.0 : 0.0);
+    s->add_values(4e8);  // 400 MB in 100 us: 4e12 B/s
+  }
+  w.Add(c0);
+  const kp::Status written = w.WriteFile("tp_pm.kptrace");
+  ASSERT_TRUE(written.ok()) << written.message();
+  RunConvertTo({"tp_pm.kptrace"}, "perfetto", "tp_pm.pftrace");
+  RunConvertTo({"tp_pm.kptrace"}, "chrome", "tp_pm.json");
+
+  // Perfetto: two counter tracks whose parent is the GPU 0 track, 8 values each.
+  const Table pf = Query(tp, "tp_pm.pftrace",
+                         "select t.name, count(c.id), max(c.value), p.name from counter c "
+                         "join counter_track t on c.track_id = t.id "
+                         "join track p on t.parent_id = p.id group by t.name order by t.name");
+  ASSERT_EQ(pf.size(), 2u);
+  EXPECT_EQ(pf[0][0], "dram__bytes_read.sum.per_second");
+  EXPECT_EQ(pf[0][1], std::to_string(kSamples));
+  EXPECT_DOUBLE_EQ(std::stod(pf[0][2]), 4e12);
+  EXPECT_EQ(pf[0][3], "GPU 0: NVIDIA H200");
+  EXPECT_EQ(pf[1][0], "sm__cycles_active.avg.pct_of_peak_sustained_elapsed");
+  EXPECT_EQ(pf[1][1], std::to_string(kSamples));
+  EXPECT_DOUBLE_EQ(std::stod(pf[1][2]), 99.0);
+  // The busy samples lie under the kernel (same clock).
+  const Table busy = Query(tp, "tp_pm.pftrace",
+                           "select count(*) from counter c join counter_track t on "
+                           "c.track_id = t.id join slice s on s.name = 'graph_node_kernel' "
+                           "where t.name like 'sm__cycles%' and c.value > 50 and c.ts >= s.ts "
+                           "and c.ts < s.ts + s.dur");
+  EXPECT_EQ(Int(busy), 4);  // samples 1-4 start at 150..450 us, inside the kernel's [100, 500)
+  // Chrome JSON: the same counters, named after the GPU.
+  const Table ch = Query(tp, "tp_pm.json",
+                         "select t.name, count(c.id) from counter c join counter_track t on "
+                         "c.track_id = t.id where t.name like 'GPU 0 %' group by t.name "
+                         "order by t.name");
+  ASSERT_EQ(ch.size(), 2u);
+  EXPECT_NE(ch[0][0].find("GPU 0 dram__bytes_read.sum.per_second"), std::string::npos);
+  EXPECT_EQ(ch[0][1], std::to_string(kSamples));
+  EXPECT_NE(ch[1][0].find("GPU 0 sm__cycles_active"), std::string::npos);
+}
+
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/pm_counters.h"
 #include "common/time_math.h"
 #include "tools/capture/capture_window_text.h"
 #include "tools/export/nvtx_payload_text.h"
@@ -369,6 +370,7 @@ void ChromeExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& 
   EmitOverheads(p, reader, chunk);
   EmitMetricRanges(p, reader, chunk);
   EmitCaptureWindows(p, chunk);
+  EmitPmSamples(p, chunk);
   j.Flush();
 }
 
@@ -592,6 +594,51 @@ void ChromeExporter::EmitMetricRanges(Process& p, TraceReader& reader, const Chu
       j.BeginObject();
       j.KeyPlain("value");
       j.Double(m.values(i));
+      j.EndObject();
+      j.EndObject();
+    }
+  }
+}
+
+// PM samples: a counter event ("ph":"C") per sample and counter, named after the GPU and the
+// counter so each GPU's counters chart apart (byte counters as rates, common/pm_counters.h).
+void ChromeExporter::EmitPmSamples(Process& p, const Chunk& chunk) {
+  for (const PmSampleConfig& c : chunk.pm_sample_configs()) {
+    p.pm_counter_names[c.id()].assign(c.counter_names().begin(), c.counter_names().end());
+  }
+  JsonWriter& j = *json_;
+  static const std::vector<std::string> kNone;
+  std::vector<std::string> labels;
+  uint32_t labels_config = 0, labels_device = ~0u;
+  for (const PmSample& s : chunk.pm_samples()) {
+    auto cfg = p.pm_counter_names.find(s.config());
+    const std::vector<std::string>& names = cfg == p.pm_counter_names.end() ? kNone : cfg->second;
+    if (s.config() != labels_config || s.device() != labels_device) {
+      labels_config = s.config();
+      labels_device = s.device();
+      labels.clear();
+      for (const std::string& n : names) {
+        labels.push_back("GPU " + std::to_string(s.device()) + " " + PmCounterLabel(n));
+      }
+    }
+    const uint64_t duration = s.duration() > 0 ? static_cast<uint64_t>(s.duration()) : 0;
+    for (int i = 0; i < s.values_size() && i < static_cast<int>(labels.size()); ++i) {
+      if (!std::isfinite(s.values(i))) continue;
+      j.BeginObject();
+      j.KeyPlain("ph");
+      j.String("C");
+      j.KeyPlain("name");
+      j.String(labels[i]);
+      j.KeyPlain("cat");
+      j.String("pm_sampling");
+      j.KeyPlain("pid");
+      j.Int(p.pid);
+      j.KeyPlain("ts");
+      j.MicrosFromNs(Rel(static_cast<uint64_t>(s.start())));
+      j.KeyPlain("args");
+      j.BeginObject();
+      j.KeyPlain("value");
+      j.Double(PmCounterShownValue(names[i], s.values(i), duration));
       j.EndObject();
       j.EndObject();
     }

@@ -59,6 +59,7 @@ class ChromeExporter final : public Exporter {
     std::vector<int8_t> name_plain, api_flow;
     uint32_t last_named_tid = 0;
     bool have_named_tid = false;
+    std::unordered_map<uint32_t, std::vector<std::string>> pm_counter_names;
   };
   Process& ProcessFor(int file_index, TraceReader& reader);
   void Meta(const char* name, int32_t pid, int64_t tid, std::string_view key,
@@ -74,6 +75,7 @@ class ChromeExporter final : public Exporter {
   void EmitOverheads(Process& p, TraceReader& reader, const Chunk& chunk);
   void EmitCaptureWindows(Process& p, const Chunk& chunk);
   void EmitMetricRanges(Process& p, TraceReader& reader, const Chunk& chunk);
+  void EmitPmSamples(Process& p, const Chunk& chunk);
 
   void NameThread(Process& p, uint32_t tid);
   int64_t GpuThread(Process& p, TraceReader& reader, uint64_t key, uint32_t lane);

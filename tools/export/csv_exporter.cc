@@ -15,6 +15,7 @@
 #include "common/time_math.h"
 #include "tools/export/nvtx_payload_text.h"
 #include "tools/export/output_buffer.h"
+#include "tools/export/pm_samples_csv.h"
 #include "tools/export/record_naming.h"
 #include "tools/info/trace_info.h"
 #include "tools/pc_stalls/pc_stall_table.h"
@@ -280,7 +281,7 @@ class CsvExporter final : public Exporter {
                            std::strerror(errno));
     }
     launches_.assign(kCorrelationCacheSize, LaunchEntry{});
-    return Status();
+    return pm_samples_.Begin();
   }
 
   void BeginFile(int file_index, TraceReader& reader) override {
@@ -326,6 +327,7 @@ class CsvExporter final : public Exporter {
     for (const Synchronization& s : c.syncs()) WriteSync(s);
     for (const Overhead& o : c.overheads()) WriteOverhead(reader, o);
     for (const MetricRange& m : c.metric_ranges()) SpillMetric(reader, m);
+    pm_samples_.AddChunk(file_index, pid_, base_ns_, c);
     proc.records += c.api_calls_size() + c.kernels_size() + c.memcpys_size() + c.memsets_size() +
                     c.nvtx_ranges_size() + c.nvtx_marks_size() + c.syncs_size() +
                     c.overheads_size() + c.metric_ranges_size();
@@ -336,6 +338,7 @@ class CsvExporter final : public Exporter {
     if (written.ok()) written = WriteProcesses();
     if (written.ok()) written = WriteMetrics();
     if (written.ok()) written = WritePcStallsCsv(dir_, pc_stalls_);
+    if (written.ok()) written = pm_samples_.End(dir_ + "/pm_samples.csv");
     for (CsvFile* f :
          {&kernels_, &memcpy_, &memset_, &api_, &ranges_, &marks_, &sync_, &overhead_}) {
       const Status closed = f->Close();
@@ -729,6 +732,7 @@ class CsvExporter final : public Exporter {
   FILE* metric_spill_ = nullptr;
   bool spill_failed_ = false;
   std::map<int, PcStallTable> pc_stalls_;  // by input file: pc_stalls.csv, pc_stall_pcs.csv
+  PmSamplesCsv pm_samples_;
 };
 
 }  // namespace

@@ -1,10 +1,12 @@
 #include "tools/export/perfetto_exporter.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <string_view>
 #include <unordered_set>
 
+#include "common/pm_counters.h"
 #include "common/proto_wire.h"
 #include "tools/capture/capture_window_text.h"
 #include "tools/export/nvtx_payload_text.h"
@@ -87,7 +89,8 @@ enum TrackKind : uint64_t {
   kCounterTrack,
   kSyncTrack,
   kOverheadTrack,
-  kCaptureTrack
+  kCaptureTrack,
+  kPmCounterTrack
 };
 
 // Protobuf fields appended to an OutputBuffer through the shared wire writer: each write
@@ -246,6 +249,8 @@ struct PerfettoExporter::Process {
   std::unordered_set<uint64_t> tracks_described;  // stream, lane and process-child tracks
   std::unordered_map<uint32_t, std::vector<std::string>> metric_names;  // config id -> names
   std::unordered_map<std::string, uint64_t> counter_tracks;
+  std::unordered_map<uint32_t, std::vector<std::string>> pm_counter_names;  // config id -> names
+  std::unordered_map<std::string, uint64_t> pm_tracks;  // "device/label" -> counter track uuid
   // Hot-path caches: event-name iids of the fixed GPU names (0 = not interned yet), and the
   // last track looked up (consecutive slices mostly share one).
   uint32_t memcpy_iid[11] = {};
@@ -466,14 +471,8 @@ void PerfettoExporter::DescribeChildTrack(const Process& p, const ChildTrack& t)
   w.End(pk);
 }
 
-uint64_t PerfettoExporter::StreamTrack(Process& p, TraceReader& reader, uint64_t key,
-                                       uint32_t lane) {
-  if (key == p.last_stream_key && lane == p.last_stream_lane) return p.last_stream_uuid;
-  const uint32_t device = static_cast<uint32_t>(key >> 32);
-  const uint32_t stream = static_cast<uint32_t>(key);
-  uint64_t root = p.ids.TrackUuid(kGpuTrack, device);
-  uint64_t stream_uuid = p.ids.TrackUuid(kStreamTrack, key);
-  uint64_t uuid = lane == 0 ? stream_uuid : p.ids.TrackUuid(kStreamTrack, key, lane);
+uint64_t PerfettoExporter::GpuTrack(Process& p, TraceReader& reader, uint32_t device) {
+  const uint64_t root = p.ids.TrackUuid(kGpuTrack, device);
   if (p.gpus_described.insert(device).second) {
     std::string dev_name = "GPU";
     for (const Device& d : reader.devices()) {
@@ -482,6 +481,17 @@ uint64_t PerfettoExporter::StreamTrack(Process& p, TraceReader& reader, uint64_t
     const std::string name = "GPU " + std::to_string(device) + ": " + dev_name;
     DescribeChildTrack(p, {root, p.uuid, name, false, true, -1, true});
   }
+  return root;
+}
+
+uint64_t PerfettoExporter::StreamTrack(Process& p, TraceReader& reader, uint64_t key,
+                                       uint32_t lane) {
+  if (key == p.last_stream_key && lane == p.last_stream_lane) return p.last_stream_uuid;
+  const uint32_t device = static_cast<uint32_t>(key >> 32);
+  const uint32_t stream = static_cast<uint32_t>(key);
+  uint64_t root = GpuTrack(p, reader, device);
+  uint64_t stream_uuid = p.ids.TrackUuid(kStreamTrack, key);
+  uint64_t uuid = lane == 0 ? stream_uuid : p.ids.TrackUuid(kStreamTrack, key, lane);
   const std::string stream_name = "stream " + std::to_string(stream);
   if (p.tracks_described.insert(stream_uuid).second) {
     DescribeChildTrack(p, {stream_uuid, root, stream_name, false, true, stream, true});
@@ -533,6 +543,7 @@ void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk
   EmitOverheads(p, reader, chunk);
   EmitCaptureWindows(p, chunk);
   EmitMetricRanges(p, reader, chunk);
+  EmitPmSamples(p, reader, chunk);
   FlushIfFull();
 }
 
@@ -761,6 +772,50 @@ void PerfettoExporter::EmitMetricRanges(Process& p, TraceReader& reader, const C
       w.Double(kTeCounterValueDouble, m.values(i));
       EndEventPacket();
     }
+  }
+}
+
+// PM samples: one counter track per sampled counter under its GPU's track, a value at each
+// sample's start (byte counters as rates, common/pm_counters.h).
+void PerfettoExporter::EmitPmSamples(Process& p, TraceReader& reader, const Chunk& chunk) {
+  for (const PmSampleConfig& c : chunk.pm_sample_configs()) {
+    p.pm_counter_names[c.id()].assign(c.counter_names().begin(), c.counter_names().end());
+  }
+  if (chunk.pm_samples_size() == 0) return;
+  Proto w(&buf_);
+  static const std::vector<std::string> kNone;
+  std::vector<uint64_t> tracks;
+  uint32_t tracks_config = 0, tracks_device = ~0u;
+  for (const PmSample& s : chunk.pm_samples()) {
+    auto cfg = p.pm_counter_names.find(s.config());
+    const std::vector<std::string>& names = cfg == p.pm_counter_names.end() ? kNone : cfg->second;
+    if (s.config() != tracks_config || s.device() != tracks_device) {
+      // Counter descriptors first (they must precede the events on them).
+      tracks_config = s.config();
+      tracks_device = s.device();
+      tracks.clear();
+      const uint64_t gpu = GpuTrack(p, reader, s.device());
+      for (const std::string& n : names) {
+        const std::string label = PmCounterLabel(n);
+        const std::string key = std::to_string(s.device()) + "/" + label;
+        auto it = p.pm_tracks.find(key);
+        if (it == p.pm_tracks.end()) {
+          const uint64_t uuid = p.ids.TrackUuid(kPmCounterTrack, std::hash<std::string>()(key));
+          it = p.pm_tracks.emplace(key, uuid).first;
+          DescribeChildTrack(p, {uuid, gpu, label, true, false, -1, false});
+        }
+        tracks.push_back(it->second);
+      }
+    }
+    const uint64_t duration = s.duration() > 0 ? static_cast<uint64_t>(s.duration()) : 0;
+    for (int i = 0; i < s.values_size() && i < static_cast<int>(tracks.size()); ++i) {
+      if (std::isnan(s.values(i))) continue;
+      BeginEventPacket(p, static_cast<uint64_t>(s.start()));
+      BeginTrackEvent(kCounter, tracks[i], 0);
+      w.Double(kTeCounterValueDouble, PmCounterShownValue(names[i], s.values(i), duration));
+      EndEventPacket();
+    }
+    FlushIfFull();
   }
 }
 

@@ -53,6 +53,7 @@ class PerfettoExporter final : public Exporter {
   void EmitOverheads(Process& p, TraceReader& reader, const Chunk& chunk);
   void EmitCaptureWindows(Process& p, const Chunk& chunk);
   void EmitMetricRanges(Process& p, TraceReader& reader, const Chunk& chunk);
+  void EmitPmSamples(Process& p, TraceReader& reader, const Chunk& chunk);
 
   // Tracks, described on first use.
   struct ChildTrack {
@@ -65,6 +66,7 @@ class PerfettoExporter final : public Exporter {
   };
   void DescribeChildTrack(const Process& p, const ChildTrack& t);
   uint64_t ThreadTrack(Process& p, uint32_t tid);
+  uint64_t GpuTrack(Process& p, TraceReader& reader, uint32_t device);
   uint64_t StreamTrack(Process& p, TraceReader& reader, uint64_t key, uint32_t lane);
   uint64_t ProcessChildTrack(Process& p, uint64_t kind, const char* name, uint32_t lane);
 

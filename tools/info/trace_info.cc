@@ -114,6 +114,7 @@ TraceInfo CollectTraceInfo(const std::string& path) {
     info.counts["overheads"] += c.overheads_size();
     info.counts["metric_ranges"] += c.metric_ranges_size();
     info.counts["graph_launches"] += c.graph_launches_size();
+    if (c.pm_samples_size() > 0) info.counts["pm_samples"] += c.pm_samples_size();
     Span(c.kernels(), &info);
     Span(c.memcpys(), &info);
     Span(c.memsets(), &info);
@@ -196,6 +197,9 @@ std::string FormatTraceInfoText(const TraceInfo& info) {
     auto it = info.counts.find(k);
     uint64_t n = it == info.counts.end() ? 0 : it->second;
     if (n > 0) o += StringPrintf("    %-15s %" PRIu64 "\n", k, n);
+  }
+  if (auto pm = info.counts.find("pm_samples"); pm != info.counts.end()) {
+    o += StringPrintf("    %-15s %" PRIu64 "\n", "pm_samples", pm->second);
   }
   if (info.last_ns > info.first_ns) {
     uint64_t base = info.have_header ? info.header.start_time_trace_ns() : 0;

@@ -45,6 +45,7 @@ void ProtoTraceWriter::Add(const Chunk& absolute) {
   EncodeStarts(c.mutable_overheads(), base);
   EncodeStarts(c.mutable_graph_launches(), base);
   EncodeStarts(c.mutable_metric_ranges(), base);
+  EncodeStarts(c.mutable_pm_samples(), base);
   uint64_t prev = base;
   for (NvtxMark& m : *c.mutable_nvtx_marks()) {
     uint64_t abs = static_cast<uint64_t>(m.time());

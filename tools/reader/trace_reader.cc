@@ -390,6 +390,7 @@ bool TraceReader::Next(Chunk* chunk) {
     UndoStartDeltas(chunk->mutable_overheads(), base, neg);
     UndoStartDeltas(chunk->mutable_graph_launches(), base, neg);
     UndoStartDeltas(chunk->mutable_metric_ranges(), base, neg);
+    UndoStartDeltas(chunk->mutable_pm_samples(), base, neg);
     uint64_t prev = base;
     for (NvtxMark& m : *chunk->mutable_nvtx_marks()) {
       prev += static_cast<uint64_t>(m.time());
@@ -407,7 +408,8 @@ bool TraceReader::Next(Chunk* chunk) {
     stats_.records += chunk->kernels_size() + chunk->memcpys_size() + chunk->memsets_size() +
                       chunk->api_calls_size() + chunk->nvtx_ranges_size() +
                       chunk->nvtx_marks_size() + chunk->syncs_size() + chunk->overheads_size() +
-                      chunk->metric_ranges_size() + chunk->graph_launches_size();
+                      chunk->metric_ranges_size() + chunk->graph_launches_size() +
+                      chunk->pm_samples_size();
     return true;
   }
 }

@@ -275,6 +275,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
   ExternalIntervalSort device_work, stream_kernels;
   std::map<std::tuple<std::string, std::string, uint32_t>, MetricAccum> metrics;
   uint64_t first = UINT64_MAX, last = 0;
+  bool saw_pm_samples = false;
   auto span = [&](int64_t start, int64_t dur) {
     if (start <= 0) return;
     uint64_t s = static_cast<uint64_t>(start);
@@ -301,6 +302,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       progress.Update(bytes_before + reader->position(), sum.records + reader->stats().records);
       ShiftChunkTimes(&c, clock_offset);
       for (const MetricConfig& m : c.metric_configs()) configs[m.id()] = m;
+      saw_pm_samples = saw_pm_samples || c.pm_samples_size() > 0;
       for (const Kernel& k : c.kernels()) {
         if (k.flags() & RECORD_FLAG_PROFILER_INTERNAL) {
           ++sum.internal_kernels_excluded;
@@ -661,6 +663,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     m.explanation = sol.explanation;
     sum.metrics.push_back(m);
   }
+  if (saw_pm_samples) sum.pm = SummarizePmSamples(paths);
   return sum;
 }
 
@@ -907,6 +910,7 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
     o += "\nCapture windows (only these times were traced)\n";
     for (const std::string& w : s.capture_windows) o += "  " + w + "\n";
   }
+  o += FormatPmSummaryText(s.pm, top);
   if (!s.notices.empty()) {
     o += "\nNotices\n";
     for (const std::string& n : s.notices) o += "  " + n + "\n";
@@ -1032,6 +1036,7 @@ std::string FormatSummaryJson(const TraceSummary& s) {
                        {"explanation", m.explanation}});
   }
   j["metrics"] = metrics;
+  if (!s.pm.empty()) j["pm_samples"] = json::parse(FormatPmSummaryJson(s.pm));
   j["span_ns"] = s.span_ns;
   j["gpu_kernel_time_ns"] = s.gpu_time_ns;
   j["profiler_internal_kernels_excluded"] = s.internal_kernels_excluded;

@@ -20,6 +20,7 @@
 #include "common/status.h"
 #include "kptrace.pb.h"
 #include "tools/pc_stalls/pc_stall_table.h"
+#include "tools/summary/pm_range_summary.h"
 
 namespace kp {
 
@@ -106,6 +107,7 @@ struct TraceSummary {
   std::vector<DeviceBusy> busy;
   std::vector<StreamGaps> streams;
   std::vector<MetricRangeSummary> metrics;
+  std::vector<PmDeviceSummary> pm;  // KP_PM_SAMPLING counters per GPU and range
   double gpu_time_ns = 0, span_ns = 0;
   double idle_between_kernels_fraction = 0;  // idle gap time / stream spans, all streams
   uint64_t internal_kernels_excluded = 0;
