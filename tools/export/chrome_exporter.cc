@@ -381,7 +381,7 @@ void ChromeExporter::EmitCaptureWindows(Process& p, const Chunk& chunk) {
     const int64_t tid = ProcessTrackThread(p, kCaptureTid, "kp capture windows", 0);
     std::string name = std::string("capture #") + std::to_string(w.index()) + " (" +
                        CaptureTriggerText(w.trigger()) + ")";
-    BeginComplete("kp_capture", name, p.pid, tid, w.start_ns(), w.end_ns());
+    BeginComplete(R"("ph":"X","cat":"kp_capture")", name, p.pid, tid, w.start_ns(), w.end_ns());
     j.KeyPlain("args");
     j.BeginObject();
     j.KeyPlain("range");
