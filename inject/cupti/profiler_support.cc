@@ -12,6 +12,21 @@ bool CheckCuptiCall(const char* call, CUptiResult result, std::string* error) {
   return false;
 }
 
+CUptiResult EvaluateToGpuValues(CUpti_Profiler_Host_Object* host, const std::vector<uint8_t>& image,
+                                size_t index, const std::vector<const char*>& metrics,
+                                double* values) {
+  CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{};
+  ev.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
+  ev.pHostObject = host;
+  ev.pCounterDataImage = image.data();
+  ev.counterDataImageSize = image.size();
+  ev.rangeIndex = index;
+  ev.ppMetricNames = const_cast<const char**>(metrics.data());  // CUPTI only reads the names
+  ev.numMetrics = metrics.size();
+  ev.pMetricValues = values;
+  return cuptiProfilerHostEvaluateToGpuValues(&ev);
+}
+
 bool CheckDeviceSupported(uint32_t device, CUpti_Profiler_API api, std::string* error) {
   CUpti_Profiler_DeviceSupported_Params ds{};
   ds.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE;

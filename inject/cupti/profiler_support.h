@@ -9,6 +9,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+struct CUpti_Profiler_Host_Object;
 
 namespace kp {
 
@@ -18,5 +21,11 @@ bool CheckCuptiCall(const char* call, CUptiResult result, std::string* error);
 // True when `device` supports `api`; else *error says why (the call's failure, or the reason
 // from ExplainDeviceSupport).
 bool CheckDeviceSupported(uint32_t device, CUpti_Profiler_API api, std::string* error);
+
+// The values of `metrics` for range (or PM sample) `index` of a counter-data image, into
+// values[0 .. metrics.size()): cuptiProfilerHostEvaluateToGpuValues for both collectors.
+CUptiResult EvaluateToGpuValues(CUpti_Profiler_Host_Object* host, const std::vector<uint8_t>& image,
+                                size_t index, const std::vector<const char*>& metrics,
+                                double* values);
 
 }  // namespace kp

@@ -224,16 +224,8 @@ class CuptiProfilerSession final : public ProfilerSession {
       std::string name = ri.rangeName ? ri.rangeName : "";
       if (!want(i, name)) continue;
       std::vector<double> values(metric_ptrs_.size(), std::nan(""));
-      CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{};
-      ev.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
-      ev.pHostObject = plan_.host->raw();
-      ev.pCounterDataImage = image_.data();
-      ev.counterDataImageSize = image_.size();
-      ev.rangeIndex = i;
-      ev.ppMetricNames = metric_ptrs_.data();
-      ev.numMetrics = metric_ptrs_.size();
-      ev.pMetricValues = values.data();
-      if (!Call("cuptiProfilerHostEvaluateToGpuValues", cuptiProfilerHostEvaluateToGpuValues(&ev),
+      if (!Call("cuptiProfilerHostEvaluateToGpuValues",
+                EvaluateToGpuValues(plan_.host->raw(), image_, i, metric_ptrs_, values.data()),
                 error))
         return false;
       // An incomplete multi-pass cycle evaluates "successfully" to NaN.

@@ -415,16 +415,8 @@ class PmSampling::DeviceSampler {
         last_end_ = si.endTimestamp;
         continue;
       }
-      CUpti_Profiler_Host_EvaluateToGpuValues_Params ev{};
-      ev.structSize = CUpti_Profiler_Host_EvaluateToGpuValues_Params_STRUCT_SIZE;
-      ev.pHostObject = plan_.host->raw();
-      ev.pCounterDataImage = image_.data();
-      ev.counterDataImageSize = image_.size();
-      ev.rangeIndex = i;
-      ev.ppMetricNames = name_ptrs_.data();
-      ev.numMetrics = name_ptrs_.size();
-      ev.pMetricValues = values.data();
-      if (cuptiProfilerHostEvaluateToGpuValues(&ev) != CUPTI_SUCCESS) {
+      if (EvaluateToGpuValues(plan_.host->raw(), image_, i, name_ptrs_, values.data()) !=
+          CUPTI_SUCCESS) {
         ++batch->dropped;
         continue;
       }
