@@ -67,7 +67,7 @@ void JsonWriter::KeyPlain(std::string_view key) {
   buf_.Reserve(key.size() + 3);
   char* p = buf_.Tail();
   *p++ = '"';
-  std::memcpy(p, key.data(), key.size());
+  if (!key.empty()) std::memcpy(p, key.data(), key.size());  // a null source is UB even for 0
   p += key.size();
   *p++ = '"';
   *p++ = ':';
@@ -88,7 +88,7 @@ void JsonWriter::PlainString(std::string_view s) {
   buf_.Reserve(s.size() + 2);
   char* p = buf_.Tail();
   *p++ = '"';
-  std::memcpy(p, s.data(), s.size());
+  if (!s.empty()) std::memcpy(p, s.data(), s.size());  // a null source is UB even for 0
   p[s.size()] = '"';
   buf_.Advance(s.size() + 2);
 }
