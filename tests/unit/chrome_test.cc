@@ -84,6 +84,22 @@ TEST(JsonWriter, EscapesEverythingAParserNeeds) {
   EXPECT_NE(s.find("-1.500"), std::string::npos);
 }
 
+// An empty string_view may carry a null pointer (a name id the trace never defined); writing it
+// must not hand that pointer to memcpy (UBSan flags it; found by the fuzzer).
+TEST(JsonWriter, EmptyNullStringsAndKeys) {
+  std::string s = WriteJson([](kp::JsonWriter& w) {
+    w.BeginObject();
+    w.KeyPlain(std::string_view());
+    w.PlainString(std::string_view());
+    w.Key("k");
+    w.String(std::string_view());
+    w.EndObject();
+  });
+  json j = json::parse(s);
+  EXPECT_EQ(j[""], "");
+  EXPECT_EQ(j["k"], "");
+}
+
 struct ChromeCounts {
   std::map<std::string, int> x_by_cat;
   int marks = 0, counters = 0, flow_s = 0, flow_f = 0;

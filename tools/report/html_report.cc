@@ -382,7 +382,9 @@ std::string StepsChart(const RangeSteps& r, size_t index) {
     return left +
            (steps > 1 ? static_cast<double>(i) / static_cast<double>(steps - 1) : 0.5) * width;
   };
-  auto y_of = [&](double ns) { return top + height - std::min(ns / unit, ymax) / ymax * height; };
+  auto y_of = [&, unit = unit](double ns) {
+    return top + height - std::min(ns / unit, ymax) / ymax * height;
+  };
   for (double v = 0; v <= ymax; v += ystep) {
     o += StringPrintf(
         "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#e4e4ea\"/><text x=\"%d\" "
