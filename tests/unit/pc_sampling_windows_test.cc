@@ -4,7 +4,6 @@
 // opens tracing, then starts PC sampling; its end stops PC sampling, then tracing).
 #include "inject/pc_sampling/pc_sampling_windows.h"
 
-#include <generated_nvtx_meta.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -14,6 +13,7 @@
 
 #include "inject/capture/capture_controller.h"
 #include "inject/capture/capture_hooks.h"
+#include "tests/unit/nvtx_callback_data.h"
 
 namespace kp {
 namespace {
@@ -120,18 +120,6 @@ TEST(PcSamplingWindows, ConfiguredFlagFollowsTheController) {
   EXPECT_TRUE(CaptureWindowsConfigured());
   SetCaptureWindowsConfigured(false);
   EXPECT_FALSE(CaptureWindowsConfigured());
-}
-
-void Push(CaptureController& c, const char* message) {
-  nvtxRangePushA_params p{message};
-  CUpti_NvtxData d{"nvtxRangePushA", &p, nullptr};
-  c.OnCallback(CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePushA, &d);
-}
-
-void Pop(CaptureController& c) {
-  nvtxRangePop_params p{};
-  CUpti_NvtxData d{"nvtxRangePop", &p, nullptr};
-  c.OnCallback(CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePop, &d);
 }
 
 // Through the real hooks: an NVTX-range window with repeat:2. Tracing goes on before PC
