@@ -284,13 +284,8 @@ PmSampling::~PmSampling() {
 
 std::unique_ptr<PmSampling> PmSampling::Create(const Config& config, Post post) {
   Options options;
-  options.register_exit_hook = [] { std::atexit(&PmSampling::ExitHook); };
-  std::unique_ptr<PmSampling> sampling = Create(config, std::move(post), std::move(options));
-  if (sampling) {
-    std::call_once(g_atfork_once, [] { pthread_atfork(nullptr, nullptr, &OnForkChild); });
-    g_exit_instance.store(sampling.get());
-  }
-  return sampling;
+  options.process_exit_hook = true;
+  return Create(config, std::move(post), std::move(options));
 }
 
 std::unique_ptr<PmSampling> PmSampling::Create(const Config& config, Post post, Options options) {
@@ -304,7 +299,14 @@ std::unique_ptr<PmSampling> PmSampling::Create(const Config& config, Post post, 
               "PM sampling is off, metrics and tracing go on");
     return nullptr;
   }
-  return std::unique_ptr<PmSampling>(new PmSampling(config, std::move(post), std::move(options)));
+  const bool exit_hook = options.process_exit_hook;
+  if (exit_hook) options.register_exit_hook = [] { std::atexit(&PmSampling::ExitHook); };
+  std::unique_ptr<PmSampling> sampling(new PmSampling(config, std::move(post), std::move(options)));
+  if (exit_hook) {
+    std::call_once(g_atfork_once, [] { pthread_atfork(nullptr, nullptr, &OnForkChild); });
+    g_exit_instance.store(sampling.get());
+  }
+  return sampling;
 }
 
 void PmSampling::ExitHook() {

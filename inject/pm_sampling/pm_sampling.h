@@ -49,8 +49,11 @@ class PmSampling {
   struct Options {
     // Makes each GPU's session (default: the CUPTI one, pm_sampler.cc).
     PmSessionFactory make_session;
-    // Registers the exit hook (default: std::atexit(PmSampling::ExitHook) for the instance made
-    // by Create). Called on a sampler thread, at most twice per process.
+    // The process's instance: its Shutdown runs from an exit handler (ExitHook) registered
+    // with std::atexit on a sampler thread once sampling has started and again after the first
+    // decode. Create(config, post) sets it; at most one instance per process.
+    bool process_exit_hook = false;
+    // Otherwise (tests): called instead of std::atexit at those two moments.
     std::function<void()> register_exit_hook;
     // How long Shutdown (exit) and a context's destruction wait for a sampler thread that is
     // still in its set-up (about 0.5 s on the H200).
@@ -63,6 +66,7 @@ class PmSampling {
   };
 
   // nullptr when KP_PM_SAMPLING is off (or refused next to KP_METRICS, said in one line).
+  // With the CUPTI sessions and the process exit hook.
   static std::unique_ptr<PmSampling> Create(const Config& config, Post post);
   static std::unique_ptr<PmSampling> Create(const Config& config, Post post, Options options);
   // Shutdown, then waits for every sampler thread (unbounded; the injector never destroys its
@@ -79,7 +83,7 @@ class PmSampling {
   // thread-safe: a second caller waits for the first one's shutdown to end.
   void Shutdown();
 
-  // The exit hook: Shutdown of the instance Create made, unless in a fork child.
+  // The exit hook: Shutdown of the process's instance, unless in a fork child.
   static void ExitHook();
 
  private:

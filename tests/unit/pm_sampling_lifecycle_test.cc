@@ -4,12 +4,15 @@
 // destructor), a thread still in its set-up at shutdown, another session holding the counters,
 // and that no order of these calls aborts or leaves a session open.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -407,6 +410,94 @@ TEST_F(PmSamplingLifecycle, NoOrderAbortsOrLeavesASessionOpen) {
     }
   } while (std::next_permutation(ops.begin(), ops.end()));
   EXPECT_EQ(runs, 24 * 3);
+}
+
+// The exit order itself, in a child process: a fake session whose Start registers an exit
+// handler (as libcupti's loading of libnvperf_* registers that library's destructors during
+// the real set-up) and which aborts when used after that handler ran. The process exit hook,
+// registered after the set-up, must end the sampling (stop, last decode, close) before it.
+std::atomic<bool> g_library_alive{false};
+std::atomic<int> g_exit_decodes{0};
+
+void Say(const char* what) {
+  std::fputs(what, stderr);
+  std::fflush(stderr);
+}
+
+class LibraryBackedSession final : public PmSession {
+ public:
+  PmStart Start(std::string*) override {
+    g_library_alive = true;
+    std::atexit([] {
+      g_library_alive = false;
+      Say("[library destroyed]");
+    });
+    return PmStart::kStarted;
+  }
+  const std::string& chip() const override { return chip_; }
+  const std::vector<std::string>& counters() const override { return counters_; }
+  PmDecode Decode(PmSampleBatch*, std::string*) override {
+    Use("[decode]");
+    ++g_exit_decodes;
+    return PmDecode::kOk;
+  }
+  void Stop() override { Use("[stop]"); }
+  void Close() override {
+    if (closed_) return;
+    closed_ = true;
+    Use("[close]");
+  }
+
+ private:
+  static void Use(const char* what) {
+    if (!g_library_alive) {
+      Say("[used after the library's destructor]");
+      std::abort();
+    }
+    Say(what);
+  }
+  bool closed_ = false;
+  std::string chip_ = "FAKE";
+  std::vector<std::string> counters_ = {"a.sum"};
+};
+
+PmSampling* g_tracer_like = nullptr;  // what a handler registered before the set-up ends
+
+[[noreturn]] void SampleThenExit(bool process_exit_hook, void (*before_sampling)()) {
+  SetLogStream(std::fopen("/dev/null", "w"));
+  if (before_sampling != nullptr) before_sampling();
+  Config config;
+  config.pm_sampling = {"a.sum"};
+  config.pm_interval_us = 10;
+  PmSampling::Options options;
+  options.process_exit_hook = process_exit_hook;
+  options.make_session = [](uint32_t) { return std::make_unique<LibraryBackedSession>(); };
+  // Never destroyed, like the injector's.
+  PmSampling::Post post = [](std::function<void(TraceEncoder&)>) {};
+  g_tracer_like = PmSampling::Create(config, post, options).release();
+  g_tracer_like->OnContextCreated(Ctx(1), 0);
+  for (int i = 0; i < 500 && g_exit_decodes.load() < 2; ++i) std::this_thread::sleep_for(2ms);
+  std::exit(0);
+}
+
+TEST(PmSamplingExit, HookEndsSamplingBeforeDestructorsRegisteredDuringSetUp) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(SampleThenExit(/*process_exit_hook=*/true, nullptr), ::testing::ExitedWithCode(0),
+              "\\[stop\\]\\[decode\\]\\[close\\]\\[library destroyed\\]");
+}
+
+// Without it, an exit handler registered before the set-up (where the tracer's is, at cuInit)
+// comes too late: the sampler meets the destroyed library. This is the abort the H200 runs
+// showed (status 134).
+TEST(PmSamplingExit, AHandlerRegisteredBeforeSetUpComesTooLate) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(SampleThenExit(/*process_exit_hook=*/false,
+                             [] {
+                               std::atexit([] {
+                                 if (g_tracer_like != nullptr) g_tracer_like->Shutdown();
+                               });
+                             }),
+              ::testing::KilledBySignal(SIGABRT), "used after the library's destructor");
 }
 
 }  // namespace
