@@ -7,9 +7,9 @@
 #   pmA, pmB  the same + KP_PM_SAMPLING=gpu at the two intervals of INTERVALS (microseconds,
 #             default "1000 100": the default interval and nsys's default 10 kHz)
 # ROUNDS rounds (default 4), the configurations shuffled in each round, every run pinned to the
-# same cores (taskset -c 2-7); medians. Also reports the trace bytes per second of sampling
-# (pm trace size - kp trace size, over the sampled seconds in the trace; measured in the first
-# round only). Bounded for one device call: no run starts after BUDGET_S seconds (default 200;
+# same cores (taskset -c $KP_BENCH_CPUS, default 2-7); medians. Also reports the trace bytes per
+# second of sampling (pm trace size - kp trace size, over the sampled seconds in the trace; the
+# sampled seconds are read in the first round only). Bounded for one device call: no run starts after BUDGET_S seconds (default 200;
 # each run at most RUN_TIMEOUT_S, default 30); every run prints its row as it ends and the
 # table of medians is printed after every round, so a cut-off run still leaves numbers.
 # Issue 12's targets at the default interval: <= 1 % on the transformer step, <= 2 % on
@@ -30,6 +30,7 @@ ROUNDS=${2:-${ROUNDS:-4}}
 BUDGET_S=${BUDGET_S:-200}
 RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-30}
 START=$SECONDS
+CPUS=${KP_BENCH_CPUS:-2-7}
 OUT=${OUT:-$REPO/bench/results}
 PYTHON=${PYTHON:-python3}
 read -r IV_A IV_B <<<"${INTERVALS:-1000 100}"
@@ -68,7 +69,7 @@ run() {
 print(json.dumps({'us_per_launch': v, 'us_per_iter': v, 'step_ms': v}))")
   else
     line=$(cd "$work" && env "${env[@]}" PYTHONUNBUFFERED=1 timeout "$RUN_TIMEOUT_S" \
-      taskset -c 2-7 "${cmd[@]}" 2>"$work/err" | grep '^{' | tail -n 1)
+      taskset -c "$CPUS" "${cmd[@]}" 2>"$work/err" | grep '^{' | tail -n 1)
   fi
   value=$("$PYTHON" -c '
 import json, sys
@@ -103,7 +104,8 @@ out = [f"# PM sampling cost (KP_PM_SAMPLING=gpu), {sys.argv[3]} interleaved roun
        f"| workload | kp | + pm {a} us | added | + pm {b} us | added | trace bytes/s of sampling ({a} us / {b} us) |",
        "|---|---|---|---|---|---|---|"]
 def med(w, c, key="value"):
-    v = [float(r[key]) for r in rows if r["workload"] == w and r["config"] == c and r[key] != "nan"]
+    v = [float(r[key]) for r in rows if r["workload"] == w and r["config"] == c and r[key] != "nan"
+         and (key != "sampled_s" or float(r[key]) > 0)]  # sampled seconds: first round only
     return statistics.median(v) if v else float("nan")
 for w in units:
     base = med(w, "kp")
