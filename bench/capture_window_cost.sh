@@ -1,76 +1,145 @@
 #!/usr/bin/env bash
 # capture_window_cost.sh DIST [ROUNDS]: what a capture window over 10 % of the steps costs,
-# against a full trace and no tool (issue 17). Two workloads (bench/workloads/capture_steps.py):
-# the launch-bound tiny-op loop and a small training step, each step an NVTX range "step".
-# Modes, interleaved in a rotating order each round and pinned to the same CPUs:
-#   none    python alone
-#   full    kptrace run (default activities, whole run)
-#   window  kptrace run --capture-schedule step:W,0,N/10,1 (a window over the middle 10 %)
-#   range   kptrace run --capture-range step --capture-range-end repeat:N/10 (the first 10 %)
-# Prints a Markdown table of medians: time per step, overhead over `none`, and the window's
-# overhead as a share of the full trace's. Writes $OUT/capture_window_cost.md and the raw lines.
+# against a full trace and no tool (issue 17). Bounded: stops starting runs after BUDGET_S
+# seconds (default 150; a run takes at most RUN_TIMEOUT_S, 25), so one device call of 180 s
+# always ends with numbers.
+#
+# Workloads, each a loop of steps that are NVTX ranges "step":
+#   launch  bench/workloads/launch_loop.cu --steps 100 (empty-kernel launches; us per launch)
+#   torch   bench/workloads/capture_steps.py --workload tiny (tiny PyTorch ops; us per step)
+# Modes (kptrace run, interleaved in a rotating order each round, pinned to KP_BENCH_CPUS):
+#   none    the program alone
+#   full    the whole run traced (kp's defaults)
+#   range   --capture-range step --capture-range-end repeat:N/10 (the first 10 % of the steps)
+#   sched   --capture-schedule step:W,0,N/10,1 (a window over the middle 10 % of the steps)
+# Every run prints one line as it ends; after every round the table of medians so far:
+# time per unit, overhead over `none`, and each window's overhead as a share of the full
+# trace's (the target is ~10 %; outside a window kp should cost what no tool costs).
+# Writes $OUT/capture_window_cost.md and the raw lines ($OUT/capture_window_cost_raw.jsonl).
+# Environment: OUT, PYTHON, NVCC, KP_BENCH_CPUS (default 2-5), BUDGET_S, RUN_TIMEOUT_S (25),
+# WORKLOADS ("launch torch"). FAKE=1: no GPU, no kptrace: fake results (checks the script).
 set -u -o pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-DIST=$(cd "${1:?usage: capture_window_cost.sh DIST [ROUNDS]}" && pwd)
-ROUNDS=${2:-5}
+ROUNDS=${2:-${ROUNDS:-3}}
 OUT=${OUT:-$(mktemp -d /tmp/kp-capture-cost.XXXXXX)}
 PYTHON=${PYTHON:-python3}
+NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 CPUS=${KP_BENCH_CPUS:-2-5}
+BUDGET_S=${BUDGET_S:-150}
+RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-25}
+FAKE=${FAKE:-0}
+read -r -a WORKLOAD_LIST <<<"${WORKLOADS:-launch torch}"
 RAW="$OUT/capture_window_cost_raw.jsonl"
-: > "$RAW"
-if ! nvidia-smi -L >/dev/null 2>&1; then
-  echo "SKIP: capture_window_cost needs an NVIDIA GPU"
-  exit 0
+MD="$OUT/capture_window_cost.md"
+mkdir -p "$OUT"
+: >"$RAW"
+START=$SECONDS
+
+if [[ $FAKE != 1 ]]; then
+  if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    echo "SKIP: capture_window_cost needs an NVIDIA GPU"
+    exit 0
+  fi
+  DIST=$(cd "${1:?usage: capture_window_cost.sh DIST [ROUNDS]}" && pwd) || exit 2
 fi
 WORK=$(mktemp -d /tmp/kp-capture-cost-work.XXXXXX)
-declare -A STEPS=([tiny]=400 [train]=300)
-modes=(none full window range)
-for ((r = 0; r < ROUNDS; r++)); do
-  for w in tiny train; do
-    n=${STEPS[$w]}
-    tenth=$((n / 10))
-    for ((k = 0; k < ${#modes[@]}; k++)); do
-      m=${modes[$(((k + r) % ${#modes[@]}))]}
-      cmd=("$PYTHON" "$HERE/workloads/capture_steps.py" --workload "$w" --steps "$n")
-      case $m in
-        none) run=(taskset -c "$CPUS" "${cmd[@]}") ;;
-        full) run=(taskset -c "$CPUS" "$DIST/bin/kptrace" run -o "$WORK/$w-full.kptrace" --force --log quiet -- "${cmd[@]}") ;;
-        window) run=(taskset -c "$CPUS" "$DIST/bin/kptrace" run -o "$WORK/$w-window.kptrace" --force --log quiet
-                     --capture-schedule "step:$(((n - tenth) / 2)),0,$tenth,1" -- "${cmd[@]}") ;;
-        range) run=(taskset -c "$CPUS" "$DIST/bin/kptrace" run -o "$WORK/$w-range.kptrace" --force --log quiet
-                    --capture-range step --capture-range-end "repeat:$tenth" -- "${cmd[@]}") ;;
-      esac
-      line=$("${run[@]}" 2>/dev/null | grep '^{' | tail -1)
-      if [[ -z "$line" ]]; then
-        echo "round $r $w $m: no result" >&2
-        continue
-      fi
-      echo "{\"round\": $r, \"mode\": \"$m\", \"result\": $line}" >> "$RAW"
-    done
-  done
-done
-"$PYTHON" - "$RAW" "$ROUNDS" "$CPUS" <<'PY' | tee "$OUT/capture_window_cost.md"
+declare -A STEPS=([launch]=100 [torch]=200)
+if [[ $FAKE != 1 && " ${WORKLOAD_LIST[*]} " == *" launch "* ]]; then
+  if ! timeout 120 "$NVCC" -arch=sm_90 -O2 -o "$WORK/launch_loop" \
+    "$HERE/workloads/launch_loop.cu" >"$WORK/nvcc.log" 2>&1; then
+    echo "FAIL: building launch_loop: $(tail -n 3 "$WORK/nvcc.log")"
+    exit 1
+  fi
+fi
+echo "capture window cost: rounds $ROUNDS, budget ${BUDGET_S} s, CPUs $CPUS, $(date -u +%FT%TZ)"
+uptime
+
+# The medians so far, as a Markdown table (also written to $MD).
+table() {
+  "$PYTHON" - "$RAW" "$CPUS" <<'PY' | tee "$MD"
 import json, statistics, sys
-raw, rounds, cpus = sys.argv[1], sys.argv[2], sys.argv[3]
-rows = [json.loads(l) for l in open(raw) if l.strip()]
-med = {}
-for w in ("tiny", "train"):
-    for m in ("none", "full", "window", "range"):
-        v = [r["result"]["us_per_step"] for r in rows if r["mode"] == m and r["result"]["workload"] == w]
-        med[w, m] = (statistics.median(v), len(v)) if v else (None, 0)
-print(f"Medians of {rounds} interleaved rounds, pinned to CPUs {cpus}; time per step of the timed loop.\n")
-print("| workload | mode | us/step | runs | overhead vs none | share of full-trace overhead |")
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rounds = len({r["round"] for r in rows})
+print(f"Medians of {rounds} interleaved round(s), pinned to CPUs {sys.argv[2]}.\n")
+print("| workload | mode | time | runs | overhead vs none | share of full-trace overhead |")
 print("|---|---|---|---|---|---|")
-for w in ("tiny", "train"):
-    base = med[w, "none"][0]
-    full = med[w, "full"][0]
-    for m in ("none", "full", "window", "range"):
-        v, n = med[w, m]
+for w in ("launch", "torch"):
+    unit = "us/launch" if w == "launch" else "us/step"
+    med = {}
+    for m in ("none", "full", "range", "sched"):
+        v = [r["value"] for r in rows if r["workload"] == w and r["mode"] == m]
+        med[m] = (statistics.median(v), len(v)) if v else (None, 0)
+    base, full = med["none"][0], med["full"][0]
+    if base is None and full is None:
+        continue
+    for m in ("none", "full", "range", "sched"):
+        v, n = med[m]
         if v is None:
             print(f"| {w} | {m} | – | 0 | – | – |")
             continue
-        over = (v - base) / base * 100 if base else float("nan")
-        share = (v - base) / (full - base) * 100 if base and full and full > base else float("nan")
-        print(f"| {w} | {m} | {v:.1f} | {n} | {over:+.1f} % | {share:.0f} % |" if m not in ("none", "full")
-              else f"| {w} | {m} | {v:.1f} | {n} | {over:+.1f} % | {'100 %' if m == 'full' else '–'} |")
+        over = f"{(v - base) / base * 100:+.1f} %" if base else "–"
+        if m == "full":
+            share = "100 %"
+        elif m == "none" or not base or full is None or full <= base:
+            share = "–"
+        else:
+            share = f"{(v - base) / (full - base) * 100:.0f} %"
+        print(f"| {w} | {m} | {v:.3f} {unit} | {n} | {over} | {share} |")
 PY
+}
+
+# run_one ROUND WORKLOAD MODE: one pinned run; appends a raw line and prints it.
+run_one() {
+  local r=$1 w=$2 m=$3 n=${STEPS[$2]} tenth cmd=() kp=() line value
+  tenth=$((n / 10))
+  case $w in
+    launch) cmd=("$WORK/launch_loop" --launches 100000 --copies 0 --steps "$n") ;;
+    torch) cmd=("$PYTHON" "$HERE/workloads/capture_steps.py" --workload tiny --steps "$n") ;;
+  esac
+  if [[ $m != none ]]; then
+    kp=("${DIST:-}/bin/kptrace" run -o "$WORK/$w-$m.kptrace" --force --log quiet)
+    case $m in
+      range) kp+=(--capture-range step --capture-range-end "repeat:$tenth") ;;
+      sched) kp+=(--capture-schedule "step:$(((n - tenth) / 2)),0,$tenth,1") ;;
+    esac
+    kp+=(--)
+  fi
+  if [[ $FAKE == 1 ]]; then
+    local base=5 add=0
+    [[ $w == torch ]] && base=900
+    case $m in full) add=4 ;; range | sched) add=0.4 ;; esac
+    [[ $w == torch ]] && add=$("$PYTHON" -c "print($add * 60)")
+    line="{\"us_per_launch\": $base, \"us_per_step\": $base, \"fake_added\": $add}"
+    value=$("$PYTHON" -c "import random; print($base + $add + random.uniform(-0.05, 0.05) * $base)")
+  else
+    line=$(timeout "$RUN_TIMEOUT_S" taskset -c "$CPUS" "${kp[@]}" "${cmd[@]}" 2>"$WORK/err" |
+      grep '^{' | tail -n 1)
+    value=$("$PYTHON" -c 'import json, sys
+j = json.loads(sys.argv[1])
+print(j["us_per_launch"] if sys.argv[2] == "launch" else j["us_per_step"])' "$line" "$w" \
+      2>/dev/null)
+  fi
+  if [[ -z $value ]]; then
+    echo "  round $r $w $m: no result ($(tail -n 1 "$WORK/err" 2>/dev/null))"
+    return
+  fi
+  printf '{"round": %d, "workload": "%s", "mode": "%s", "value": %s}\n' "$r" "$w" "$m" "$value" \
+    >>"$RAW"
+  printf '  round %d %-6s %-5s %10.3f  (%d s)\n' "$r" "$w" "$m" "$value" $((SECONDS - START))
+}
+
+modes=(none full range sched)
+for ((r = 1; r <= ROUNDS; r++)); do
+  for w in "${WORKLOAD_LIST[@]}"; do
+    for ((k = 0; k < ${#modes[@]}; k++)); do
+      if ((SECONDS - START >= BUDGET_S)); then
+        echo "budget of ${BUDGET_S} s reached: stopping after $((r - 1)) full round(s)"
+        table
+        exit 0
+      fi
+      run_one "$r" "$w" "${modes[$(((k + r) % ${#modes[@]}))]}"
+    done
+  done
+  echo "--- after round $r ($((SECONDS - START)) s)"
+  table
+done

@@ -3,8 +3,11 @@
 // 200000 empty-kernel launches, then 20000 small (4 KiB) host-to-device copies from pinned
 // memory, each phase timed between cudaDeviceSynchronize calls after a warm-up, so process and
 // CUDA start-up are excluded. Prints one JSON line on stdout.
-// Usage: launch_loop [--launches N] [--copies M] [--copy-bytes B]
+// Usage: launch_loop [--launches N] [--copies M] [--copy-bytes B] [--steps S]
+// --steps S splits the launch phase into S steps, each an NVTX range "step" (for capture-window
+// benchmarks, bench/capture_window_cost.sh); 0 (the default) uses no NVTX.
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <chrono>
 #include <cstdio>
@@ -38,7 +41,7 @@ long ParseCount(const char* text, const char* flag) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  long launches = 200000, copies = 20000, copy_bytes = 4096;
+  long launches = 200000, copies = 20000, copy_bytes = 4096, steps = 0;
   for (int i = 1; i < argc; ++i) {
     if (i + 1 < argc && std::strcmp(argv[i], "--launches") == 0) {
       launches = ParseCount(argv[++i], "--launches");
@@ -46,8 +49,11 @@ int main(int argc, char** argv) {
       copies = ParseCount(argv[++i], "--copies");
     } else if (i + 1 < argc && std::strcmp(argv[i], "--copy-bytes") == 0) {
       copy_bytes = ParseCount(argv[++i], "--copy-bytes");
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--steps") == 0) {
+      steps = ParseCount(argv[++i], "--steps");
     } else {
-      std::fprintf(stderr, "usage: launch_loop [--launches N] [--copies M] [--copy-bytes B]\n");
+      std::fprintf(stderr,
+                   "usage: launch_loop [--launches N] [--copies M] [--copy-bytes B] [--steps S]\n");
       return 2;
     }
   }
@@ -69,7 +75,17 @@ int main(int argc, char** argv) {
   if (!CheckCuda(cudaDeviceSynchronize(), "warm-up")) return 1;
 
   auto start = std::chrono::steady_clock::now();
-  for (long i = 0; i < launches; ++i) EmptyKernel<<<1, 1>>>();
+  if (steps > 0) {
+    for (long s = 0; s < steps; ++s) {
+      nvtxRangePushA("step");
+      for (long i = s * launches / steps; i < (s + 1) * launches / steps; ++i) {
+        EmptyKernel<<<1, 1>>>();
+      }
+      nvtxRangePop();
+    }
+  } else {
+    for (long i = 0; i < launches; ++i) EmptyKernel<<<1, 1>>>();
+  }
   if (!CheckCuda(cudaGetLastError(), "launch") ||
       !CheckCuda(cudaDeviceSynchronize(), "launch phase sync")) {
     return 1;
@@ -87,10 +103,11 @@ int main(int argc, char** argv) {
   const double copy_s = SecondsSince(start);
 
   std::printf(
-      "{\"workload\":\"launch_loop\",\"launches\":%ld,\"copies\":%ld,\"copy_bytes\":%ld,"
+      "{\"workload\":\"launch_loop\",\"steps\":%ld,\"launches\":%ld,\"copies\":%ld,\"copy_bytes\":%"
+      "ld,"
       "\"warmup_launches\":100,\"warmup_copies\":100,\"launch_s\":%.6f,\"copy_s\":%.6f,"
       "\"us_per_launch\":%.4f,\"us_per_copy\":%.4f}\n",
-      launches, copies, copy_bytes, launch_s, copy_s,
+      steps, launches, copies, copy_bytes, launch_s, copy_s,
       launches > 0 ? launch_s * 1e6 / launches : 0.0, copies > 0 ? copy_s * 1e6 / copies : 0.0);
   std::fflush(stdout);
   cudaFree(device);

@@ -88,6 +88,15 @@ void CaptureController::Apply(Event event) {
 }
 
 Status CaptureController::Start(CUpti_SubscriberHandle subscriber) {
+  // Before the first window can open (Apply below may open it): collectors set up from here on
+  // wait for the window hooks. Cleared again when the controller cannot start.
+  SetCaptureWindowsConfigured(true);
+  Status started = StartTriggers(subscriber);
+  if (!started.ok()) SetCaptureWindowsConfigured(false);
+  return started;
+}
+
+Status CaptureController::StartTriggers(CUpti_SubscriberHandle subscriber) {
   // The clock starts first: the control thread's first deadline is the delay after it.
   Apply([](CaptureStateMachine& m, uint64_t now) { return m.Start(now); });
   const bool timers = plan_.trigger == CaptureTrigger::kTime || plan_.duration_ns != 0;

@@ -62,6 +62,7 @@ class CaptureController {
   void OnManual(bool start);
 
  private:
+  Status StartTriggers(CUpti_SubscriberHandle subscriber);
   template <typename Event>
   void Apply(Event event);
   void OnNvtx(CUpti_CallbackId cbid, const void* cbdata);

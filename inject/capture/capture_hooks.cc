@@ -13,6 +13,7 @@ struct HookSlot {
 
 HookSlot g_hooks[kMaxCaptureHooks];
 std::atomic<int> g_hook_count{0};  // slots below it are complete (published with release)
+std::atomic<bool> g_configured{false};
 
 }  // namespace
 
@@ -22,6 +23,12 @@ bool AddCaptureWindowHooks(CaptureWindowHook opened, CaptureWindowHook closed, v
   g_hooks[n] = HookSlot{opened, closed, user};
   g_hook_count.store(n + 1, std::memory_order_release);
   return true;
+}
+
+bool CaptureWindowsConfigured() { return g_configured.load(std::memory_order_acquire); }
+
+void SetCaptureWindowsConfigured(bool configured) {
+  g_configured.store(configured, std::memory_order_release);
 }
 
 void RunCaptureWindowOpened(const CaptureWindowInfo& window) {

@@ -23,7 +23,13 @@ using CaptureWindowHook = void (*)(const CaptureWindowInfo& window, void* user);
 // False when all slots are taken. Either hook may be null.
 bool AddCaptureWindowHooks(CaptureWindowHook opened, CaptureWindowHook closed, void* user);
 
+// Whether capture windows switch tracing in this process (a trigger is configured and its
+// controller started): a collector set up now starts outside a window and waits for a hook.
+// False with no trigger (the whole run is one window, no hook runs).
+bool CaptureWindowsConfigured();
+
 // For CaptureController only.
+void SetCaptureWindowsConfigured(bool configured);
 void RunCaptureWindowOpened(const CaptureWindowInfo& window);
 void RunCaptureWindowClosed(const CaptureWindowInfo& window);
 

@@ -29,7 +29,7 @@
 #include "inject/log/log.h"
 #include "inject/metrics/metrics_collector.h"
 #include "inject/pc_sampling/pc_sampler.h"
-#include "inject/pm_sampling/pm_sampler.h"
+#include "inject/pm_sampling/pm_sampling.h"
 #include "inject/signals/termination_signals.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"

@@ -14,7 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "inject/capture/capture_hooks.h"
+#include "inject/cupti/driver_symbol.h"
 #include "inject/log/log.h"
+#include "inject/pc_sampling/pc_sampling_windows.h"
 #include "inject/pc_sampling/pc_stall_aggregator.h"
 #include "inject/trace/records.h"
 #include "inject/trace/trace_encoder.h"
@@ -42,6 +45,34 @@ uint64_t Now() {
   cuptiGetTimestamp(&t);
   return t;
 }
+
+// Makes `context` current on this thread for the scope (cuptiPCSamplingStart/Stop run on the
+// thread that opened or closed a capture window, which may have another context current or
+// none, e.g. kp's capture control thread). Nothing is changed when it is current already.
+class ScopedCurrentContext {
+ public:
+  explicit ScopedCurrentContext(CUcontext context) {
+    using GetFn = CUresult (*)(CUcontext*);
+    using PushFn = CUresult (*)(CUcontext);
+    static const GetFn get = FindDriverSymbol<GetFn>("cuCtxGetCurrent");
+    static const PushFn push = FindDriverSymbol<PushFn>("cuCtxPushCurrent_v2");
+    CUcontext current = nullptr;
+    if (get == nullptr || push == nullptr || get(&current) != CUDA_SUCCESS) return;
+    if (current == context) return;
+    pushed_ = push(context) == CUDA_SUCCESS;
+  }
+  ~ScopedCurrentContext() {
+    using PopFn = CUresult (*)(CUcontext*);
+    static const PopFn pop = FindDriverSymbol<PopFn>("cuCtxPopCurrent_v2");
+    CUcontext popped = nullptr;
+    if (pushed_ && pop != nullptr) pop(&popped);
+  }
+  ScopedCurrentContext(const ScopedCurrentContext&) = delete;
+  ScopedCurrentContext& operator=(const ScopedCurrentContext&) = delete;
+
+ private:
+  bool pushed_ = false;
+};
 
 // A CUpti_PCSamplingData with room for `pcs` PCs of `reasons` stall reasons each.
 struct SampleBuffer {
@@ -76,8 +107,15 @@ struct ContextState {
 class CuptiPcSampler final : public PcSampler {
  public:
   CuptiPcSampler(const PcSamplingConfig& config, EncoderPost post)
-      : config_(config), post_(std::move(post)) {
+      : config_(config),
+        post_(std::move(post)),
+        windows_([this](CUcontext context, bool on) { return StartStop(context, on); },
+                 [this] { PollSoon(); }) {
     thread_ = std::thread([this] { Run(); });
+    if (!windows_.Attach()) {
+      Log(LogSeverity::kWarning,
+          "PC sampling: no capture-window hook slot left; it samples outside windows too");
+    }
   }
   ~CuptiPcSampler() override { StopThread(); }
 
@@ -119,6 +157,7 @@ class CuptiPcSampler final : public PcSampler {
       contexts.swap(contexts_);
     }
     for (auto& state : contexts) {
+      windows_.RemoveContext(state->context);  // stopped first when a window is still open
       std::lock_guard<std::mutex> lock(state->mutex);
       Finish(*state);
     }
@@ -177,8 +216,44 @@ class CuptiPcSampler final : public PcSampler {
     return info.attributeData.samplingPeriodData.samplingPeriod;
   }
 
+  // The window hooks' CUPTI side (pc_sampling_windows.h). Before a start, what the previous
+  // window left is read: CUPTI wants a read after every stop.
+  bool StartStop(CUcontext context, bool on) {
+    if (on) {
+      if (auto state = Find(context)) {
+        std::lock_guard<std::mutex> lock(state->mutex);
+        Drain(*state);
+      }
+    }
+    CUptiResult r = CUPTI_SUCCESS;
+    {
+      ScopedCurrentContext current(context);
+      if (on) {
+        CUpti_PCSamplingStartParams p{};
+        p.size = CUpti_PCSamplingStartParamsSize;
+        p.ctx = context;
+        r = cuptiPCSamplingStart(&p);
+      } else {
+        CUpti_PCSamplingStopParams p{};
+        p.size = CUpti_PCSamplingStopParamsSize;
+        p.ctx = context;
+        r = cuptiPCSamplingStop(&p);
+      }
+    }
+    if (r != CUPTI_SUCCESS && !warned_switch_.exchange(true)) {
+      LogNotice(LogSeverity::kWarning, "pc_sampling",
+                std::string(on ? "cuptiPCSamplingStart" : "cuptiPCSamplingStop") +
+                    " failed at a capture window's " + (on ? "start" : "end") + ": " +
+                    ResultText(r),
+                "PC samples may be missing from (or reach beyond) the capture windows");
+    }
+    return r == CUPTI_SUCCESS;
+  }
+
   // On the thread creating the context, inside its callback.
   void EnableContext(CUcontext context) {
+    // With capture windows, sampling runs only while one is open (started by its hook).
+    const bool windowed = CaptureWindowsConfigured();
     auto state = std::make_shared<ContextState>();
     state->context = context;
     cuptiGetDeviceId(context, &state->device);
@@ -240,7 +315,7 @@ class CuptiPcSampler final : public PcSampler {
     info[2].attributeData.collectionModeData.collectionMode =
         CUPTI_PC_SAMPLING_COLLECTION_MODE_CONTINUOUS;
     info[3].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_ENABLE_START_STOP_CONTROL;
-    info[3].attributeData.enableStartStopControlData.enableStartStopControl = 0;
+    info[3].attributeData.enableStartStopControlData.enableStartStopControl = windowed ? 1 : 0;
     info[4].attributeType = CUPTI_PC_SAMPLING_CONFIGURATION_ATTR_TYPE_OUTPUT_DATA_FORMAT;
     info[4].attributeData.outputDataFormatData.outputDataFormat =
         CUPTI_PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED;
@@ -261,8 +336,11 @@ class CuptiPcSampler final : public PcSampler {
     post_([device, table = std::move(table)](TraceEncoder& encoder) {
       for (const auto& [index, name] : table) encoder.AddPcStallReason(device, index, name);
     });
-    std::lock_guard<std::mutex> lock(contexts_mutex_);
-    contexts_.push_back(std::move(state));
+    {
+      std::lock_guard<std::mutex> lock(contexts_mutex_);
+      contexts_.push_back(std::move(state));
+    }
+    if (windowed) windows_.AddContext(context);  // started now if a window is open
   }
 
   void DisableOnly(CUcontext context) {
@@ -273,6 +351,7 @@ class CuptiPcSampler final : public PcSampler {
   }
 
   void DisableContext(CUcontext context) {
+    windows_.RemoveContext(context);
     std::shared_ptr<ContextState> state;
     {
       std::lock_guard<std::mutex> lock(contexts_mutex_);
@@ -429,7 +508,9 @@ class CuptiPcSampler final : public PcSampler {
   void Run() {
     std::unique_lock<std::mutex> lock(run_mutex_);
     while (!stop_thread_) {
-      run_cv_.wait_for(lock, std::chrono::milliseconds(kPollMs));
+      run_cv_.wait_for(lock, std::chrono::milliseconds(kPollMs),
+                       [this] { return stop_thread_ || poll_soon_; });
+      poll_soon_ = false;
       if (stop_thread_) break;
       lock.unlock();
       Poll();
@@ -448,6 +529,15 @@ class CuptiPcSampler final : public PcSampler {
       Drain(*state);
     }
     PostTotals();
+  }
+
+  // A capture window closed: read what it left now rather than at the next poll.
+  void PollSoon() {
+    {
+      std::lock_guard<std::mutex> lock(run_mutex_);
+      poll_soon_ = true;
+    }
+    run_cv_.notify_all();
   }
 
   void StopThread() {
@@ -545,9 +635,13 @@ class CuptiPcSampler final : public PcSampler {
   // (cubin CRC, PC offset) -> source file and line; under post_mutex_
   std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string, uint32_t>> lines_;
 
+  std::atomic<bool> warned_switch_{false};
+  PcSamplingWindows windows_;
+
   std::mutex run_mutex_;
   std::condition_variable run_cv_;
   bool stop_thread_ = false;
+  bool poll_soon_ = false;
   std::thread thread_;
 };
 

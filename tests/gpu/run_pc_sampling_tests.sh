@@ -12,6 +12,9 @@
 #              samples while the range profiler runs (on the H200 it gives none: KNOWN line);
 #   period     KP_PC_SAMPLING_PERIOD=20 samples less than the default (and still finds the
 #              chase's reason); a bad value gets one line naming the variable;
+#   window_fma, window_chase  --capture-range fma (chase) --capture-range-end repeat:3: PC
+#              samples come only from the kernel inside the windows (fma_chain, pointer_chase),
+#              none from the other one; no Start/Stop refused
 #   pytorch    tests/gpu/pytorch_train.py with KP_PC_SAMPLING=stall runs to its normal exit with
 #              stall counts for several kernels.
 # Logs to $OUT/pc_sampling_tests.log with PASS/FAIL lines and "N passed, M failed"; traces and
@@ -162,6 +165,38 @@ main() {
   else
     fail "badperiod/message" "$(head -n 2 "$WORK/badperiod.err")"
   fi
+
+  # PC sampling inside capture windows only (issue 17): a window over each "fma" range (the
+  # chase kernel before it has finished: the program synchronizes before each pop) must hold
+  # fma_chain samples and none of pointer_chase; a window over "chase" the other way round.
+  for w in fma:fma_chain:pointer_chase chase:pointer_chase:fma_chain; do
+    IFS=: read -r range inside outside <<<"$w"
+    echo "== window_$range: PC samples only from kernels inside the '$range' windows"
+    run "window_$range" 0 env KP_LOG=debug "$KPTRACE" run --pc-sampling --capture-range "$range" \
+      --capture-range-end repeat:3 -o "$WORK/window_$range.kptrace" -- "$prog" --reps 3
+    convert "window_$range"
+    local counts
+    counts=$("$PYTHON" -c 'import csv, sys
+n = {}
+for r in csv.DictReader(open(sys.argv[1] + "/pc_stalls.csv")):
+    if r["percent"] != "":
+        for k in sys.argv[2:]:
+            if k in r["kernel"]:
+                n[k] = n.get(k, 0) + int(r["samples"])
+print(" ".join(str(n.get(k, 0)) for k in sys.argv[2:]))' "$WORK/window_${range}_csv" "$inside" \
+      "$outside" 2>/dev/null || echo "0 -1")
+    local n_in=${counts% *} n_out=${counts#* }
+    if [[ $n_in -gt 0 && $n_out -eq 0 ]]; then
+      pass "window_$range/samples" "$n_in samples in $inside, none in $outside"
+    else
+      fail "window_$range/samples" "$n_in samples in $inside, $n_out in $outside (want > 0 and 0)"
+    fi
+    if grep -q "cuptiPCSamplingSt.*failed" "$WORK/window_$range.err"; then
+      fail "window_$range/start_stop" "$(grep -m 1 "cuptiPCSamplingSt" "$WORK/window_$range.err")"
+    else
+      pass "window_$range/start_stop" "no refused cuptiPCSamplingStart/Stop"
+    fi
+  done
 
   echo "== pytorch"
   if "$PYTHON" -c "import torch; assert torch.cuda.is_available()" >/dev/null 2>&1; then

@@ -11,6 +11,9 @@
 #   fast       the same program at 20 us: the same checks
 #   two_procs  two copies of the program at once on one GPU: one samples, the other says in one
 #              line that another process samples the GPU; both exit 0 with their traces
+#   reset      the program ending with cudaDeviceReset: the sampling ends at the context's
+#              destruction (Stop, last decode, Disable inside the callback); exit 0, the trace
+#              finished, the copy's samples in it
 #   metrics    KP_METRICS with KP_PM_SAMPLING: refused at start in one line, tracing and the
 #              range profiler go on
 #   bad_name   KP_PM_SAMPLING with an unknown counter: one line naming it with a close valid
@@ -50,6 +53,7 @@ main() {
   fidelity fidelity 100
   fidelity fast 20
   two_procs
+  device_reset
   with_metrics
   bad_name
   pytorch
@@ -160,6 +164,19 @@ two_procs() {
   [[ $lines -eq 1 && $samplers -eq 1 ]] &&
     pass two_procs/one_sampler "one process samples, the other says so in one line" ||
     fail two_procs/one_sampler "$samplers processes sampled, $lines 'another process' lines"
+}
+
+device_reset() {
+  kp reset KP_PM_SAMPLING=gpu KP_PM_INTERVAL_US=100 KP_LOG=debug -- "$T/pm_sampling" --reps 20 \
+    --pause-ms 1500 --reset 1
+  local rc=$?
+  "$KPTRACE" convert "$T/reset.kptrace" --to csv -o "$T/reset_csv" --no-progress >/dev/null 2>&1
+  local samples wrote
+  samples=$(($(wc -l <"$T/reset_csv/pm_samples.csv") - 1))
+  wrote=$(grep -c "kp: wrote $T/reset.kptrace" "$T/reset.err")
+  [[ $rc -eq 0 && $wrote -eq 1 && $samples -gt 10 ]] &&
+    pass reset "exit 0, trace finished, $samples samples after cudaDeviceReset" ||
+    fail reset "exit $rc, $wrote 'wrote' lines, $samples samples"
 }
 
 with_metrics() {

@@ -4,7 +4,6 @@
 // switching CUPTI.
 #include "inject/capture/capture_controller.h"
 
-#include <generated_nvtx_meta.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "common/capture_signal_name.h"
+#include "tests/unit/nvtx_callback_data.h"
 
 namespace kp {
 namespace {
@@ -52,18 +52,6 @@ struct Recorder {
     return windows.size();
   }
 };
-
-void Push(CaptureController& c, const char* message) {
-  nvtxRangePushA_params p{message};
-  CUpti_NvtxData d{"nvtxRangePushA", &p, nullptr};
-  c.OnCallback(CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePushA, &d);
-}
-
-void Pop(CaptureController& c) {
-  nvtxRangePop_params p{};
-  CUpti_NvtxData d{"nvtxRangePop", &p, nullptr};
-  c.OnCallback(CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePop, &d);
-}
 
 void DomainPush(CaptureController& c, nvtxDomainHandle_t domain, const char* message) {
   nvtxEventAttributes_t a{};

@@ -8,8 +8,9 @@
 //         it must show;
 //   idle  a host sleep of --idle-ms with the GPU idle: SM active must read about 0 there;
 //   fma   a compute-bound kernel of about 15 ms (FMA chains, no memory traffic to speak of).
-// Prints one JSON line with the known bytes and the event-timed durations.
-// Usage: pm_sampling [--reps N] [--idle-ms MS] [--fma-iters N] [--pause-ms MS]
+// Prints one JSON line with the known bytes and the event-timed durations. With --reset 1 it
+// ends with cudaDeviceReset (kp then ends the GPU's sampling at the context's destruction).
+// Usage: pm_sampling [--reps N] [--idle-ms MS] [--fma-iters N] [--pause-ms MS] [--reset 0|1]
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
@@ -59,7 +60,7 @@ __global__ void Fma(float* out, int iters) {
 }
 
 int main(int argc, char** argv) {
-  int reps = 120, idle_ms = 40, fma_iters = 600000, pause_ms = 2000;
+  int reps = 120, idle_ms = 40, fma_iters = 600000, pause_ms = 2000, reset = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (std::strcmp(argv[i], "--reps") == 0)
       reps = std::atoi(argv[i + 1]);
@@ -69,6 +70,8 @@ int main(int argc, char** argv) {
       fma_iters = std::atoi(argv[i + 1]);
     else if (std::strcmp(argv[i], "--pause-ms") == 0)
       pause_ms = std::atoi(argv[i + 1]);
+    else if (std::strcmp(argv[i], "--reset") == 0)
+      reset = std::atoi(argv[i + 1]);
   }
   const size_t n = size_t{256} << 20;  // floats: 1 GiB per buffer, far beyond the L2
   float *a = nullptr, *b = nullptr;
@@ -117,5 +120,6 @@ int main(int argc, char** argv) {
       bytes, copy_ms, bytes / (copy_ms * 1e-3), idle_ms, fma_ms, reps);
   cudaFree(a);
   cudaFree(b);
+  if (reset != 0) CHECK(cudaDeviceReset());
   return 0;
 }
