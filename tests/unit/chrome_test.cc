@@ -2,8 +2,11 @@
 // counts per kind, flows, nesting per tid and relative times; the JSON writer's escaping; a golden
 // diff; and the cross-format check (trace == Perfetto == Chrome JSON).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -228,6 +231,11 @@ TEST(ChromeExporter, TwoProcessesMergeIntoOneTimeline) {
 }
 
 TEST(ChromeExporter, Golden) {
+  // The output names its input by the relative path "golden_input.kptrace", as the Perfetto
+  // golden test's does: work in a directory of this test's own so that the two tests, run in
+  // parallel by ctest, do not write one file at once.
+  ASSERT_EQ(mkdir("chrome_golden", 0755) == 0 || errno == EEXIST, true);
+  ASSERT_EQ(chdir("chrome_golden"), 0);
   WriteFixedTrace("golden_input.kptrace", 4242);
   kp::ExportOptions opt;
   opt.output = "golden_output.json";
