@@ -33,7 +33,9 @@ constexpr int kMaxDecodeFailures = 10;
 constexpr std::chrono::seconds kBusyRetryFirst(2), kBusyRetryMax(60);
 
 bool Call(const char* name, CUptiResult r, std::string* error) {
-  return CheckCuptiCall(name, r, error);
+  const Status called = CheckCuptiCall(name, r);
+  if (!called.ok()) *error = called.message();
+  return called.ok();
 }
 
 // The GPU's counters are held by another session: on the H200, a second process's
@@ -180,7 +182,11 @@ class PmSampling::DeviceSampler {
       profiler_initialized_ = true;
     }
 
-    if (!CheckDeviceSupported(device_, CUPTI_PROFILER_PM_SAMPLING, error)) return false;
+    if (const Status supported = CheckDeviceSupported(device_, CUPTI_PROFILER_PM_SAMPLING);
+        !supported.ok()) {
+      *error = supported.message();
+      return false;
+    }
 
     CUpti_Device_GetChipName_Params cn{};
     cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;

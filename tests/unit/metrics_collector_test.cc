@@ -35,19 +35,33 @@ const CUcontext kCtx = reinterpret_cast<CUcontext>(0x1000);
 // What the scripted sessions saw; shared by the test and every session of one backend.
 struct Script {
   size_t num_passes = 1;
-  // Calls that fail ("Plan", "Enable", "Start", "PushRange", "PopRange", "Stop", "Decode").
+  // The call that fails: a session's "Plan", or a range-profiler call of ProfilerSession's
+  // Do*: "Enable", "SizeImage", "InitImage", "SetConfig", "Start", "Stop", "PushRange",
+  // "PopRange", "Decode", "Disable"; or the backend's "Initialize", "ChipName".
   std::string fail_call;
-  int fail_after = 0;  // that many successful calls first
-  std::atomic<int> sessions_enabled{0};
+  int fail_after = 0;                    // that many successful calls first
+  std::atomic<int> sessions_enabled{0};  // enabled and not (successfully) disabled
   std::atomic<int> sessions_created{0};
   std::atomic<int> calls_during_capture{0};
   std::atomic<bool> capture_open{false};  // set by the test strictly inside a capture
-  std::atomic<int> pushes{0}, pops{0}, starts{0}, stops{0}, decodes{0}, sweeps{0};
+  std::atomic<int> pushes{0}, pops{0}, starts{0}, stops{0}, decodes{0}, sweeps{0}, disables{0};
+  std::atomic<int> set_configs{0};
   std::mutex mu;
   std::vector<std::string> pushed_names;
   class ScriptedSession* current = nullptr;  // the latest session (kernel mode's auto ranges)
+  std::map<std::string, int> calls;          // per call name, under mu
+
+  // The scripted error for `call`, or OK.
+  Status Fails(const char* call) {
+    if (fail_call != call) return Status();
+    std::lock_guard<std::mutex> lock(mu);
+    if (calls[call]++ < fail_after) return Status();
+    return Status::Error(std::string("cuptiRangeProfiler") + call + " failed: scripted");
+  }
 };
 
+// The range profiler's calls, scripted; ProfilerSession (the code under test) keeps the state
+// and disables what was enabled.
 class ScriptedSession final : public ProfilerSession {
  public:
   explicit ScriptedSession(Script* s) : s_(s) {
@@ -63,49 +77,63 @@ class ScriptedSession final : public ProfilerSession {
     if (running_) image_.push_back(std::to_string(auto_ranges_++));
   }
 
-  bool Plan(const std::vector<std::string>& metrics, SessionSetup* setup,
-            std::string* error) override {
-    if (Fails("Plan", error)) return false;
-    setup->chip = "GH100";
-    setup->names = metrics;
-    setup->num_passes = s_->num_passes;
-    return true;
+  StatusOr<SessionSetup> Plan(const std::vector<std::string>& metrics) override {
+    if (Status s = s_->Fails("Plan"); !s.ok()) return s;
+    SessionSetup setup;
+    setup.chip = "GH100";
+    setup.names = metrics;
+    setup.num_passes = s_->num_passes;
+    return setup;
   }
-  bool Enable(MetricsMode, size_t, std::string* error) override {
+  Status SweepL2() override {
+    ++s_->sweeps;
+    return Status();
+  }
+
+ protected:
+  Status DoEnable(MetricsMode, size_t) override {
+    if (Status s = s_->Fails("Enable"); !s.ok()) return s;
+    EXPECT_FALSE(enabled_) << "enabled twice";
     enabled_ = true;
     ++s_->sessions_enabled;
-    if (Fails("Enable", error)) {  // a failure after enabling: the contract says disable
-      Disable();
-      return false;
-    }
-    return true;
+    return Status();
   }
-  bool Start(std::string* error) override {
+  Status DoSizeImage() override {
+    EXPECT_TRUE(enabled_);
+    return s_->Fails("SizeImage");
+  }
+  Status DoInitImage() override {
+    EXPECT_TRUE(enabled_);
+    return s_->Fails("InitImage");
+  }
+  Status DoSetConfig() override {
+    EXPECT_TRUE(enabled_);
+    ++s_->set_configs;
+    return s_->Fails("SetConfig");
+  }
+  Status DoStart() override {
     Check();
     ++s_->starts;
-    if (Fails("Start", error)) return false;
-    started_ = true;
+    if (Status s = s_->Fails("Start"); !s.ok()) return s;
     std::lock_guard<std::mutex> lock(image_mu_);
     running_ = true;
-    return true;
+    return Status();
   }
-  bool Stop(bool* all, std::string* error) override {
+  StatusOr<bool> DoStop() override {
     Check();
     ++s_->stops;
-    started_ = false;
     {
       std::lock_guard<std::mutex> lock(image_mu_);
       running_ = false;
     }
-    if (Fails("Stop", error)) return false;
+    if (Status s = s_->Fails("Stop"); !s.ok()) return s;
     ++pass_;
-    *all = pass_ % s_->num_passes == 0;
-    return true;
+    return pass_ % s_->num_passes == 0;
   }
-  bool PushRange(const std::string& name, std::string* error) override {
+  Status DoPushRange(const std::string& name) override {
     Check();
     ++s_->pushes;
-    if (Fails("PushRange", error)) return false;
+    if (Status s = s_->Fails("PushRange"); !s.ok()) return s;
     {
       std::lock_guard<std::mutex> lock(s_->mu);
       s_->pushed_names.push_back(name);
@@ -114,18 +142,19 @@ class ScriptedSession final : public ProfilerSession {
     bool seen = false;
     for (const auto& n : image_) seen |= n == name;
     if (!seen) image_.push_back(name);
-    return true;
+    return Status();
   }
-  bool PopRange(std::string* error) override {
+  Status DoPopRange() override {
     Check();
     ++s_->pops;
-    return !Fails("PopRange", error);
+    return s_->Fails("PopRange");
   }
-  bool Decode(const std::function<bool(size_t, const std::string&)>& want,
-              std::vector<DecodedRange>* out, uint64_t*, std::string* error) override {
+  StatusOr<std::vector<DecodedRange>> DoDecode(
+      const std::function<bool(size_t, const std::string&)>& want, uint64_t*) override {
     Check();
     ++s_->decodes;
-    if (Fails("Decode", error)) return false;
+    if (Status s = s_->Fails("Decode"); !s.ok()) return s;
+    std::vector<DecodedRange> out;
     std::lock_guard<std::mutex> lock(image_mu_);
     for (size_t i = 0; i < image_.size(); ++i) {
       if (!want(i, image_[i])) continue;
@@ -133,40 +162,40 @@ class ScriptedSession final : public ProfilerSession {
       d.index = i;
       d.name = image_[i];
       for (size_t m = 0; m < 3; ++m) d.values.push_back(static_cast<double>(m + 1));
-      out->push_back(std::move(d));
+      out.push_back(std::move(d));
     }
     image_.clear();
-    return true;
+    return out;
   }
-  bool SweepL2(std::string*) override {
-    ++s_->sweeps;
-    return true;
-  }
-  void Disable() override {
-    if (!enabled_) return;
+  Status DoDisable() override {
+    EXPECT_TRUE(enabled_) << "disabled without being enabled";
+    EXPECT_FALSE(disable_failed_) << "a failed disable retried";
+    ++s_->disables;
+    {
+      std::lock_guard<std::mutex> lock(image_mu_);
+      running_ = false;
+    }
+    if (Status s = s_->Fails("Disable"); !s.ok()) {
+      disable_failed_ = true;
+      return s;
+    }
     enabled_ = false;
-    started_ = false;
     --s_->sessions_enabled;
+    return Status();
   }
 
  private:
   void Check() {
     if (s_->capture_open.load()) ++s_->calls_during_capture;
   }
-  bool Fails(const char* call, std::string* error) {
-    if (s_->fail_call != call) return false;
-    if (calls_[call]++ < s_->fail_after) return false;
-    *error = std::string("cuptiRangeProfiler") + call + " failed: scripted";
-    return true;
-  }
   Script* s_;
   std::mutex image_mu_;
   bool running_ = false;
   uint64_t auto_ranges_ = 0;
   bool enabled_ = false;
+  bool disable_failed_ = false;
   uint64_t pass_ = 0;
   std::vector<std::string> image_;
-  std::map<std::string, int> calls_;
 };
 
 class ScriptedBackend final : public ProfilerBackend {
@@ -175,13 +204,13 @@ class ScriptedBackend final : public ProfilerBackend {
   std::unique_ptr<ProfilerSession> NewSession(CUcontext) override {
     return std::make_unique<ScriptedSession>(s_);
   }
-  bool Initialize(std::string*) override { return true; }
+  Status Initialize() override { return s_->Fails("Initialize"); }
   void DeInitialize() override {}
   CUcontext CurrentContext() override { return kCtx; }
   uint64_t Now() override { return clock_->fetch_add(10) + 10; }
-  bool ChipName(uint32_t, std::string* chip, std::string*) override {
-    *chip = "GH100";
-    return true;
+  StatusOr<std::string> ChipName(uint32_t) override {
+    if (Status s = s_->Fails("ChipName"); !s.ok()) return s;
+    return std::string("GH100");
   }
 
  private:
@@ -196,15 +225,16 @@ class Harness {
     if (config.metrics.empty())
       config.metrics = {"dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"};
     config.metrics_cache = MetricsCache::kNone;
-    std::string error;
-    collector_ = MetricsCollector::CreateWithBackend(
+    StatusOr<std::unique_ptr<MetricsCollector>> created = MetricsCollector::CreateWithBackend(
         config,
         [this](std::function<void(TraceEncoder&)> task) {
           std::lock_guard<std::mutex> lock(mu_);
           tasks_.push_back(std::move(task));
         },
-        std::make_unique<ScriptedBackend>(&script, &clock), &error);
-    EXPECT_TRUE(collector_) << error;
+        std::make_unique<ScriptedBackend>(&script, &clock));
+    EXPECT_TRUE(created.ok()) << created.status().message();
+    if (created.ok()) collector_ = std::move(created.value());
+    EXPECT_TRUE(collector_);
   }
 
   MetricsCollector& c() { return *collector_; }
