@@ -4,8 +4,9 @@
 // through the real TraceEncoder and are read back with the libprotobuf classes of
 // proto/kptrace.proto. Covers pass rotation, warm-up skip, consistency flags, deferred pops,
 // capture begin/end races (run under ThreadSanitizer in CI: the `tsan` preset), the choice of
-// the measured thread and domain, set-up failures (every enabled session disabled again), and
-// the start-up check of metric names (the real Profiler Host API, chip GH100, no GPU).
+// the measured thread and domain, a failure at each range-profiler call (at set-up and mid-run:
+// every enabled session disabled again, one line on stderr), and the start-up check of metric
+// names (the real Profiler Host API, chip GH100, no GPU).
 #include "inject/metrics/metrics_collector.h"
 
 #include <generated_nvtx_meta.h>
@@ -21,6 +22,7 @@
 
 #include "common/metric_plan.h"
 #include "inject/config/config.h"
+#include "inject/cupti/profiler_support.h"
 #include "inject/metrics/kernel_selector.h"
 #include "inject/metrics/profiler_session.h"
 #include "inject/trace/chunk_writer.h"
@@ -39,7 +41,10 @@ struct Script {
   // Do*: "Enable", "SizeImage", "InitImage", "SetConfig", "Start", "Stop", "PushRange",
   // "PopRange", "Decode", "Disable"; or the backend's "Initialize", "ChipName".
   std::string fail_call;
-  int fail_after = 0;                    // that many successful calls first
+  int fail_after = 0;  // that many successful calls first
+  // CUPTI_SUCCESS: the failure reads "<call> failed: scripted"; else it is the message kp
+  // builds for that CUPTI result (inject/cupti/profiler_support.h).
+  CUptiResult fail_result = CUPTI_SUCCESS;
   std::atomic<int> sessions_enabled{0};  // enabled and not (successfully) disabled
   std::atomic<int> sessions_created{0};
   std::atomic<int> calls_during_capture{0};
@@ -56,7 +61,9 @@ struct Script {
     if (fail_call != call) return Status();
     std::lock_guard<std::mutex> lock(mu);
     if (calls[call]++ < fail_after) return Status();
-    return Status::Error(std::string("cuptiRangeProfiler") + call + " failed: scripted");
+    const std::string name = std::string("cuptiRangeProfiler") + call;
+    if (fail_result != CUPTI_SUCCESS) return CheckCuptiCall(name.c_str(), fail_result);
+    return Status::Error(name + " failed: scripted");
   }
 };
 
@@ -990,6 +997,337 @@ TEST(KernelTargeting, NoTargetingMeasuresEveryLaunchAsBefore) {
   h.Finish();
   EXPECT_EQ(h.ranges.size(), 5u);
   for (const auto& r : h.ranges) EXPECT_EQ(h.Name(r), "k");  // the driver's name filled in
+}
+
+// --- failures at each range-profiler call ---
+
+// The one line a failure prints (KP_LOG=info): one "kp:", the call, "metrics are off".
+std::string FailureLine(const std::string& call) {
+  return "kp: metrics: cuptiRangeProfiler" + call +
+         " failed: scripted; metrics are off, tracing goes on\n";
+}
+
+TEST(ProfilerSession, AFailedStepOfEnableDisablesWhatWasEnabled) {
+  for (const std::string call : {"Enable", "SizeImage", "InitImage", "SetConfig"}) {
+    Script script;
+    script.fail_call = call;
+    {
+      ScriptedSession session(&script);
+      const Status enabled = session.Enable(MetricsMode::kRange, 8);
+      EXPECT_EQ(enabled.message(), "cuptiRangeProfiler" + call + " failed: scripted");
+      EXPECT_FALSE(session.enabled()) << call;
+      EXPECT_EQ(script.sessions_enabled.load(), 0) << call;
+      EXPECT_EQ(script.disables.load(), call == "Enable" ? 0 : 1) << call;
+    }
+    EXPECT_EQ(script.disables.load(), call == "Enable" ? 0 : 1) << call;  // not again
+  }
+}
+
+TEST(ProfilerSession, DestroyingAStartedSessionStopsAndDisablesItOnce) {
+  Script script;
+  {
+    ScriptedSession session(&script);
+    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    ASSERT_TRUE(session.Start().ok());
+    EXPECT_TRUE(session.started());
+    session.Disable();
+    session.Disable();
+  }
+  EXPECT_EQ(script.stops.load(), 1);
+  EXPECT_EQ(script.disables.load(), 1);
+  EXPECT_EQ(script.sessions_enabled.load(), 0);
+}
+
+TEST(ProfilerSession, FailedStartAndStopLeaveItStopped) {
+  Script script;
+  script.fail_call = "Start";
+  {
+    ScriptedSession session(&script);
+    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    EXPECT_FALSE(session.Start().ok());
+    EXPECT_FALSE(session.started());
+  }
+  EXPECT_EQ(script.stops.load(), 0);  // never started: nothing to stop
+  EXPECT_EQ(script.sessions_enabled.load(), 0);
+  script.fail_call = "Stop";
+  {
+    ScriptedSession session(&script);
+    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    ASSERT_TRUE(session.Start().ok());
+    const StatusOr<bool> stopped = session.Stop();
+    EXPECT_EQ(stopped.status().message(), "cuptiRangeProfilerStop failed: scripted");
+    EXPECT_FALSE(session.started());
+  }
+  EXPECT_EQ(script.stops.load(), 1);  // not stopped again by the disable
+  EXPECT_EQ(script.sessions_enabled.load(), 0);
+}
+
+TEST(ProfilerSession, AFailedReArmAfterADecodeIsTheDecodesError) {
+  Script script;
+  script.fail_call = "SetConfig";
+  script.fail_after = 1;  // the set-up's SetConfig works, the re-arm's fails
+  ScriptedSession session(&script);
+  ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+  ASSERT_TRUE(session.Start().ok());
+  ASSERT_TRUE(session.PushRange("step").ok());
+  ASSERT_TRUE(session.PopRange().ok());
+  ASSERT_TRUE(session.Stop().ok());
+  uint64_t dropped = 0;
+  const StatusOr<std::vector<DecodedRange>> decoded =
+      session.Decode([](size_t, const std::string&) { return true; }, &dropped);
+  EXPECT_EQ(decoded.status().message(), "cuptiRangeProfilerSetConfig failed: scripted");
+  EXPECT_EQ(script.set_configs.load(), 2);
+  EXPECT_EQ(session.times(SessionCall::kDecode).count, 1u);
+  EXPECT_EQ(session.times(SessionCall::kRearm).count, 1u);
+}
+
+TEST(ProfilerSession, AFailedDisableIsNotRetried) {
+  Script script;
+  script.fail_call = "Disable";
+  {
+    ScriptedSession session(&script);
+    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    session.Disable();
+    EXPECT_FALSE(session.enabled());
+  }
+  EXPECT_EQ(script.disables.load(), 1);
+}
+
+TEST(RangeMode, AFailureAtEachSetUpStepDisablesTheSessionWithOneLine) {
+  for (const std::string call :
+       {"Initialize", "Plan", "Enable", "SizeImage", "InitImage", "SetConfig", "Start"}) {
+    Harness h(RangeConfig(/*skip=*/0));
+    h.script.fail_call = call;
+    testing::internal::CaptureStderr();
+    OnThread([&] {
+      h.Push("step");
+      h.Pop();
+      h.Push("step");
+      h.Pop();
+    });
+    h.Finish();
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), FailureLine(call));
+    const bool enabled = call != "Initialize" && call != "Plan" && call != "Enable";
+    EXPECT_EQ(h.script.disables.load(), enabled ? 1 : 0) << call;
+    EXPECT_EQ(h.script.sessions_enabled.load(), 0) << call;
+    EXPECT_EQ(h.script.sessions_created.load(), call == "Initialize" ? 0 : 1) << call;
+    EXPECT_EQ(h.script.pushes.load(), 0) << call;
+    EXPECT_TRUE(h.configs.empty()) << call;
+    EXPECT_TRUE(h.ranges.empty()) << call;
+    EXPECT_TRUE(h.Noticed("cuptiRangeProfiler" + call + " failed: scripted; metrics are off"))
+        << call;
+  }
+}
+
+// A failure after set-up: the session is disabled once, metrics go off with one line, and
+// nothing touches the profiler after it.
+void ExpectFailedMidRun(Harness& h, const std::string& call, const std::string& err) {
+  EXPECT_EQ(err, FailureLine(call));
+  EXPECT_EQ(h.script.disables.load(), 1) << call;
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0) << call;
+  EXPECT_EQ(h.configs.size(), 1u) << call;
+  EXPECT_TRUE(h.Noticed("cuptiRangeProfiler" + call + " failed: scripted; metrics are off"))
+      << call;
+}
+
+TEST(RangeMode, AFailedPushMidRunDisablesTheSession) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.fail_call = "PushRange";
+  h.script.fail_after = 1;
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    for (int i = 0; i < 4; ++i) {
+      h.Push("step");
+      h.Pop();
+    }
+  });
+  h.Finish();
+  ExpectFailedMidRun(h, "PushRange", testing::internal::GetCapturedStderr());
+  EXPECT_EQ(h.script.pushes.load(), 2);
+  EXPECT_EQ(h.script.pops.load(), 1);
+  EXPECT_TRUE(h.ranges.empty());  // the pending range went with the session
+}
+
+TEST(RangeMode, AFailedDecodeOrReArmAtTheEndOfAMultiPassCycleDisablesTheSession) {
+  for (const std::string call : {"Decode", "SetConfig"}) {
+    Harness h(RangeConfig(/*skip=*/0));
+    h.script.num_passes = 2;
+    h.script.fail_call = call;
+    h.script.fail_after = call == "SetConfig" ? 1 : 0;  // the re-arm after the decode
+    testing::internal::CaptureStderr();
+    OnThread([&] {
+      for (int i = 0; i < 5; ++i) {
+        h.Push("step");
+        h.Pop();
+      }
+    });
+    h.Finish();
+    ExpectFailedMidRun(h, call, testing::internal::GetCapturedStderr());
+    EXPECT_EQ(h.script.decodes.load(), 1) << call;
+    EXPECT_EQ(h.script.pushes.load(), 2) << call;  // two passes, then the cycle's decode
+    EXPECT_TRUE(h.ranges.empty()) << call;
+  }
+}
+
+TEST(RangeMode, AFailedDeferredPopAfterACaptureDisablesTheSession) {
+  Harness h(RangeConfig(/*skip=*/0));
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    h.Push("step");
+    h.Capture(/*begin=*/true);
+    h.Pop();  // deferred
+    h.Capture(/*begin=*/false);
+    h.script.fail_call = "PopRange";
+    h.Push("step");  // closes the deferred range first: that pop fails
+    h.Pop();
+  });
+  h.Finish();
+  ExpectFailedMidRun(h, "PopRange", testing::internal::GetCapturedStderr());
+  EXPECT_EQ(h.script.pushes.load(), 1);
+  EXPECT_EQ(h.script.pops.load(), 1);
+}
+
+TEST(RangeMode, AFailedDisableKeepsTheResultsAndPrintsNothing) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.fail_call = "Disable";
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    for (int i = 0; i < 3; ++i) {
+      h.Push("step");
+      h.Pop();
+    }
+  });
+  h.Finish();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");  // KP_LOG=debug shows it
+  EXPECT_EQ(h.ranges.size(), 3u);
+  EXPECT_EQ(h.script.disables.load(), 1);  // at the final flush (the session never retries)
+  EXPECT_FALSE(h.Noticed("metrics are off"));
+}
+
+TEST(RangeMode, ACounterPermissionErrorPrintsTheFixOnce) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.fail_call = "Enable";
+  h.script.fail_result = CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+  });
+  h.Finish();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.rfind("kp: metrics: cuptiRangeProfilerEnable failed: ", 0), 0u) << err;
+  EXPECT_NE(err.find("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"), std::string::npos) << err;
+  EXPECT_NE(err.find(": no permission to read GPU performance counters (ERR_NVGPUCTRPERM): run "
+                     "as root or with CAP_SYS_ADMIN"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("; metrics are off, tracing goes on\n"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_EQ(err.find("kp:", 1), std::string::npos) << err;
+  EXPECT_EQ(err.find("ERR_NVGPUCTRPERM"), err.rfind("ERR_NVGPUCTRPERM")) << err;
+}
+
+TEST(RangeMode, HardwareBusyNamesTheCodeAndTheOtherSession) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.fail_call = "Enable";
+  h.script.fail_result = CUPTI_ERROR_HARDWARE_BUSY;
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+  });
+  h.Finish();
+  const std::string err = testing::internal::GetCapturedStderr();
+  // What tests/gpu/run_metrics_tests.sh looks for in the second rank's stderr.
+  EXPECT_NE(err.find("kp: metrics: cuptiRangeProfilerEnable failed: CUPTI_ERROR_HARDWARE_BUSY"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("another profiler"), std::string::npos) << err;
+  EXPECT_NE(err.find("; metrics are off, tracing goes on\n"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST(RangeMode, AFailedChipLookupAtTheFirstContextTurnsMetricsOff) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.fail_call = "ChipName";
+  testing::internal::CaptureStderr();
+  h.c().OnContextCreated(kCtx, 0);
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+  });
+  h.Finish();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), FailureLine("ChipName"));
+  EXPECT_EQ(h.script.sessions_created.load(), 0);
+  EXPECT_TRUE(h.ranges.empty());
+}
+
+TEST(KernelMode, AFailureAtEachCallDisablesTheSessionWithOneLine) {
+  // Start: the first launch; Stop and Decode: the batch boundary (launch 17).
+  for (const std::string call : {"Start", "Stop", "Decode"}) {
+    Harness h(KernelConfig());
+    h.script.fail_call = call;
+    testing::internal::CaptureStderr();
+    OnThread([&] {
+      for (uint32_t i = 0; i < 40; ++i) h.Launch("k", i);
+    });
+    h.Finish();
+    ExpectFailedMidRun(h, call, testing::internal::GetCapturedStderr());
+    EXPECT_TRUE(h.ranges.empty()) << call;
+    EXPECT_EQ(h.script.starts.load(), 1) << call;
+  }
+}
+
+TEST(KernelMode, AFailedStopAtACaptureBeginDisablesTheSession) {
+  Harness h(KernelConfig());
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    h.Launch("k", 1);
+    h.script.fail_call = "Stop";
+    h.Capture(/*begin=*/true);
+    h.Capture(/*begin=*/false);
+    h.Launch("k", 2);
+  });
+  h.Finish();
+  ExpectFailedMidRun(h, "Stop", testing::internal::GetCapturedStderr());
+  EXPECT_EQ(h.script.stops.load(), 1);
+  EXPECT_EQ(h.script.starts.load(), 1);
+}
+
+TEST(KernelMode, AFailedDisableKeepsTheResultsAndPrintsNothing) {
+  Harness h(KernelConfig());
+  h.script.fail_call = "Disable";
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    for (uint32_t i = 0; i < 3; ++i) h.Launch("k", i);
+  });
+  h.Finish();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(h.ranges.size(), 3u);
+  EXPECT_EQ(h.script.disables.load(), 1);
+}
+
+TEST(MetricsCollectorCreate, NoMetricsIsNoCollectorAndBadNamesAreOneLine) {
+  Config none;
+  StatusOr<std::unique_ptr<MetricsCollector>> created = MetricsCollector::CreateWithBackend(
+      none, [](auto) {}, nullptr);
+  ASSERT_TRUE(created.ok());
+  EXPECT_TRUE(created.value() == nullptr);
+
+  Config bad;
+  bad.metrics = {"dram__bytes_read.sum,Dram__bytes.sum"};
+  created = MetricsCollector::CreateWithBackend(
+      bad, [](auto) {}, nullptr);
+  EXPECT_EQ(created.status().message(),
+            "KP_METRICS: unknown metric 'Dram__bytes.sum': invalid character 'D' (metric names use "
+            "lower-case letters, digits, '_' and '.') (kptrace metrics list --chip <chip> lists "
+            "valid names)");
+
+  Config empty;
+  empty.metrics = {" , "};
+  created = MetricsCollector::CreateWithBackend(
+      empty, [](auto) {}, nullptr);
+  EXPECT_EQ(created.status().message(), "KP_METRICS: no metric names given (e.g. KP_METRICS=sol)");
 }
 
 }  // namespace
