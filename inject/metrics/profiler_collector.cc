@@ -54,7 +54,10 @@ void ProfilerCollector::Notice(int severity, const std::string& message) {
 }
 
 void ProfilerCollector::Fail(const Status& failure) {
-  if (off_.exchange(true)) return;  // one line, the first cause
+  off_.store(true);
+  // One line, the first cause. Not off_: Shutdown sets it before the final flush, whose
+  // failures must be said too.
+  if (failed_.exchange(true)) return;
   Log(LogSeverity::kError, "metrics: %s; metrics are off, tracing goes on",
       failure.message().c_str());
   Notice(kNoticeError, failure.message() + "; metrics are off");

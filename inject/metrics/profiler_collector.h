@@ -137,6 +137,7 @@ class ProfilerCollector : public MetricsCollector {
   const std::unique_ptr<ProfilerBackend> backend_;
   StreamCaptureGate gate_;
   std::atomic<bool> off_{false};
+  std::atomic<bool> failed_{false};  // Fail() has printed its line
   std::atomic<uint64_t> skipped_during_capture_{0};
 
   std::mutex mu_;  // guards the maps below; never held across a CUDA/CUPTI call

@@ -1148,6 +1148,36 @@ TEST(RangeMode, AFailedPushMidRunDisablesTheSession) {
   EXPECT_TRUE(h.ranges.empty());  // the pending range went with the session
 }
 
+TEST(RangeMode, AFailedStopOrDecodeAtTheFinalFlushIsSaid) {
+  for (const std::string call : {"Stop", "Decode"}) {
+    Harness h(RangeConfig(/*skip=*/0));
+    h.script.fail_call = call;
+    testing::internal::CaptureStderr();
+    OnThread([&] {
+      h.Push("step");
+      h.Pop();
+    });
+    h.Finish();
+    ExpectFailedMidRun(h, call, testing::internal::GetCapturedStderr());
+    EXPECT_EQ(h.script.stops.load(), 1) << call;
+    EXPECT_TRUE(h.ranges.empty()) << call;
+  }
+}
+
+TEST(KernelMode, AFailedStopOrDecodeAtTheFinalFlushIsSaid) {
+  for (const std::string call : {"Stop", "Decode"}) {
+    Harness h(KernelConfig());
+    h.script.fail_call = call;
+    testing::internal::CaptureStderr();
+    OnThread([&] {
+      for (uint32_t i = 0; i < 3; ++i) h.Launch("k", i);
+    });
+    h.Finish();
+    ExpectFailedMidRun(h, call, testing::internal::GetCapturedStderr());
+    EXPECT_TRUE(h.ranges.empty()) << call;
+  }
+}
+
 TEST(RangeMode, AFailedDecodeOrReArmAtTheEndOfAMultiPassCycleDisablesTheSession) {
   for (const std::string call : {"Decode", "SetConfig"}) {
     Harness h(RangeConfig(/*skip=*/0));
