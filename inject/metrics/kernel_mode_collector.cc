@@ -1,8 +1,8 @@
 #include "inject/metrics/kernel_mode_collector.h"
 
-#include <cstdio>
 #include <cstdlib>
 
+#include "inject/log/log.h"
 #include "inject/metrics/launch_callbacks.h"
 
 namespace kp {
@@ -189,7 +189,7 @@ void KernelModeCollector::NotSelected(CUcontext ctx) {
                       " launch(es) measured; the range profiler is disabled for the rest of "
                       "the run";
     Notice(kNoticeInfo, msg);
-    if (debug_) std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+    if (debug_) Log(LogSeverity::kDebug, "metrics: %s", msg.c_str());
     return;
   }
   if (sessions_started_.load(std::memory_order_relaxed) <= 0) return;
@@ -244,7 +244,7 @@ void KernelModeCollector::ShutdownNotices() {
                     std::to_string(selector_.launches_seen()) + " launch(es) seen, " +
                     std::to_string(selector_.launches_matched()) +
                     " passed the name and NVTX filters)";
-  std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+  Log(LogSeverity::kWarning, "metrics: %s", msg.c_str());
   Notice(kNoticeWarning, msg);
 }
 

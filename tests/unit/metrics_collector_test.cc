@@ -23,6 +23,7 @@
 #include "common/metric_plan.h"
 #include "inject/config/config.h"
 #include "inject/cupti/profiler_support.h"
+#include "inject/log/log.h"
 #include "inject/metrics/kernel_selector.h"
 #include "inject/metrics/profiler_session.h"
 #include "inject/trace/chunk_writer.h"
@@ -860,6 +861,26 @@ TEST(KernelTargeting, UnselectedLaunchesNeverTouchTheProfiler) {
   EXPECT_TRUE(
       h.Noticed("no kernel launch was selected by KP_METRICS_KERNELS=regex:no_such_kernel "
                 "(100 launch(es) seen, 0 passed the name and NVTX filters)"));
+}
+
+TEST(KernelTargeting, TheNoSelectionWarningGoesThroughTheLogSink) {
+  for (LogLevel level : {LogLevel::kInfo, LogLevel::kQuiet}) {
+    Config c = KernelConfig();
+    c.metrics_kernels = "regex:no_such_kernel";
+    Harness h(c);
+    SetLogLevel(level);
+    testing::internal::CaptureStderr();
+    OnThread([&] { h.Launch("a", 1); });
+    h.Finish();
+    const std::string err = testing::internal::GetCapturedStderr();
+    SetLogLevel(LogLevel::kInfo);
+    EXPECT_EQ(err, level == LogLevel::kQuiet
+                       ? ""
+                       : "kp: metrics: no kernel launch was selected by "
+                         "KP_METRICS_KERNELS=regex:no_such_kernel (1 launch(es) seen, 0 passed "
+                         "the name and NVTX filters)\n");
+    EXPECT_TRUE(h.Noticed("no kernel launch was selected"));  // in the trace either way
+  }
 }
 
 TEST(KernelTargeting, PerNameSkipAndCount) {
