@@ -1114,20 +1114,33 @@ TEST(ProfilerSession, AFailedDisableIsNotRetried) {
   EXPECT_EQ(script.disables.load(), 1);
 }
 
+// `steps` push/pop pairs of range "step" (range mode) or launches of kernel "k" (kernel mode:
+// `kernels`), on a thread of their own, with `call` failing after `after` successful calls;
+// then finishes `h` and returns what was printed on stderr.
+std::string RunFailing(Harness& h, const std::string& call, int steps, int after = 0,
+                       bool kernels = false) {
+  h.script.fail_call = call;
+  h.script.fail_after = after;
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    for (int i = 0; i < steps; ++i) {
+      if (kernels) {
+        h.Launch("k", static_cast<uint32_t>(i));
+        continue;
+      }
+      h.Push("step");
+      h.Pop();
+    }
+  });
+  h.Finish();
+  return testing::internal::GetCapturedStderr();
+}
+
 TEST(RangeMode, AFailureAtEachSetUpStepDisablesTheSessionWithOneLine) {
   for (const std::string call :
        {"Initialize", "Plan", "Enable", "SizeImage", "InitImage", "SetConfig", "Start"}) {
     Harness h(RangeConfig(/*skip=*/0));
-    h.script.fail_call = call;
-    testing::internal::CaptureStderr();
-    OnThread([&] {
-      h.Push("step");
-      h.Pop();
-      h.Push("step");
-      h.Pop();
-    });
-    h.Finish();
-    EXPECT_EQ(testing::internal::GetCapturedStderr(), FailureLine(call));
+    EXPECT_EQ(RunFailing(h, call, /*steps=*/2), FailureLine(call));
     const bool enabled = call != "Initialize" && call != "Plan" && call != "Enable";
     EXPECT_EQ(h.script.disables.load(), enabled ? 1 : 0) << call;
     EXPECT_EQ(h.script.sessions_enabled.load(), 0) << call;
@@ -1153,17 +1166,7 @@ void ExpectFailedMidRun(Harness& h, const std::string& call, const std::string& 
 
 TEST(RangeMode, AFailedPushMidRunDisablesTheSession) {
   Harness h(RangeConfig(/*skip=*/0));
-  h.script.fail_call = "PushRange";
-  h.script.fail_after = 1;
-  testing::internal::CaptureStderr();
-  OnThread([&] {
-    for (int i = 0; i < 4; ++i) {
-      h.Push("step");
-      h.Pop();
-    }
-  });
-  h.Finish();
-  ExpectFailedMidRun(h, "PushRange", testing::internal::GetCapturedStderr());
+  ExpectFailedMidRun(h, "PushRange", RunFailing(h, "PushRange", /*steps=*/4, /*after=*/1));
   EXPECT_EQ(h.script.pushes.load(), 2);
   EXPECT_EQ(h.script.pops.load(), 1);
   EXPECT_TRUE(h.ranges.empty());  // the pending range went with the session
@@ -1172,14 +1175,7 @@ TEST(RangeMode, AFailedPushMidRunDisablesTheSession) {
 TEST(RangeMode, AFailedStopOrDecodeAtTheFinalFlushIsSaid) {
   for (const std::string call : {"Stop", "Decode"}) {
     Harness h(RangeConfig(/*skip=*/0));
-    h.script.fail_call = call;
-    testing::internal::CaptureStderr();
-    OnThread([&] {
-      h.Push("step");
-      h.Pop();
-    });
-    h.Finish();
-    ExpectFailedMidRun(h, call, testing::internal::GetCapturedStderr());
+    ExpectFailedMidRun(h, call, RunFailing(h, call, /*steps=*/1));
     EXPECT_EQ(h.script.stops.load(), 1) << call;
     EXPECT_TRUE(h.ranges.empty()) << call;
   }
@@ -1188,13 +1184,7 @@ TEST(RangeMode, AFailedStopOrDecodeAtTheFinalFlushIsSaid) {
 TEST(KernelMode, AFailedStopOrDecodeAtTheFinalFlushIsSaid) {
   for (const std::string call : {"Stop", "Decode"}) {
     Harness h(KernelConfig());
-    h.script.fail_call = call;
-    testing::internal::CaptureStderr();
-    OnThread([&] {
-      for (uint32_t i = 0; i < 3; ++i) h.Launch("k", i);
-    });
-    h.Finish();
-    ExpectFailedMidRun(h, call, testing::internal::GetCapturedStderr());
+    ExpectFailedMidRun(h, call, RunFailing(h, call, /*steps=*/3, /*after=*/0, /*kernels=*/true));
     EXPECT_TRUE(h.ranges.empty()) << call;
   }
 }
@@ -1203,17 +1193,8 @@ TEST(RangeMode, AFailedDecodeOrReArmAtTheEndOfAMultiPassCycleDisablesTheSession)
   for (const std::string call : {"Decode", "SetConfig"}) {
     Harness h(RangeConfig(/*skip=*/0));
     h.script.num_passes = 2;
-    h.script.fail_call = call;
-    h.script.fail_after = call == "SetConfig" ? 1 : 0;  // the re-arm after the decode
-    testing::internal::CaptureStderr();
-    OnThread([&] {
-      for (int i = 0; i < 5; ++i) {
-        h.Push("step");
-        h.Pop();
-      }
-    });
-    h.Finish();
-    ExpectFailedMidRun(h, call, testing::internal::GetCapturedStderr());
+    const int after = call == "SetConfig" ? 1 : 0;  // the re-arm after the decode
+    ExpectFailedMidRun(h, call, RunFailing(h, call, /*steps=*/5, after));
     EXPECT_EQ(h.script.decodes.load(), 1) << call;
     EXPECT_EQ(h.script.pushes.load(), 2) << call;  // two passes, then the cycle's decode
     EXPECT_TRUE(h.ranges.empty()) << call;
@@ -1240,32 +1221,21 @@ TEST(RangeMode, AFailedDeferredPopAfterACaptureDisablesTheSession) {
 
 TEST(RangeMode, AFailedDisableKeepsTheResultsAndPrintsNothing) {
   Harness h(RangeConfig(/*skip=*/0));
-  h.script.fail_call = "Disable";
-  testing::internal::CaptureStderr();
-  OnThread([&] {
-    for (int i = 0; i < 3; ++i) {
-      h.Push("step");
-      h.Pop();
-    }
-  });
-  h.Finish();
-  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");  // KP_LOG=debug shows it
+  EXPECT_EQ(RunFailing(h, "Disable", /*steps=*/3), "");  // KP_LOG=debug shows it
   EXPECT_EQ(h.ranges.size(), 3u);
   EXPECT_EQ(h.script.disables.load(), 1);  // at the final flush (the session never retries)
   EXPECT_FALSE(h.Noticed("metrics are off"));
 }
 
-TEST(RangeMode, ACounterPermissionErrorPrintsTheFixOnce) {
+// What a range-mode run whose Enable fails with CUPTI's `result` prints on stderr.
+std::string StderrOfAnEnableFailingWith(CUptiResult result) {
   Harness h(RangeConfig(/*skip=*/0));
-  h.script.fail_call = "Enable";
-  h.script.fail_result = CUPTI_ERROR_INSUFFICIENT_PRIVILEGES;
-  testing::internal::CaptureStderr();
-  OnThread([&] {
-    h.Push("step");
-    h.Pop();
-  });
-  h.Finish();
-  const std::string err = testing::internal::GetCapturedStderr();
+  h.script.fail_result = result;
+  return RunFailing(h, "Enable", /*steps=*/1);
+}
+
+TEST(RangeMode, ACounterPermissionErrorPrintsTheFixOnce) {
+  const std::string err = StderrOfAnEnableFailingWith(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
   EXPECT_EQ(err.rfind("kp: metrics: cuptiRangeProfilerEnable failed: ", 0), 0u) << err;
   EXPECT_NE(err.find("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"), std::string::npos) << err;
   EXPECT_NE(err.find(": no permission to read GPU performance counters (ERR_NVGPUCTRPERM): run "
@@ -1279,16 +1249,7 @@ TEST(RangeMode, ACounterPermissionErrorPrintsTheFixOnce) {
 }
 
 TEST(RangeMode, HardwareBusyNamesTheCodeAndTheOtherSession) {
-  Harness h(RangeConfig(/*skip=*/0));
-  h.script.fail_call = "Enable";
-  h.script.fail_result = CUPTI_ERROR_HARDWARE_BUSY;
-  testing::internal::CaptureStderr();
-  OnThread([&] {
-    h.Push("step");
-    h.Pop();
-  });
-  h.Finish();
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = StderrOfAnEnableFailingWith(CUPTI_ERROR_HARDWARE_BUSY);
   // What tests/gpu/run_metrics_tests.sh looks for in the second rank's stderr.
   EXPECT_NE(err.find("kp: metrics: cuptiRangeProfilerEnable failed: CUPTI_ERROR_HARDWARE_BUSY"),
             std::string::npos)
@@ -1317,13 +1278,7 @@ TEST(KernelMode, AFailureAtEachCallDisablesTheSessionWithOneLine) {
   // Start: the first launch; Stop and Decode: the batch boundary (launch 17).
   for (const std::string call : {"Start", "Stop", "Decode"}) {
     Harness h(KernelConfig());
-    h.script.fail_call = call;
-    testing::internal::CaptureStderr();
-    OnThread([&] {
-      for (uint32_t i = 0; i < 40; ++i) h.Launch("k", i);
-    });
-    h.Finish();
-    ExpectFailedMidRun(h, call, testing::internal::GetCapturedStderr());
+    ExpectFailedMidRun(h, call, RunFailing(h, call, /*steps=*/40, /*after=*/0, /*kernels=*/true));
     EXPECT_TRUE(h.ranges.empty()) << call;
     EXPECT_EQ(h.script.starts.load(), 1) << call;
   }
@@ -1347,13 +1302,7 @@ TEST(KernelMode, AFailedStopAtACaptureBeginDisablesTheSession) {
 
 TEST(KernelMode, AFailedDisableKeepsTheResultsAndPrintsNothing) {
   Harness h(KernelConfig());
-  h.script.fail_call = "Disable";
-  testing::internal::CaptureStderr();
-  OnThread([&] {
-    for (uint32_t i = 0; i < 3; ++i) h.Launch("k", i);
-  });
-  h.Finish();
-  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_EQ(RunFailing(h, "Disable", /*steps=*/3, /*after=*/0, /*kernels=*/true), "");
   EXPECT_EQ(h.ranges.size(), 3u);
   EXPECT_EQ(h.script.disables.load(), 1);
 }
