@@ -20,7 +20,7 @@
 // joined nor invalidated.
 //
 // libkpinject does not link libcuda: every driver entry point is looked up in the process.
-// Not thread-safe: used by the one thread that measures (see range_collector.h).
+// Not thread-safe: used by the one thread that measures (see range_mode_collector.h).
 #pragma once
 
 #include <cuda.h>
