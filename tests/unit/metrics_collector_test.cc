@@ -40,7 +40,8 @@ struct Script {
   size_t num_passes = 1;
   // The call that fails: a session's "Plan", or a range-profiler call of ProfilerSession's
   // Do*: "Enable", "SizeImage", "InitImage", "SetConfig", "Start", "Stop", "PushRange",
-  // "PopRange", "Decode", "Disable"; or the backend's "Initialize", "ChipName".
+  // "PopRange", "Decode", "Disable"; the session's "SweepL2"; or the backend's "Initialize",
+  // "ChipName".
   std::string fail_call;
   int fail_after = 0;  // that many successful calls first
   // CUPTI_SUCCESS: the failure reads "<call> failed: scripted"; else it is the message kp
@@ -95,7 +96,7 @@ class ScriptedSession final : public ProfilerSession {
   }
   Status SweepL2() override {
     ++s_->sweeps;
-    return Status();
+    return s_->Fails("SweepL2");
   }
 
  protected:
@@ -229,10 +230,11 @@ class ScriptedBackend final : public ProfilerBackend {
 // One collector with its encoder output.
 class Harness {
  public:
-  explicit Harness(Config config) {
+  // No L2 sweep unless `cache` says otherwise.
+  explicit Harness(Config config, MetricsCache cache = MetricsCache::kNone) {
     if (config.metrics.empty())
       config.metrics = {"dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"};
-    config.metrics_cache = MetricsCache::kNone;
+    config.metrics_cache = cache;
     StatusOr<std::unique_ptr<MetricsCollector>> created = MetricsCollector::CreateWithBackend(
         config,
         [this](std::function<void(TraceEncoder&)> task) {
@@ -1225,6 +1227,31 @@ TEST(RangeMode, AFailedDisableKeepsTheResultsAndPrintsNothing) {
   EXPECT_EQ(h.ranges.size(), 3u);
   EXPECT_EQ(h.script.disables.load(), 1);  // at the final flush (the session never retries)
   EXPECT_FALSE(h.Noticed("metrics are off"));
+}
+
+TEST(RangeMode, AFailedL2SweepIsAWarningOnceAndRangesAreStillMeasured) {
+  for (MetricsCache cache : {MetricsCache::kPass, MetricsCache::kRange}) {
+    Harness h(RangeConfig(/*skip=*/0), cache);
+    EXPECT_EQ(RunFailing(h, "SweepL2", /*steps=*/3),
+              "kp: metrics: cuptiRangeProfilerSweepL2 failed: scripted; ranges are measured "
+              "without it from here on (the first range after each range-profiler start can then "
+              "read ~30 MB more dram writes)\n");
+    EXPECT_EQ(h.script.sweeps.load(), 1);  // not tried again
+    EXPECT_EQ(h.ranges.size(), 3u);
+    EXPECT_TRUE(h.Noticed("cuptiRangeProfilerSweepL2 failed: scripted; ranges are measured"));
+    EXPECT_FALSE(h.Noticed("metrics are off"));
+  }
+}
+
+TEST(RangeMode, TheL2SweepRunsAfterEachStartOrBeforeEachRange) {
+  for (MetricsCache cache : {MetricsCache::kPass, MetricsCache::kRange}) {
+    Harness h(RangeConfig(/*skip=*/0), cache);
+    h.script.num_passes = 2;
+    EXPECT_EQ(RunFailing(h, /*call=*/"", /*steps=*/4), "");  // nothing fails
+    EXPECT_EQ(h.script.starts.load(), 4);                    // one per pass
+    EXPECT_EQ(h.script.sweeps.load(), 4);  // pass: after each Start; range: before each range
+    EXPECT_EQ(h.ranges.size(), 2u);
+  }
 }
 
 // What a range-mode run whose Enable fails with CUPTI's `result` prints on stderr.
