@@ -4,12 +4,12 @@
 
 namespace kp {
 
-std::unique_ptr<MetricsCollector> MetricsCollector::Create(const Config& config, EncoderPost,
-                                                           std::string* error) {
-  if (!config.metrics.empty() && error != nullptr) {
-    *error = "KP_METRICS: metrics not built into this libkpinject.so; unset KP_METRICS";
-  }
-  return nullptr;
+StatusOr<std::unique_ptr<MetricsCollector>> MetricsCollector::Create(const Config& config,
+                                                                     EncoderPost) {
+  if (!config.metrics.empty())
+    return Status::Error(
+        "KP_METRICS: metrics not built into this libkpinject.so; unset KP_METRICS");
+  return std::unique_ptr<MetricsCollector>();
 }
 
 }  // namespace kp

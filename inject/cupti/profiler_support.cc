@@ -1,15 +1,17 @@
 #include "inject/cupti/profiler_support.h"
 
+#include <utility>
+
 #include "common/metric_plan.h"
 
 namespace kp {
 
-bool CheckCuptiCall(const char* call, CUptiResult result, std::string* error) {
-  if (result == CUPTI_SUCCESS) return true;
-  *error = CuptiCallError(call, result);
+Status CheckCuptiCall(const char* call, CUptiResult result) {
+  if (result == CUPTI_SUCCESS) return Status();
+  std::string message = CuptiCallError(call, result);
   const std::string why = ExplainCounterAccessError(result);
-  if (!why.empty()) *error += ": " + why;
-  return false;
+  if (!why.empty()) message += ": " + why;
+  return Status::Error(std::move(message));
 }
 
 CUptiResult EvaluateToGpuValues(CUpti_Profiler_Host_Object* host, const std::vector<uint8_t>& image,
@@ -27,13 +29,15 @@ CUptiResult EvaluateToGpuValues(CUpti_Profiler_Host_Object* host, const std::vec
   return cuptiProfilerHostEvaluateToGpuValues(&ev);
 }
 
-bool CheckDeviceSupported(uint32_t device, CUpti_Profiler_API api, std::string* error) {
+Status CheckDeviceSupported(uint32_t device, CUpti_Profiler_API api) {
   CUpti_Profiler_DeviceSupported_Params ds{};
   ds.structSize = CUpti_Profiler_DeviceSupported_Params_STRUCT_SIZE;
   ds.cuDevice = static_cast<CUdevice>(device);
   ds.api = api;
-  if (!CheckCuptiCall("cuptiProfilerDeviceSupported", cuptiProfilerDeviceSupported(&ds), error))
-    return false;
+  if (Status called =
+          CheckCuptiCall("cuptiProfilerDeviceSupported", cuptiProfilerDeviceSupported(&ds));
+      !called.ok())
+    return called;
   DeviceSupportLevels levels;
   levels.overall = ds.isSupported;
   levels.architecture = ds.architecture;
@@ -43,9 +47,8 @@ bool CheckDeviceSupported(uint32_t device, CUpti_Profiler_API api, std::string* 
   levels.cmp = ds.cmp;
   levels.wsl = ds.wsl;
   const std::string unsupported = ExplainDeviceSupport(levels);
-  if (unsupported.empty()) return true;
-  *error = "device " + std::to_string(device) + " cannot be profiled: " + unsupported;
-  return false;
+  if (unsupported.empty()) return Status();
+  return Status::Error("device " + std::to_string(device) + " cannot be profiled: " + unsupported);
 }
 
 }  // namespace kp

@@ -11,16 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 struct CUpti_Profiler_Host_Object;
 
 namespace kp {
 
-// True on CUPTI_SUCCESS; else *error = "<call> failed: ... (<code>)[: <fix>]".
-bool CheckCuptiCall(const char* call, CUptiResult result, std::string* error);
+// OK on CUPTI_SUCCESS; else "<call> failed: ... (<code>)[: <fix>]".
+Status CheckCuptiCall(const char* call, CUptiResult result);
 
-// True when `device` supports `api`; else *error says why (the call's failure, or the reason
-// from ExplainDeviceSupport).
-bool CheckDeviceSupported(uint32_t device, CUpti_Profiler_API api, std::string* error);
+// OK when `device` supports `api`; else why not (the call's failure, or the reason from
+// ExplainDeviceSupport).
+Status CheckDeviceSupported(uint32_t device, CUpti_Profiler_API api);
 
 // The values of `metrics` for range (or PM sample) `index` of a counter-data image, into
 // values[0 .. metrics.size()): cuptiProfilerHostEvaluateToGpuValues for both collectors.

@@ -676,13 +676,15 @@ void DoToolInit(InjectionMode mode) {
   EncoderThread* thread_ptr = nullptr;
   EncoderThread** thread_slot = &state->thread;
   if (!config.metrics.empty()) {
-    std::string metrics_error;
     EncoderPost post = [thread_slot](std::function<void(TraceEncoder&)> task) {
       if (*thread_slot != nullptr) (*thread_slot)->Post(std::move(task));
     };
-    state->collector = MetricsCollector::Create(config, post, &metrics_error);
-    if (!state->collector && !metrics_error.empty()) {
-      LogNotice(LogSeverity::kError, "metrics", metrics_error, "metrics are off, tracing goes on");
+    StatusOr<std::unique_ptr<MetricsCollector>> collector = MetricsCollector::Create(config, post);
+    if (collector.ok()) {
+      state->collector = std::move(collector.value());
+    } else {
+      LogNotice(LogSeverity::kError, "metrics", collector.status().message(),
+                "metrics are off, tracing goes on");
     }
   }
   state->pm_sampling = PmSampling::Create(config, [thread_slot](auto task) {

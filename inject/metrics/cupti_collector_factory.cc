@@ -4,9 +4,9 @@
 
 namespace kp {
 
-std::unique_ptr<MetricsCollector> MetricsCollector::Create(const Config& config, EncoderPost post,
-                                                           std::string* error) {
-  return CreateWithBackend(config, std::move(post), NewCuptiProfilerBackend(), error);
+StatusOr<std::unique_ptr<MetricsCollector>> MetricsCollector::Create(const Config& config,
+                                                                     EncoderPost post) {
+  return CreateWithBackend(config, std::move(post), NewCuptiProfilerBackend());
 }
 
 }  // namespace kp

@@ -24,66 +24,75 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool Call(const char* name, CUptiResult r, std::string* error) {
-  return CheckCuptiCall(name, r, error);
-}
+Status Call(const char* name, CUptiResult r) { return CheckCuptiCall(name, r); }
 
 class CuptiProfilerSession final : public ProfilerSession {
  public:
   explicit CuptiProfilerSession(CUcontext ctx) : ctx_(ctx) {}
   ~CuptiProfilerSession() override { Disable(); }
 
-  bool Plan(const std::vector<std::string>& metrics, SessionSetup* setup,
-            std::string* error) override {
+  StatusOr<SessionSetup> Plan(const std::vector<std::string>& metrics) override {
+    SessionSetup setup;
     uint32_t device = 0;
-    if (!Call("cuptiGetDeviceId", cuptiGetDeviceId(ctx_, &device), error) ||
-        !Call("cuptiGetContextId", cuptiGetContextId(ctx_, &setup->context_id), error))
-      return false;
-    setup->device = device;
-    if (!CheckDeviceSupported(device, CUPTI_PROFILER_RANGE_PROFILING, error)) return false;
+    if (Status s = Call("cuptiGetDeviceId", cuptiGetDeviceId(ctx_, &device)); !s.ok()) return s;
+    if (Status s = Call("cuptiGetContextId", cuptiGetContextId(ctx_, &setup.context_id)); !s.ok())
+      return s;
+    setup.device = device;
+    if (Status s = CheckDeviceSupported(device, CUPTI_PROFILER_RANGE_PROFILING); !s.ok()) return s;
     CUpti_Device_GetChipName_Params cn{};
     cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
     cn.deviceIndex = device;
-    if (!Call("cuptiDeviceGetChipName", cuptiDeviceGetChipName(&cn), error)) return false;
-    setup->chip = cn.pChipName ? cn.pChipName : "";
+    if (Status s = Call("cuptiDeviceGetChipName", cuptiDeviceGetChipName(&cn)); !s.ok()) return s;
+    setup.chip = cn.pChipName ? cn.pChipName : "";
 
     auto t_avail = std::chrono::steady_clock::now();
     CUpti_Profiler_GetCounterAvailability_Params ca{};
     ca.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
     ca.ctx = ctx_;
-    if (!Call("cuptiProfilerGetCounterAvailability", cuptiProfilerGetCounterAvailability(&ca),
-              error))
-      return false;
+    if (Status s =
+            Call("cuptiProfilerGetCounterAvailability", cuptiProfilerGetCounterAvailability(&ca));
+        !s.ok())
+      return s;
     std::vector<uint8_t> availability(ca.counterAvailabilityImageSize);
     ca.pCounterAvailabilityImage = availability.data();
-    if (!Call("cuptiProfilerGetCounterAvailability", cuptiProfilerGetCounterAvailability(&ca),
-              error))
-      return false;
-    setup->availability_ms = MsSince(t_avail);
+    if (Status s =
+            Call("cuptiProfilerGetCounterAvailability", cuptiProfilerGetCounterAvailability(&ca));
+        !s.ok())
+      return s;
+    setup.availability_ms = MsSince(t_avail);
 
     auto t_config = std::chrono::steady_clock::now();
     StatusOr<MetricPlan> plan =
-        BuildMetricPlan(setup->chip, CUPTI_PROFILER_TYPE_RANGE_PROFILER, availability, metrics);
-    if (!plan.ok()) {
-      *error = plan.status().WithContext("KP_METRICS").message();
-      return false;
-    }
+        BuildMetricPlan(setup.chip, CUPTI_PROFILER_TYPE_RANGE_PROFILER, availability, metrics);
+    if (!plan.ok()) return plan.status().WithContext("KP_METRICS");
     plan_ = std::move(plan.value());
-    setup->config_ms = MsSince(t_config);
+    setup.config_ms = MsSince(t_config);
     for (const auto& n : plan_.names) metric_ptrs_.push_back(n.c_str());
-    setup->names = plan_.names;
-    setup->num_passes = plan_.num_passes;
-    return true;
+    setup.names = plan_.names;
+    setup.num_passes = plan_.num_passes;
+    return setup;
   }
 
-  bool Enable(MetricsMode mode, size_t max_ranges, std::string* error) override {
+  Status SweepL2() override {
+    if (!sweep_.ready())
+      if (Status s = sweep_.Init(ctx_); !s.ok()) return s;
+    return sweep_.Run();
+  }
+
+ protected:
+  Status DoEnable(MetricsMode mode, size_t max_ranges) override {
     mode_ = mode;
     max_ranges_ = max_ranges;
     CUpti_RangeProfiler_Enable_Params en{};
     en.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
     en.ctx = ctx_;
-    if (!Call("cuptiRangeProfilerEnable", cuptiRangeProfilerEnable(&en), error)) return false;
+    if (Status s = Call("cuptiRangeProfilerEnable", cuptiRangeProfilerEnable(&en)); !s.ok())
+      return s;
     obj_ = en.pRangeProfilerObject;
+    return Status();
+  }
+
+  Status DoSizeImage() override {
     CUpti_RangeProfiler_GetCounterDataSize_Params gs{};
     gs.structSize = CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE;
     gs.pRangeProfilerObject = obj_;
@@ -91,84 +100,25 @@ class CuptiProfilerSession final : public ProfilerSession {
     gs.numMetrics = metric_ptrs_.size();
     gs.maxNumOfRanges = max_ranges_;
     gs.maxNumRangeTreeNodes = static_cast<uint32_t>(max_ranges_);
-    bool ok = Call("cuptiRangeProfilerGetCounterDataSize",
-                   cuptiRangeProfilerGetCounterDataSize(&gs), error);
-    if (ok) {
-      image_.assign(gs.counterDataSize, 0);
-      ok = InitImage(error) && SetConfig(error);
-    }
-    if (!ok) Disable();
-    return ok;
+    if (Status s =
+            Call("cuptiRangeProfilerGetCounterDataSize", cuptiRangeProfilerGetCounterDataSize(&gs));
+        !s.ok())
+      return s;
+    image_.assign(gs.counterDataSize, 0);
+    return Status();
   }
 
-  bool Start(std::string* error) override {
-    CUpti_RangeProfiler_Start_Params s{};
-    s.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
-    s.pRangeProfilerObject = obj_;
-    Timer timer(this, SessionCall::kStart);
-    if (!Call("cuptiRangeProfilerStart", cuptiRangeProfilerStart(&s), error)) return false;
-    started_ = true;
-    return true;
+  Status DoInitImage() override {
+    CUpti_RangeProfiler_CounterDataImage_Initialize_Params ii{};
+    ii.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
+    ii.pRangeProfilerObject = obj_;
+    ii.counterDataSize = image_.size();
+    ii.pCounterData = image_.data();
+    return Call("cuptiRangeProfilerCounterDataImageInitialize",
+                cuptiRangeProfilerCounterDataImageInitialize(&ii));
   }
 
-  bool Stop(bool* all_passes_submitted, std::string* error) override {
-    CUpti_RangeProfiler_Stop_Params s{};
-    s.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
-    s.pRangeProfilerObject = obj_;
-    started_ = false;
-    Timer timer(this, SessionCall::kStop);
-    if (!Call("cuptiRangeProfilerStop", cuptiRangeProfilerStop(&s), error)) return false;
-    *all_passes_submitted = s.isAllPassSubmitted != 0;
-    return true;
-  }
-
-  bool PushRange(const std::string& name, std::string* error) override {
-    CUpti_RangeProfiler_PushRange_Params pr{};
-    pr.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
-    pr.pRangeProfilerObject = obj_;
-    pr.pRangeName = name.c_str();
-    Timer timer(this, SessionCall::kPush);
-    return Call("cuptiRangeProfilerPushRange", cuptiRangeProfilerPushRange(&pr), error);
-  }
-
-  bool PopRange(std::string* error) override {
-    CUpti_RangeProfiler_PopRange_Params pp{};
-    pp.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
-    pp.pRangeProfilerObject = obj_;
-    Timer timer(this, SessionCall::kPop);
-    return Call("cuptiRangeProfilerPopRange", cuptiRangeProfilerPopRange(&pp), error);
-  }
-
-  bool Decode(const std::function<bool(size_t, const std::string&)>& want,
-              std::vector<DecodedRange>* out, uint64_t* dropped, std::string* error) override {
-    {
-      Timer timer(this, SessionCall::kDecode);
-      if (!DecodeImage(want, out, dropped, error)) return false;
-    }
-    Timer timer(this, SessionCall::kRearm);
-    return InitImage(error) && SetConfig(error);
-  }
-
-  bool SweepL2(std::string* error) override {
-    return (sweep_.ready() || sweep_.Init(ctx_, error)) && sweep_.Run(error);
-  }
-
-  void Disable() override {
-    if (!obj_) return;
-    if (started_) {
-      bool all = false;
-      std::string ignored;
-      Stop(&all, &ignored);
-    }
-    CUpti_RangeProfiler_Disable_Params d{};
-    d.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE;
-    d.pRangeProfilerObject = obj_;
-    cuptiRangeProfilerDisable(&d);
-    obj_ = nullptr;
-  }
-
- private:
-  bool SetConfig(std::string* error) {
+  Status DoSetConfig() override {
     CUpti_RangeProfiler_SetConfig_Params sc{};
     sc.structSize = CUpti_RangeProfiler_SetConfig_Params_STRUCT_SIZE;
     sc.pRangeProfilerObject = obj_;
@@ -183,34 +133,56 @@ class CuptiProfilerSession final : public ProfilerSession {
     sc.minNestingLevel = 1;
     sc.passIndex = 0;
     sc.targetNestingLevel = 1;
-    return Call("cuptiRangeProfilerSetConfig", cuptiRangeProfilerSetConfig(&sc), error);
+    return Call("cuptiRangeProfilerSetConfig", cuptiRangeProfilerSetConfig(&sc));
   }
 
-  bool InitImage(std::string* error) {
-    CUpti_RangeProfiler_CounterDataImage_Initialize_Params ii{};
-    ii.structSize = CUpti_RangeProfiler_CounterDataImage_Initialize_Params_STRUCT_SIZE;
-    ii.pRangeProfilerObject = obj_;
-    ii.counterDataSize = image_.size();
-    ii.pCounterData = image_.data();
-    return Call("cuptiRangeProfilerCounterDataImageInitialize",
-                cuptiRangeProfilerCounterDataImageInitialize(&ii), error);
+  Status DoStart() override {
+    CUpti_RangeProfiler_Start_Params s{};
+    s.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
+    s.pRangeProfilerObject = obj_;
+    return Call("cuptiRangeProfilerStart", cuptiRangeProfilerStart(&s));
   }
 
-  bool DecodeImage(const std::function<bool(size_t, const std::string&)>& want,
-                   std::vector<DecodedRange>* out, uint64_t* dropped, std::string* error) {
+  StatusOr<bool> DoStop() override {
+    CUpti_RangeProfiler_Stop_Params s{};
+    s.structSize = CUpti_RangeProfiler_Stop_Params_STRUCT_SIZE;
+    s.pRangeProfilerObject = obj_;
+    if (Status st = Call("cuptiRangeProfilerStop", cuptiRangeProfilerStop(&s)); !st.ok()) return st;
+    return s.isAllPassSubmitted != 0;
+  }
+
+  Status DoPushRange(const std::string& name) override {
+    CUpti_RangeProfiler_PushRange_Params pr{};
+    pr.structSize = CUpti_RangeProfiler_PushRange_Params_STRUCT_SIZE;
+    pr.pRangeProfilerObject = obj_;
+    pr.pRangeName = name.c_str();
+    return Call("cuptiRangeProfilerPushRange", cuptiRangeProfilerPushRange(&pr));
+  }
+
+  Status DoPopRange() override {
+    CUpti_RangeProfiler_PopRange_Params pp{};
+    pp.structSize = CUpti_RangeProfiler_PopRange_Params_STRUCT_SIZE;
+    pp.pRangeProfilerObject = obj_;
+    return Call("cuptiRangeProfilerPopRange", cuptiRangeProfilerPopRange(&pp));
+  }
+
+  StatusOr<std::vector<DecodedRange>> DoDecode(
+      const std::function<bool(size_t, const std::string&)>& want, uint64_t* dropped) override {
     CUpti_RangeProfiler_DecodeData_Params dd{};
     dd.structSize = CUpti_RangeProfiler_DecodeData_Params_STRUCT_SIZE;
     dd.pRangeProfilerObject = obj_;
-    if (!Call("cuptiRangeProfilerDecodeData", cuptiRangeProfilerDecodeData(&dd), error))
-      return false;
+    if (Status s = Call("cuptiRangeProfilerDecodeData", cuptiRangeProfilerDecodeData(&dd)); !s.ok())
+      return s;
     *dropped += dd.numOfRangeDropped;
     CUpti_RangeProfiler_GetCounterDataInfo_Params info{};
     info.structSize = CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE;
     info.pCounterDataImage = image_.data();
     info.counterDataImageSize = image_.size();
-    if (!Call("cuptiRangeProfilerGetCounterDataInfo", cuptiRangeProfilerGetCounterDataInfo(&info),
-              error))
-      return false;
+    if (Status s = Call("cuptiRangeProfilerGetCounterDataInfo",
+                        cuptiRangeProfilerGetCounterDataInfo(&info));
+        !s.ok())
+      return s;
+    std::vector<DecodedRange> out;
     for (size_t i = 0; i < info.numTotalRanges; ++i) {
       CUpti_RangeProfiler_CounterData_GetRangeInfo_Params ri{};
       ri.structSize = CUpti_RangeProfiler_CounterData_GetRangeInfo_Params_STRUCT_SIZE;
@@ -218,16 +190,18 @@ class CuptiProfilerSession final : public ProfilerSession {
       ri.counterDataImageSize = image_.size();
       ri.rangeIndex = i;
       ri.rangeDelimiter = "/";
-      if (!Call("cuptiRangeProfilerCounterDataGetRangeInfo",
-                cuptiRangeProfilerCounterDataGetRangeInfo(&ri), error))
-        return false;
+      if (Status s = Call("cuptiRangeProfilerCounterDataGetRangeInfo",
+                          cuptiRangeProfilerCounterDataGetRangeInfo(&ri));
+          !s.ok())
+        return s;
       std::string name = ri.rangeName ? ri.rangeName : "";
       if (!want(i, name)) continue;
       std::vector<double> values(metric_ptrs_.size(), std::nan(""));
-      if (!Call("cuptiProfilerHostEvaluateToGpuValues",
-                EvaluateToGpuValues(plan_.host->raw(), image_, i, metric_ptrs_, values.data()),
-                error))
-        return false;
+      if (Status s =
+              Call("cuptiProfilerHostEvaluateToGpuValues",
+                   EvaluateToGpuValues(plan_.host->raw(), image_, i, metric_ptrs_, values.data()));
+          !s.ok())
+        return s;
       // An incomplete multi-pass cycle evaluates "successfully" to NaN.
       bool any_value = false;
       for (double v : values) any_value |= !std::isnan(v);
@@ -235,11 +209,20 @@ class CuptiProfilerSession final : public ProfilerSession {
         ++*dropped;
         continue;
       }
-      out->push_back(DecodedRange{i, std::move(name), std::move(values)});
+      out.push_back(DecodedRange{i, std::move(name), std::move(values)});
     }
-    return true;
+    return out;
   }
 
+  Status DoDisable() override {
+    CUpti_RangeProfiler_Disable_Params d{};
+    d.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE;
+    d.pRangeProfilerObject = obj_;
+    obj_ = nullptr;
+    return Call("cuptiRangeProfilerDisable", cuptiRangeProfilerDisable(&d));
+  }
+
+ private:
   CUcontext ctx_;
   MetricsMode mode_ = MetricsMode::kRange;
   size_t max_ranges_ = 0;
@@ -255,14 +238,14 @@ class CuptiProfilerBackend final : public ProfilerBackend {
   std::unique_ptr<ProfilerSession> NewSession(CUcontext ctx) override {
     return std::make_unique<CuptiProfilerSession>(ctx);
   }
-  bool Initialize(std::string* error) override {
+  Status Initialize() override {
     std::lock_guard<std::mutex> lock(mu_);
-    if (initialized_) return true;
+    if (initialized_) return Status();
     CUpti_Profiler_Initialize_Params ip{};
     ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
-    if (!Call("cuptiProfilerInitialize", cuptiProfilerInitialize(&ip), error)) return false;
+    if (Status s = Call("cuptiProfilerInitialize", cuptiProfilerInitialize(&ip)); !s.ok()) return s;
     initialized_ = true;
-    return true;
+    return Status();
   }
   void DeInitialize() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -284,14 +267,13 @@ class CuptiProfilerBackend final : public ProfilerBackend {
     cuptiGetTimestamp(&t);
     return t;
   }
-  bool ChipName(uint32_t ordinal, std::string* chip, std::string* error) override {
-    if (!Initialize(error)) return false;
+  StatusOr<std::string> ChipName(uint32_t ordinal) override {
+    if (Status s = Initialize(); !s.ok()) return s;
     CUpti_Device_GetChipName_Params cn{};
     cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
     cn.deviceIndex = ordinal;
-    if (!Call("cuptiDeviceGetChipName", cuptiDeviceGetChipName(&cn), error)) return false;
-    *chip = cn.pChipName ? cn.pChipName : "";
-    return true;
+    if (Status s = Call("cuptiDeviceGetChipName", cuptiDeviceGetChipName(&cn)); !s.ok()) return s;
+    return std::string(cn.pChipName ? cn.pChipName : "");
   }
 
  private:

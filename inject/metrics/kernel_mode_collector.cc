@@ -1,8 +1,8 @@
 #include "inject/metrics/kernel_mode_collector.h"
 
-#include <cstdio>
 #include <cstdlib>
 
+#include "inject/log/log.h"
 #include "inject/metrics/launch_callbacks.h"
 
 namespace kp {
@@ -34,36 +34,35 @@ std::unique_ptr<ProfilerCollector::Context> KernelModeCollector::NewContext() {
   return std::make_unique<KernelContext>();
 }
 
-bool KernelModeCollector::StopSession(KernelContext* p, std::string* error) {
+Status KernelModeCollector::StopSession(KernelContext* p) {
   sessions_started_.fetch_sub(1, std::memory_order_relaxed);
-  bool all = false;
-  if (!p->session->Stop(&all, error)) return false;
+  if (StatusOr<bool> stopped = p->session->Stop(); !stopped.ok()) return stopped.status();
   p->stopped_undecoded = true;
-  return true;
+  return Status();
 }
 
-bool KernelModeCollector::Collect(KernelContext* p, std::vector<Result>* out, std::string* error) {
-  if (p->session->started() && !StopSession(p, error)) return false;
-  if (!p->stopped_undecoded) return true;
+Status KernelModeCollector::Collect(KernelContext* p, std::vector<Result>* out) {
+  if (p->session->started())
+    if (Status stopped = StopSession(p); !stopped.ok()) return stopped;
+  if (!p->stopped_undecoded) return Status();
   p->stopped_undecoded = false;
-  std::vector<DecodedRange> decoded;
-  if (!p->session->Decode(
-          [p](size_t i, const std::string& name) {
-            if (i >= p->launches.size()) return false;
-            // CUPTI names auto ranges by their number since the profiler was enabled ("0",
-            // "1", ...; seen on the H200), and kp numbers the launches it records the same
-            // way: a difference means a launch CUPTI measured and kp did not see, or the
-            // reverse, and the values from there on may belong to other kernels.
-            char* end = nullptr;
-            unsigned long long n = std::strtoull(name.c_str(), &end, 10);
-            if (end != name.c_str() && *end == '\0' && n != p->launches[i].occurrence)
-              ++p->range_number_mismatches;
-            return true;
-          },
-          &decoded, &p->ranges_dropped, error))
-    return false;
+  StatusOr<std::vector<DecodedRange>> decoded = p->session->Decode(
+      [p](size_t i, const std::string& name) {
+        if (i >= p->launches.size()) return false;
+        // CUPTI names auto ranges by their number since the profiler was enabled ("0",
+        // "1", ...; seen on the H200), and kp numbers the launches it records the same
+        // way: a difference means a launch CUPTI measured and kp did not see, or the
+        // reverse, and the values from there on may belong to other kernels.
+        char* end = nullptr;
+        unsigned long long n = std::strtoull(name.c_str(), &end, 10);
+        if (end != name.c_str() && *end == '\0' && n != p->launches[i].occurrence)
+          ++p->range_number_mismatches;
+        return true;
+      },
+      &p->ranges_dropped);
+  if (!decoded.ok()) return decoded.status();
   size_t before = out->size();
-  for (DecodedRange& d : decoded) {
+  for (DecodedRange& d : decoded.value()) {
     Result r = p->launches[d.index];
     r.values = std::move(d.values);
     out->push_back(std::move(r));
@@ -72,18 +71,17 @@ bool KernelModeCollector::Collect(KernelContext* p, std::vector<Result>* out, st
   // see (or a range CUPTI dropped), so the mapping of the tail is uncertain.
   if (out->size() - before + p->ranges_dropped != p->launches.size()) ++p->index_mismatches;
   p->launches.clear();
-  return true;
+  return Status();
 }
 
-bool KernelModeCollector::BeforeCapture(Context* c, std::vector<Result>*, std::string* error) {
+Status KernelModeCollector::BeforeCapture(Context* c, std::vector<Result>*) {
   auto* p = static_cast<KernelContext*>(c);
-  if (!p->session->started()) return true;
-  return StopSession(p, error);
+  if (!p->session->started()) return Status();
+  return StopSession(p);
 }
 
-bool KernelModeCollector::FlushLocked(Context* c, std::vector<Result>* results,
-                                      std::string* error) {
-  return Collect(static_cast<KernelContext*>(c), results, error);
+Status KernelModeCollector::FlushLocked(Context* c, std::vector<Result>* results) {
+  return Collect(static_cast<KernelContext*>(c), results);
 }
 
 void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -130,8 +128,7 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
   auto* p = static_cast<KernelContext*>(ProfilerFor(data->context));
   if (!p) return;
   std::vector<Result> results;
-  std::string error;
-  bool ok = true;
+  Status status;
   {
     std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed || gate_.active()) return;
@@ -145,15 +142,15 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
       // Per-kernel ranges inside a graph cannot be matched to launches: close the batch and
       // leave the graph unmeasured.
       ++p->graph_launches;
-      ok = Collect(p, &results, &error);
+      status = Collect(p, &results);
     } else {
       if (p->launches.size() >= kKernelsPerBatch || p->stopped_undecoded)
-        ok = Collect(p, &results, &error);
-      if (ok && !p->session->started()) {
-        ok = p->session->Start(&error);
-        if (ok) sessions_started_.fetch_add(1, std::memory_order_relaxed);
+        status = Collect(p, &results);
+      if (status.ok() && !p->session->started()) {
+        status = p->session->Start();
+        if (status.ok()) sessions_started_.fetch_add(1, std::memory_order_relaxed);
       }
-      if (ok) {
+      if (status.ok()) {
         Result r;
         r.name = data->symbolName ? data->symbolName : "";
         r.occurrence = p->launch_index++;
@@ -166,13 +163,13 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
         p->launches.push_back(std::move(r));
       }
     }
-    if (!ok) {
+    if (!status.ok()) {
       p->closed = true;
       p->session->Disable();
     }
   }
   PostResults(p, std::move(results));
-  if (!ok) Fail(error);
+  if (!status.ok()) Fail(status);
 }
 
 void KernelModeCollector::NotSelected(CUcontext ctx) {
@@ -192,7 +189,7 @@ void KernelModeCollector::NotSelected(CUcontext ctx) {
                       " launch(es) measured; the range profiler is disabled for the rest of "
                       "the run";
     Notice(kNoticeInfo, msg);
-    if (debug_) std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+    if (debug_) Log(LogSeverity::kDebug, "metrics: %s", msg.c_str());
     return;
   }
   if (sessions_started_.load(std::memory_order_relaxed) <= 0) return;
@@ -203,19 +200,18 @@ void KernelModeCollector::NotSelected(CUcontext ctx) {
     if (it != profilers_.end()) p = static_cast<KernelContext*>(it->second.get());
   }
   if (!p) return;
-  std::string error;
-  bool ok = true;
+  Status status;
   {
     std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed || !p->session || !p->session->started()) return;
     // Stopped, not decoded: the batch is decoded at the next selected launch or the flush.
-    ok = StopSession(p, &error);
-    if (!ok) {
+    status = StopSession(p);
+    if (!status.ok()) {
       p->closed = true;
       p->session->Disable();
     }
   }
-  if (!ok) Fail(error);
+  if (!status.ok()) Fail(status);
 }
 
 bool KernelModeCollector::InIncludedRange() {
@@ -248,7 +244,7 @@ void KernelModeCollector::ShutdownNotices() {
                     std::to_string(selector_.launches_seen()) + " launch(es) seen, " +
                     std::to_string(selector_.launches_matched()) +
                     " passed the name and NVTX filters)";
-  std::fprintf(stderr, "kp: metrics: %s\n", msg.c_str());
+  Log(LogSeverity::kWarning, "metrics: %s", msg.c_str());
   Notice(kNoticeWarning, msg);
 }
 

@@ -51,15 +51,15 @@ class KernelModeCollector final : public ProfilerCollector {
 
   std::unique_ptr<Context> NewContext() override;
   size_t MaxRanges(const SessionSetup&) const override { return 2 * kKernelsPerBatch; }
-  bool AfterEnable(Context*, std::string*) override { return true; }  // started at a launch
-  bool BeforeCapture(Context* p, std::vector<Result>* results, std::string* error) override;
-  bool FlushLocked(Context* p, std::vector<Result>* results, std::string* error) override;
+  Status AfterEnable(Context*) override { return Status(); }  // started at a launch
+  Status BeforeCapture(Context* p, std::vector<Result>* results) override;
+  Status FlushLocked(Context* p, std::vector<Result>* results) override;
   void FinalNotices(Context* p, std::vector<std::string>* warnings) override;
   void ShutdownNotices() override;
 
   // Stops the batch if started; decodes a stopped batch.
-  bool Collect(KernelContext* p, std::vector<Result>* results, std::string* error);
-  bool StopSession(KernelContext* p, std::string* error);  // p->mu held, session started
+  Status Collect(KernelContext* p, std::vector<Result>* results);
+  Status StopSession(KernelContext* p);  // p->mu held, session started
   // A launch not selected: stops `ctx`'s running profiler, or, once the selection is done,
   // flushes and disables every context's profiler (once).
   void NotSelected(CUcontext ctx);

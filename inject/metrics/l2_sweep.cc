@@ -112,12 +112,12 @@ const Driver& GetDriver() {
   return d;
 }
 
-bool Check(const Driver& d, const char* call, CUresult r, std::string* error) {
-  if (r == CUDA_SUCCESS) return true;
+// "<call> failed: <name> (<code>)"; the public functions add "L2 sweep" as context.
+Status Check(const Driver& d, const char* call, CUresult r) {
+  if (r == CUDA_SUCCESS) return Status();
   const char* name = nullptr;
   if (!d.get_error_name || d.get_error_name(r, &name) != CUDA_SUCCESS || !name) name = "?";
-  *error = std::string("L2 sweep: ") + call + " failed: " + name + " (" + std::to_string(r) + ")";
-  return false;
+  return Status::Error(std::string(call) + " failed: " + name + " (" + std::to_string(r) + ")");
 }
 
 // While it lives, the calling thread may make calls that a stream capture in progress would
@@ -144,66 +144,64 @@ class RelaxedCaptureMode {
 
 const char* L2SweepPtx() { return kPtx; }
 
-bool L2Sweep::Init(CUcontext ctx, std::string* error) {
+Status L2Sweep::Init(CUcontext ctx) {
   const Driver& d = GetDriver();
-  if (!d.ok) {
-    *error = "L2 sweep: the CUDA driver's entry points were not found in the process";
-    return false;
-  }
+  if (!d.ok)
+    return Status::Error("L2 sweep: the CUDA driver's entry points were not found in the process");
   ctx_ = ctx;
   RelaxedCaptureMode relaxed(d);
   CUdevice dev = 0;
   int l2 = 0, sms = 0;
-  if (!Check(d, "cuCtxGetDevice", d.ctx_get_device(&dev), error) ||
-      !Check(d, "cuDeviceGetAttribute(L2_CACHE_SIZE)",
-             d.device_get_attribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev), error) ||
-      !Check(d, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)",
-             d.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), error))
-    return false;
+  Status s = Check(d, "cuCtxGetDevice", d.ctx_get_device(&dev));
+  if (s.ok())
+    s = Check(d, "cuDeviceGetAttribute(L2_CACHE_SIZE)",
+              d.device_get_attribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev));
+  if (s.ok())
+    s = Check(d, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)",
+              d.device_get_attribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev));
+  if (!s.ok()) return s.WithContext("L2 sweep");
   // Twice the L2, at least 8 MiB, in whole 16-byte words.
   bytes_ = std::max<size_t>(2 * static_cast<size_t>(l2 > 0 ? l2 : 0), size_t{8} << 20);
   bytes_ &= ~size_t{15};
   grid_ = static_cast<unsigned>(sms > 0 ? sms : 1) * 8;
   CUmodule module = nullptr;
   CUfunction function = nullptr;
-  // On a failure, give back what was made (best effort) so a failed set-up holds no memory.
-  auto undo = [&] {
+  s = Check(d, "cuModuleLoadData", d.module_load_data(&module, kPtx));
+  if (s.ok())
+    s = Check(d, "cuModuleGetFunction",
+              d.module_get_function(&function, module, kL2SweepKernelName));
+  if (s.ok()) s = Check(d, "cuMemAlloc", d.mem_alloc(&buffer_, bytes_));
+  if (s.ok()) s = Check(d, "cuMemAlloc", d.mem_alloc(&sink_, 16));
+  if (s.ok()) s = Check(d, "cuStreamCreate", d.stream_create(&stream_, CU_STREAM_NON_BLOCKING));
+  // Zeroed on kp's own stream (never the legacy one, which would wait for the application).
+  if (s.ok()) s = Check(d, "cuMemsetD8Async", d.memset_d8_async(buffer_, 0, bytes_, stream_));
+  if (s.ok()) s = Check(d, "cuStreamSynchronize", d.stream_synchronize(stream_));
+  if (!s.ok()) {
+    // Give back what was made (best effort) so a failed set-up holds no memory.
     if (stream_ && d.stream_destroy) d.stream_destroy(stream_);
     if (sink_ && d.mem_free) d.mem_free(sink_);
     if (buffer_ && d.mem_free) d.mem_free(buffer_);
     if (module && d.module_unload) d.module_unload(module);
     stream_ = nullptr;
     sink_ = buffer_ = 0;
-    return false;
-  };
-  if (!Check(d, "cuModuleLoadData", d.module_load_data(&module, kPtx), error) ||
-      !Check(d, "cuModuleGetFunction", d.module_get_function(&function, module, kL2SweepKernelName),
-             error) ||
-      !Check(d, "cuMemAlloc", d.mem_alloc(&buffer_, bytes_), error) ||
-      !Check(d, "cuMemAlloc", d.mem_alloc(&sink_, 16), error) ||
-      !Check(d, "cuStreamCreate", d.stream_create(&stream_, CU_STREAM_NON_BLOCKING), error) ||
-      // Zeroed on kp's own stream (never the legacy one, which would wait for the application).
-      !Check(d, "cuMemsetD8Async", d.memset_d8_async(buffer_, 0, bytes_, stream_), error) ||
-      !Check(d, "cuStreamSynchronize", d.stream_synchronize(stream_), error))
-    return undo();
+    return s.WithContext("L2 sweep");
+  }
   module_ = module;
   function_ = function;
-  return true;
+  return Status();
 }
 
-bool L2Sweep::Run(std::string* error) {
+Status L2Sweep::Run() {
   const Driver& d = GetDriver();
-  if (!function_) {
-    *error = "L2 sweep: not initialized";
-    return false;
-  }
+  if (!function_) return Status::Error("L2 sweep: not initialized");
   RelaxedCaptureMode relaxed(d);
   uint64_t words = bytes_ / 16;
   void* args[] = {&buffer_, &words, &sink_};
-  return Check(d, "cuLaunchKernel",
-               d.launch_kernel(function_, grid_, 1, 1, kBlock, 1, 1, 0, stream_, args, nullptr),
-               error) &&
-         Check(d, "cuStreamSynchronize", d.stream_synchronize(stream_), error);
+  Status s =
+      Check(d, "cuLaunchKernel",
+            d.launch_kernel(function_, grid_, 1, 1, kBlock, 1, 1, 0, stream_, args, nullptr));
+  if (s.ok()) s = Check(d, "cuStreamSynchronize", d.stream_synchronize(stream_));
+  return s.WithContext("L2 sweep");
 }
 
 }  // namespace kp

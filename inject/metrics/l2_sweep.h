@@ -20,13 +20,15 @@
 // joined nor invalidated.
 //
 // libkpinject does not link libcuda: every driver entry point is looked up in the process.
-// Not thread-safe: used by the one thread that measures (see range_collector.h).
+// Not thread-safe: used by the one thread that measures (see range_mode_collector.h).
 #pragma once
 
 #include <cuda.h>
 
 #include <cstddef>
 #include <string>
+
+#include "common/status.h"
 
 namespace kp {
 
@@ -44,10 +46,11 @@ class L2Sweep {
   ~L2Sweep() = default;
 
   // Loads the module, allocates and zeroes the buffer and creates the stream in `ctx` (which must
-  // be current on the calling thread). False with *error set when a driver call fails.
-  bool Init(CUcontext ctx, std::string* error);
-  // Launches the sweep and waits for it. False with *error set when a driver call fails.
-  bool Run(std::string* error);
+  // be current on the calling thread). An error ("L2 sweep: <call> failed: ...") when a driver
+  // call fails; what was made is given back.
+  Status Init(CUcontext ctx);
+  // Launches the sweep and waits for it. An error when a driver call fails.
+  Status Run();
 
   bool ready() const { return function_ != nullptr; }
   size_t bytes() const { return bytes_; }

@@ -10,27 +10,24 @@
 
 namespace kp {
 
-std::unique_ptr<MetricsCollector> MetricsCollector::CreateWithBackend(
-    const Config& config, EncoderPost post, std::unique_ptr<ProfilerBackend> backend,
-    std::string* error) {
-  if (config.metrics.empty()) return nullptr;
+StatusOr<std::unique_ptr<MetricsCollector>> MetricsCollector::CreateWithBackend(
+    const Config& config, EncoderPost post, std::unique_ptr<ProfilerBackend> backend) {
+  if (config.metrics.empty()) return std::unique_ptr<MetricsCollector>();
   std::vector<std::string> names = ExpandMetricList(config.metrics);
   for (const auto& n : names) {
     if (const Status syntax = CheckMetricNameSyntax(n); !syntax.ok()) {
-      *error = "KP_METRICS: unknown metric '" + n + "': " + syntax.message() +
-               " (kptrace metrics list --chip <chip> lists valid names)";
-      return nullptr;
+      return Status::Error("unknown metric '" + n + "': " + syntax.message() +
+                           " (kptrace metrics list --chip <chip> lists valid names)")
+          .WithContext("KP_METRICS");
     }
   }
-  if (names.empty()) {
-    *error = "KP_METRICS: no metric names given (e.g. KP_METRICS=sol)";
-    return nullptr;
-  }
+  if (names.empty())
+    return Status::Error("no metric names given (e.g. KP_METRICS=sol)").WithContext("KP_METRICS");
   if (config.metrics_mode == MetricsMode::kKernel)
-    return std::make_unique<KernelModeCollector>(config, std::move(names), std::move(post),
-                                                 std::move(backend));
-  return std::make_unique<RangeModeCollector>(config, std::move(names), std::move(post),
-                                              std::move(backend));
+    return std::unique_ptr<MetricsCollector>(std::make_unique<KernelModeCollector>(
+        config, std::move(names), std::move(post), std::move(backend)));
+  return std::unique_ptr<MetricsCollector>(std::make_unique<RangeModeCollector>(
+      config, std::move(names), std::move(post), std::move(backend)));
 }
 
 }  // namespace kp

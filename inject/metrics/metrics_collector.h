@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "inject/config/config.h"
 
 namespace kp {
@@ -28,15 +29,13 @@ class MetricsCollector {
  public:
   virtual ~MetricsCollector() = default;
 
-  // Returns nullptr when config.metrics is empty. Validates what can be validated without a
-  // context; an invalid metric name yields nullptr with *error set (one line, names the metric
-  // and how to list valid ones), and the tracer then runs without metrics.
-  static std::unique_ptr<MetricsCollector> Create(const Config& config, EncoderPost post,
-                                                  std::string* error);
+  // nullptr when config.metrics is empty. Validates what can be validated without a context;
+  // an invalid metric name is an error (one line, names the metric and how to list valid ones),
+  // and the tracer then runs without metrics.
+  static StatusOr<std::unique_ptr<MetricsCollector>> Create(const Config& config, EncoderPost post);
   // The same on another backend than CUPTI's (CPU tests drive the collectors with a fake).
-  static std::unique_ptr<MetricsCollector> CreateWithBackend(
-      const Config& config, EncoderPost post, std::unique_ptr<ProfilerBackend> backend,
-      std::string* error);
+  static StatusOr<std::unique_ptr<MetricsCollector>> CreateWithBackend(
+      const Config& config, EncoderPost post, std::unique_ptr<ProfilerBackend> backend);
 
   // What the tracer must enable for us on its subscriber.
   virtual bool wants_nvtx_callbacks() const = 0;    // CUPTI_CB_DOMAIN_NVTX, all cbids

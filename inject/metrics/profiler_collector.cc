@@ -53,22 +53,26 @@ void ProfilerCollector::Notice(int severity, const std::string& message) {
   });
 }
 
-void ProfilerCollector::Fail(const std::string& message) {
-  if (off_.exchange(true)) return;  // one line, the first cause
-  Log(LogSeverity::kError, "metrics: %s; metrics are off, tracing goes on", message.c_str());
-  Notice(kNoticeError, message + "; metrics are off");
+void ProfilerCollector::Fail(const Status& failure) {
+  off_.store(true);
+  // One line, the first cause. Not off_: Shutdown sets it before the final flush, whose
+  // failures must be said too.
+  if (failed_.exchange(true)) return;
+  Log(LogSeverity::kError, "metrics: %s; metrics are off, tracing goes on",
+      failure.message().c_str());
+  Notice(kNoticeError, failure.message() + "; metrics are off");
 }
 
 void ProfilerCollector::CheckNamesAtStartup(uint32_t device) {
-  std::string chip, error;
-  if (!backend_->ChipName(device, &chip, &error)) {
-    Fail(error);
+  StatusOr<std::string> chip = backend_->ChipName(device);
+  if (!chip.ok()) {
+    Fail(chip.status());
     return;
   }
   StatusOr<std::unique_ptr<MetricHost>> host =
-      MetricHost::Create(chip, CUPTI_PROFILER_TYPE_RANGE_PROFILER, {});
+      MetricHost::Create(chip.value(), CUPTI_PROFILER_TYPE_RANGE_PROFILER, {});
   const Status valid = host.ok() ? host.value()->Validate(metrics_) : host.status();
-  if (!valid.ok()) Fail(valid.WithContext("KP_METRICS").message());
+  if (!valid.ok()) Fail(valid.WithContext("KP_METRICS"));
 }
 
 void ProfilerCollector::OnContextCreated(CUcontext ctx, uint32_t device_ordinal) {
@@ -103,16 +107,17 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Context> p = NewContext();
   p->ctx = ctx;
-  std::string error;
-  if (!backend_->Initialize(&error)) {
-    Fail(error);
+  if (const Status initialized = backend_->Initialize(); !initialized.ok()) {
+    Fail(initialized);
     return nullptr;
   }
   p->session = backend_->NewSession(ctx);
-  if (!p->session->Plan(metrics_, &p->setup, &error)) {
-    Fail(error);
+  StatusOr<SessionSetup> planned = p->session->Plan(metrics_);
+  if (!planned.ok()) {
+    Fail(planned.status());
     return nullptr;
   }
+  p->setup = std::move(planned.value());
   for (size_t i = 0; i < p->setup.names.size(); ++i) {
     const auto& n = p->setup.names[i];
     if (n == "sm__cycles_elapsed.avg.per_second" || n == "gpc__cycles_elapsed.avg.per_second" ||
@@ -124,8 +129,10 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
 
   auto t_enable = std::chrono::steady_clock::now();
   // On a failure here the session (RAII) disables what it enabled when `p` goes.
-  if (!p->session->Enable(mode_, p->max_ranges, &error) || !AfterEnable(p.get(), &error)) {
-    Fail(error);
+  Status enabled = p->session->Enable(mode_, p->max_ranges);
+  if (enabled.ok()) enabled = AfterEnable(p.get());
+  if (!enabled.ok()) {
+    Fail(enabled);
     return nullptr;
   }
   double enable_ms = MsSince(t_enable);
@@ -220,13 +227,12 @@ void ProfilerCollector::OnStreamCapture(CUpti_CallbackDomain domain, CUpti_Callb
   locks.reserve(all.size());
   for (Context* p : all) locks.emplace_back(p->mu);
   std::vector<std::pair<Context*, std::vector<Result>>> posts;
-  std::string error;
-  bool ok = true;
+  Status status;
   for (Context* p : all) {
-    if (!ok || p->closed) continue;
+    if (!status.ok() || p->closed) continue;
     posts.emplace_back(p, std::vector<Result>());
-    ok = BeforeCapture(p, &posts.back().second, &error);
-    if (!ok) {
+    status = BeforeCapture(p, &posts.back().second);
+    if (!status.ok()) {
       p->closed = true;
       p->session->Disable();
     }
@@ -234,32 +240,32 @@ void ProfilerCollector::OnStreamCapture(CUpti_CallbackDomain domain, CUpti_Callb
   gate_.Raise();
   locks.clear();
   for (auto& [p, results] : posts) PostResults(p, std::move(results));
-  if (!ok) Fail(error);
+  if (!status.ok()) Fail(status);
 }
 
 void ProfilerCollector::FlushContext(Context* p, bool final) {
   std::vector<Result> results;
   std::vector<std::string> warnings;
-  std::string error, call_times;
-  bool ok = true;
+  std::string call_times;
+  Status status;
   uint64_t dropped = 0;
   {
     std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed) return;
-    ok = FlushLocked(p, &results, &error);
+    status = FlushLocked(p, &results);
     if (final) {
       FinalNotices(p, &warnings);
       dropped = p->ranges_dropped;
       call_times = p->session->FormatCallTimes();
       p->closed = true;
       p->session->Disable();
-    } else if (!ok) {
+    } else if (!status.ok()) {
       p->closed = true;
       p->session->Disable();
     }
   }
   PostResults(p, std::move(results));
-  if (!ok) Fail(error);
+  if (!status.ok()) Fail(status);
   if (!call_times.empty()) {
     std::string msg = "host time in range-profiler calls on device " +
                       std::to_string(p->setup.device) + " (context " +

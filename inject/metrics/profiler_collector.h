@@ -94,11 +94,11 @@ class ProfilerCollector : public MetricsCollector {
   virtual std::unique_ptr<Context> NewContext() = 0;
   virtual size_t MaxRanges(const SessionSetup& setup) const = 0;
   // After Enable, p->mu not yet shared: e.g. single-pass range mode starts here.
-  virtual bool AfterEnable(Context* p, std::string* error) = 0;
+  virtual Status AfterEnable(Context* p) = 0;
   // p->mu held, the gate not yet raised: what must happen before a capture starts.
-  virtual bool BeforeCapture(Context* p, std::vector<Result>* results, std::string* error) = 0;
+  virtual Status BeforeCapture(Context* p, std::vector<Result>* results) = 0;
   // p->mu held: stop and collect everything pending (context destroy, Shutdown).
-  virtual bool FlushLocked(Context* p, std::vector<Result>* results, std::string* error) = 0;
+  virtual Status FlushLocked(Context* p, std::vector<Result>* results) = 0;
   // p->mu held, at the final flush: warnings about what could not be measured.
   virtual void FinalNotices(Context* p, std::vector<std::string>* warnings) = 0;
   // At Shutdown, after every context is flushed.
@@ -107,7 +107,8 @@ class ProfilerCollector : public MetricsCollector {
   // --- shared ---
   // The context's profiler, set up at the first call; nullptr when off, closed or failed.
   Context* ProfilerFor(CUcontext ctx);
-  void Fail(const std::string& message);
+  // Turns metrics off with one line and an error notice (the first failure only).
+  void Fail(const Status& failure);
   void Notice(int severity, const std::string& message);
   void PostResults(Context* p, std::vector<Result> results);
   void FlushContext(Context* p, bool final);
@@ -136,6 +137,7 @@ class ProfilerCollector : public MetricsCollector {
   const std::unique_ptr<ProfilerBackend> backend_;
   StreamCaptureGate gate_;
   std::atomic<bool> off_{false};
+  std::atomic<bool> failed_{false};  // Fail() has printed its line
   std::atomic<uint64_t> skipped_during_capture_{0};
 
   std::mutex mu_;  // guards the maps below; never held across a CUDA/CUPTI call

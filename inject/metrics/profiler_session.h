@@ -6,8 +6,8 @@
 // interfaces: the CUPTI implementation is cupti_profiler_session.h, and CPU tests drive the
 // collectors with a scripted one (tests/unit/metrics_collector_test.cc).
 //
-// A session disables whatever it enabled: after a failed call the collector calls Disable()
-// (idempotent), and the destructor does it too.
+// A session disables whatever it enabled: a failed Enable disables what it had enabled, after a
+// failed call the collector calls Disable() (idempotent), and the destructor does it too.
 //
 // Thread safety: a session is not thread-safe; its collector calls it with the context's mutex
 // held (see profiler_collector.h). A backend is thread-safe.
@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
 #include "inject/config/config.h"
 
 namespace kp {
@@ -57,33 +58,37 @@ struct DecodedRange {
 
 class ProfilerSession {
  public:
+  // A subclass's destructor must call Disable() (the base cannot call into a destroyed
+  // subclass).
   virtual ~ProfilerSession() = default;
 
   // Device support, chip, counter availability and the config image for `metrics` (validated
   // with common/metric_plan.h). No range-profiler state is created yet.
-  virtual bool Plan(const std::vector<std::string>& metrics, SessionSetup* setup,
-                    std::string* error) = 0;
-  // Enables the range profiler on the context, sizes the counter-data image for `max_ranges`
-  // and sets the config: user ranges with user replay (range mode) or auto ranges with kernel
-  // replay (kernel mode). On failure everything enabled so far is disabled again.
-  virtual bool Enable(MetricsMode mode, size_t max_ranges, std::string* error) = 0;
-  virtual bool Start(std::string* error) = 0;
-  // *all_passes_submitted: CUPTI has every pass of the set (multi-pass user replay).
-  virtual bool Stop(bool* all_passes_submitted, std::string* error) = 0;
-  virtual bool PushRange(const std::string& name, std::string* error) = 0;
-  virtual bool PopRange(std::string* error) = 0;
+  virtual StatusOr<SessionSetup> Plan(const std::vector<std::string>& metrics) = 0;
+  // Enables the range profiler on the context, sizes and initializes the counter-data image for
+  // `max_ranges` and sets the config: user ranges with user replay (range mode) or auto ranges
+  // with kernel replay (kernel mode). On failure everything enabled so far is disabled again.
+  Status Enable(MetricsMode mode, size_t max_ranges);
+  Status Start();
+  // True when CUPTI has every pass of the set (multi-pass user replay). The session counts as
+  // stopped even when the call fails.
+  StatusOr<bool> Stop();
+  Status PushRange(const std::string& name);
+  Status PopRange();
   // Decodes the image and evaluates the ranges `want(index, name)` selects, then re-arms the
   // image and the config. Ranges whose values are all NaN (an incomplete multi-pass cycle)
-  // and ranges CUPTI dropped are counted in *dropped instead of returned.
-  virtual bool Decode(const std::function<bool(size_t, const std::string&)>& want,
-                      std::vector<DecodedRange>* out, uint64_t* dropped, std::string* error) = 0;
+  // and ranges CUPTI dropped are added to *dropped instead of returned.
+  StatusOr<std::vector<DecodedRange>> Decode(
+      const std::function<bool(size_t, const std::string&)>& want, uint64_t* dropped);
   // Reads 2x the L2 on a stream of its own and waits (l2_sweep.h). Driver calls: the caller
   // holds no mutex of the collector.
-  virtual bool SweepL2(std::string* error) = 0;
+  virtual Status SweepL2() = 0;
   // Disables the range profiler if this session enabled it (stopping it first if started).
-  virtual void Disable() = 0;
+  // Idempotent; a failure to disable is logged at KP_LOG=debug (the session is closed anyway).
+  void Disable();
 
   bool started() const { return started_; }
+  bool enabled() const { return enabled_; }
   const CallTimes& times(SessionCall c) const { return times_[static_cast<int>(c)]; }
   // Host time of a call made outside the session (the collector times the sweep itself).
   void AddTime(SessionCall c, double ms) { times_[static_cast<int>(c)].Add(ms); }
@@ -91,6 +96,22 @@ class ProfilerSession {
   std::string FormatCallTimes() const;
 
  protected:
+  // The range-profiler calls, one each (cupti_profiler_session.cc; the CPU tests script them).
+  // The public functions above own the state (enabled, started), the call times and the
+  // clean-up on failure, so every implementation disables what it enabled.
+  virtual Status DoEnable(MetricsMode mode, size_t max_ranges) = 0;  // the profiler object
+  virtual Status DoSizeImage() = 0;  // the counter-data image for the metrics and max_ranges
+  virtual Status DoInitImage() = 0;
+  virtual Status DoSetConfig() = 0;
+  virtual Status DoStart() = 0;
+  virtual StatusOr<bool> DoStop() = 0;  // all passes submitted
+  virtual Status DoPushRange(const std::string& name) = 0;
+  virtual Status DoPopRange() = 0;
+  virtual StatusOr<std::vector<DecodedRange>> DoDecode(
+      const std::function<bool(size_t, const std::string&)>& want, uint64_t* dropped) = 0;
+  virtual Status DoDisable() = 0;
+
+ private:
   // Adds the time from construction to destruction to one call's times.
   class Timer {
    public:
@@ -107,9 +128,9 @@ class ProfilerSession {
     CallTimes* t_;
     std::chrono::steady_clock::time_point t0_;
   };
-  bool started_ = false;
 
- private:
+  bool enabled_ = false;
+  bool started_ = false;
   CallTimes times_[static_cast<int>(SessionCall::kCount)];
 };
 
@@ -119,14 +140,14 @@ class ProfilerBackend {
   // A session on `ctx` (nothing is called on the GPU yet).
   virtual std::unique_ptr<ProfilerSession> NewSession(CUcontext ctx) = 0;
   // The profiler interface, once per process (cuptiProfilerInitialize / DeInitialize).
-  virtual bool Initialize(std::string* error) = 0;
+  virtual Status Initialize() = 0;
   virtual void DeInitialize() = 0;
   // The context current on the calling thread (nullptr: none or the driver is not ready).
   virtual CUcontext CurrentContext() = 0;
   // The trace clock (CUPTI timestamps, ns).
   virtual uint64_t Now() = 0;
   // The chip name of device `ordinal` ("GH100"), for the start-up check of metric names.
-  virtual bool ChipName(uint32_t ordinal, std::string* chip, std::string* error) = 0;
+  virtual StatusOr<std::string> ChipName(uint32_t ordinal) = 0;
 };
 
 // The CUPTI implementation (cupti_profiler_session.cc).

@@ -67,20 +67,20 @@ size_t RangeModeCollector::MaxRanges(const SessionSetup& setup) const {
   return setup.num_passes > 1 ? kNamesPerPass : kRangesPerImage;
 }
 
-bool RangeModeCollector::Start(RangeContext* p, std::string* error) {
-  if (!p->session->Start(error)) return false;
+Status RangeModeCollector::Start(RangeContext* p) {
+  if (Status started = p->session->Start(); !started.ok()) return started;
   p->sweep_pending = true;
-  return true;
+  return Status();
 }
 
 // Single-pass starts once at set-up; multi-pass starts per pass.
-bool RangeModeCollector::AfterEnable(Context* c, std::string* error) {
+Status RangeModeCollector::AfterEnable(Context* c) {
   auto* p = static_cast<RangeContext*>(c);
-  return p->multi_pass || Start(p, error);
+  return p->multi_pass ? Status() : Start(p);
 }
 
-bool RangeModeCollector::BeforeCapture(Context*, std::vector<Result>*, std::string*) {
-  return true;  // nothing: no range is pushed while the gate is raised
+Status RangeModeCollector::BeforeCapture(Context*, std::vector<Result>*) {
+  return Status();  // nothing: no range is pushed while the gate is raised
 }
 
 void RangeModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
@@ -171,8 +171,8 @@ void RangeModeCollector::OnRangePush(const void* domain, const std::string& mess
   }
 
   std::vector<Result> results;
-  std::string error;
-  bool ok = true, skip = false, sweep = false;
+  Status status;
+  bool skip = false, sweep = false;
   std::string range_name = RangeName(key);
   // Opens the CUPTI range; p->mu held.
   auto push = [&] {
@@ -187,8 +187,8 @@ void RangeModeCollector::OnRangePush(const void* domain, const std::string& mess
     p->open_range_name = range_name;
     p->open_key = key;
     p->open.start = backend_->Now();
-    ok = p->session->PushRange(p->open_range_name, &error);
-    if (ok && p->multi_pass) p->names_in_pass.insert(key);
+    status = p->session->PushRange(p->open_range_name);
+    if (status.ok() && p->multi_pass) p->names_in_pass.insert(key);
   };
   {
     std::lock_guard<std::mutex> lock(p->mu);
@@ -198,38 +198,37 @@ void RangeModeCollector::OnRangePush(const void* domain, const std::string& mess
       return;
     }
     // A pop that came during a capture, which has ended since: close that range now.
-    if (p->deferred_pop) ok = FinishDeferredPop(p, &results, &error);
-    if (!ok) {
+    if (p->deferred_pop) status = FinishDeferredPop(p, &results);
+    if (!status.ok()) {
       // falls through to the failure handling below
     } else if (p->multi_pass) {
       if (p->session->started() && p->names_in_pass.count(key))
-        ok = Collect(p, /*restart=*/false, &results, &error);  // the unit repeats: end pass
-      if (ok && !p->session->started()) {
-        ok = Start(p, &error);
+        status = Collect(p, /*restart=*/false, &results);  // the unit repeats: end pass
+      if (status.ok() && !p->session->started()) {
+        status = Start(p);
         p->names_in_pass.clear();
       }
       // More names in one pass than the image holds: leave this one unmeasured.
-      skip = ok && p->names_in_pass.size() + 1 >= p->max_ranges;
+      skip = status.ok() && p->names_in_pass.size() + 1 >= p->max_ranges;
       if (skip) ++p->names_over_capacity;
     } else {
       range_name += "#" + std::to_string(k);
     }
-    sweep = ok && !skip && !p->sweep_failed &&
+    sweep = status.ok() && !skip && !p->sweep_failed &&
             (cache_ == MetricsCache::kRange || (cache_ == MetricsCache::kPass && p->sweep_pending));
-    if (ok && !skip && !sweep) push();
-    if (!ok) {
+    if (status.ok() && !skip && !sweep) push();
+    if (!status.ok()) {
       p->closed = true;
       p->session->Disable();
     }
   }
   if (sweep) {
     // Driver calls: outside the mutexes (see the header on locking).
-    std::string sweep_error;
     auto t0 = std::chrono::steady_clock::now();
-    bool swept = p->session->SweepL2(&sweep_error);
+    const Status swept = p->session->SweepL2();
     double sweep_ms = MsSince(t0);
-    if (!swept) {
-      std::string msg = sweep_error +
+    if (!swept.ok()) {
+      std::string msg = swept.message() +
                         "; ranges are measured without it from here on (the first range after "
                         "each range-profiler start can then read ~30 MB more dram writes)";
       Log(LogSeverity::kWarning, "metrics: %s", msg.c_str());
@@ -237,22 +236,22 @@ void RangeModeCollector::OnRangePush(const void* domain, const std::string& mess
     }
     std::lock_guard<std::mutex> lock(p->mu);
     p->session->AddTime(SessionCall::kSweep, sweep_ms);  // times are guarded by p->mu
-    if (!swept) p->sweep_failed = true;
+    if (!swept.ok()) p->sweep_failed = true;
     if (p->closed || gate_.active()) {
       if (!p->closed) skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
       skip = true;  // not measured; sweep_pending stays set for the next range
     } else {
       p->sweep_pending = false;
       push();
-      if (!ok) {
+      if (!status.ok()) {
         p->closed = true;
         p->session->Disable();
       }
     }
   }
   PostResults(p, std::move(results));
-  if (!ok || skip) {
-    if (!ok) Fail(error);
+  if (!status.ok() || skip) {
+    if (!status.ok()) Fail(status);
     t_open_ranges.push_back({domain, Slot::kNone});
     return;
   }
@@ -282,8 +281,7 @@ void RangeModeCollector::OnRangePop(const void* domain) {
   }
   if (!p) return;
   std::vector<Result> results;
-  std::string error;
-  bool ok = true;
+  Status status;
   {
     std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed) return;
@@ -293,20 +291,20 @@ void RangeModeCollector::OnRangePop(const void* domain) {
       p->deferred_pop_end = backend_->Now();
       return;
     }
-    ok = PopLocked(p, /*end=*/0, /*keep=*/true, &results, &error);
-    if (!ok) p->session->Disable();
+    status = PopLocked(p, /*end=*/0, /*keep=*/true, &results);
+    if (!status.ok()) p->session->Disable();
   }
   PostResults(p, std::move(results));
-  if (!ok) Fail(error);
+  if (!status.ok()) Fail(status);
 }
 
-bool RangeModeCollector::PopLocked(RangeContext* p, uint64_t end, bool keep,
-                                   std::vector<Result>* results, std::string* error) {
-  bool ok = p->session->PopRange(error);
+Status RangeModeCollector::PopLocked(RangeContext* p, uint64_t end, bool keep,
+                                     std::vector<Result>* results) {
+  Status status = p->session->PopRange();
   // The end is taken after PopRange, which waits for the range's GPU work in multi-pass mode,
   // so the range's time window holds its kernels (the summary's "while busy" reading uses it).
   p->open.end = end ? end : backend_->Now();
-  if (ok && p->multi_pass) {
+  if (status.ok() && p->multi_pass) {
     Result& r = p->cycle[p->open_key];
     uint32_t used = r.occurrences_used + 1;
     bool tainted = r.tainted || !keep;
@@ -318,39 +316,35 @@ bool RangeModeCollector::PopLocked(RangeContext* p, uint64_t end, bool keep,
     r.tainted = tainted;  // a pass of this cycle is not trustworthy: the set is dropped
     r.min_duration = lo;
     r.max_duration = hi;
-  } else if (ok && keep) {
+  } else if (status.ok() && keep) {
     p->pending_by_range_name[p->open_range_name] = p->pending.size();
     p->pending.push_back(p->open);
     // Flush point: the image is nearly full (no measured range is open on the owner now).
-    if (p->pending.size() + 1 >= p->max_ranges) ok = Collect(p, /*restart=*/true, results, error);
+    if (p->pending.size() + 1 >= p->max_ranges) status = Collect(p, /*restart=*/true, results);
   }
-  if (!ok) p->closed = true;
-  return ok;
+  if (!status.ok()) p->closed = true;
+  return status;
 }
 
-bool RangeModeCollector::FinishDeferredPop(RangeContext* p, std::vector<Result>* results,
-                                           std::string* error) {
+Status RangeModeCollector::FinishDeferredPop(RangeContext* p, std::vector<Result>* results) {
   p->deferred_pop = false;
   // Its CUPTI range stayed open past the capture, so its counters hold whatever ran until now:
   // the values are not kept (counted with the ranges skipped during captures).
   skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
-  return PopLocked(p, p->deferred_pop_end, /*keep=*/false, results, error);
+  return PopLocked(p, p->deferred_pop_end, /*keep=*/false, results);
 }
 
-bool RangeModeCollector::Collect(RangeContext* p, bool restart, std::vector<Result>* out,
-                                 std::string* error) {
-  if (!p->session->started()) return true;
-  bool all = false;
-  if (!p->session->Stop(&all, error)) return false;
-  std::vector<DecodedRange> decoded;
+Status RangeModeCollector::Collect(RangeContext* p, bool restart, std::vector<Result>* out) {
+  if (!p->session->started()) return Status();
+  StatusOr<bool> stopped = p->session->Stop();
+  if (!stopped.ok()) return stopped.status();
+  const bool all = stopped.value();
   if (!p->multi_pass) {
-    if (!p->session->Decode(
-            [p](size_t, const std::string& name) {
-              return p->pending_by_range_name.count(name) > 0;
-            },
-            &decoded, &p->ranges_dropped, error))
-      return false;
-    for (DecodedRange& d : decoded) {
+    StatusOr<std::vector<DecodedRange>> decoded = p->session->Decode(
+        [p](size_t, const std::string& name) { return p->pending_by_range_name.count(name) > 0; },
+        &p->ranges_dropped);
+    if (!decoded.ok()) return decoded.status();
+    for (DecodedRange& d : decoded.value()) {
       Result r = p->pending[p->pending_by_range_name[d.name]];
       r.values = std::move(d.values);
       out->push_back(std::move(r));
@@ -362,19 +356,19 @@ bool RangeModeCollector::Collect(RangeContext* p, bool restart, std::vector<Resu
     if (all) {
       std::map<std::string, Result*> by_name;
       for (auto& [key, r] : p->cycle) by_name[RangeName(key)] = &r;
-      if (!p->session->Decode(
-              [p, &by_name](size_t, const std::string& name) {
-                auto it = by_name.find(name);
-                if (it == by_name.end()) return false;
-                if (it->second->tainted) {
-                  ++p->ranges_dropped;  // one pass held a range closed late (a capture)
-                  return false;
-                }
-                return true;
-              },
-              &decoded, &p->ranges_dropped, error))
-        return false;
-      for (DecodedRange& d : decoded) {
+      StatusOr<std::vector<DecodedRange>> decoded = p->session->Decode(
+          [p, &by_name](size_t, const std::string& name) {
+            auto it = by_name.find(name);
+            if (it == by_name.end()) return false;
+            if (it->second->tainted) {
+              ++p->ranges_dropped;  // one pass held a range closed late (a capture)
+              return false;
+            }
+            return true;
+          },
+          &p->ranges_dropped);
+      if (!decoded.ok()) return decoded.status();
+      for (DecodedRange& d : decoded.value()) {
         Result r = *by_name[d.name];
         r.values = std::move(d.values);
         r.inconsistent = r.occurrences_used > 1 &&
@@ -387,16 +381,15 @@ bool RangeModeCollector::Collect(RangeContext* p, bool restart, std::vector<Resu
     }
     p->names_in_pass.clear();
   }
-  if (restart) return Start(p, error);
-  return true;
+  if (restart) return Start(p);
+  return Status();
 }
 
-bool RangeModeCollector::FlushLocked(Context* c, std::vector<Result>* results, std::string* error) {
+Status RangeModeCollector::FlushLocked(Context* c, std::vector<Result>* results) {
   auto* p = static_cast<RangeContext*>(c);
-  bool ok = true;
-  if (p->deferred_pop) ok = FinishDeferredPop(p, results, error);
-  if (ok) ok = Collect(p, /*restart=*/false, results, error);
-  return ok;
+  if (p->deferred_pop)
+    if (Status popped = FinishDeferredPop(p, results); !popped.ok()) return popped;
+  return Collect(p, /*restart=*/false, results);
 }
 
 void RangeModeCollector::FinalNotices(Context* c, std::vector<std::string>* warnings) {

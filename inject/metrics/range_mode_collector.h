@@ -82,9 +82,9 @@ class RangeModeCollector final : public ProfilerCollector {
 
   std::unique_ptr<Context> NewContext() override;
   size_t MaxRanges(const SessionSetup& setup) const override;
-  bool AfterEnable(Context* p, std::string* error) override;
-  bool BeforeCapture(Context* p, std::vector<Result>* results, std::string* error) override;
-  bool FlushLocked(Context* p, std::vector<Result>* results, std::string* error) override;
+  Status AfterEnable(Context* p) override;
+  Status BeforeCapture(Context* p, std::vector<Result>* results) override;
+  Status FlushLocked(Context* p, std::vector<Result>* results) override;
   void FinalNotices(Context* p, std::vector<std::string>* warnings) override;
   void ShutdownNotices() override;
 
@@ -92,12 +92,11 @@ class RangeModeCollector final : public ProfilerCollector {
   void OnRangePop(const void* domain);
   // p->mu held. end = 0: now, after PopRange. keep=false: the range's values are dropped (a pop
   // deferred past a capture).
-  bool PopLocked(RangeContext* p, uint64_t end, bool keep, std::vector<Result>* results,
-                 std::string* error);
-  bool FinishDeferredPop(RangeContext* p, std::vector<Result>* results, std::string* error);
+  Status PopLocked(RangeContext* p, uint64_t end, bool keep, std::vector<Result>* results);
+  Status FinishDeferredPop(RangeContext* p, std::vector<Result>* results);
   // Stops the profiler and evaluates what is pending; with `restart`, starts again.
-  bool Collect(RangeContext* p, bool restart, std::vector<Result>* results, std::string* error);
-  bool Start(RangeContext* p, std::string* error);
+  Status Collect(RangeContext* p, bool restart, std::vector<Result>* results);
+  Status Start(RangeContext* p);
   // The chosen thread, once: a notice (and a line at KP_LOG=debug).
   void AnnounceOwner(uint32_t tid, const std::string& domain, const std::string& message);
 

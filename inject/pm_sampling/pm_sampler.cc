@@ -26,7 +26,9 @@ constexpr size_t kHardwareBufferBytes = 64u << 20;
 constexpr uint32_t kMaxSamplesPerDecode = 2048;
 
 bool Call(const char* name, CUptiResult r, std::string* error) {
-  return CheckCuptiCall(name, r, error);
+  const Status called = CheckCuptiCall(name, r);
+  if (!called.ok()) *error = called.message();
+  return called.ok();
 }
 
 // The GPU's counters are held by another session: on the H200, a second process's
@@ -102,7 +104,11 @@ class CuptiPmSession final : public PmSession {
       profiler_initialized_ = true;
     }
 
-    if (!CheckDeviceSupported(device_, CUPTI_PROFILER_PM_SAMPLING, error)) return false;
+    if (const Status supported = CheckDeviceSupported(device_, CUPTI_PROFILER_PM_SAMPLING);
+        !supported.ok()) {
+      *error = supported.message();
+      return false;
+    }
 
     CUpti_Device_GetChipName_Params cn{};
     cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;

@@ -4,8 +4,9 @@
 // through the real TraceEncoder and are read back with the libprotobuf classes of
 // proto/kptrace.proto. Covers pass rotation, warm-up skip, consistency flags, deferred pops,
 // capture begin/end races (run under ThreadSanitizer in CI: the `tsan` preset), the choice of
-// the measured thread and domain, set-up failures (every enabled session disabled again), and
-// the start-up check of metric names (the real Profiler Host API, chip GH100, no GPU).
+// the measured thread and domain, a failure at each range-profiler call (at set-up and mid-run:
+// every enabled session disabled again, one line on stderr), and the start-up check of metric
+// names (the real Profiler Host API, chip GH100, no GPU).
 #include "inject/metrics/metrics_collector.h"
 
 #include <generated_nvtx_meta.h>
@@ -21,6 +22,8 @@
 
 #include "common/metric_plan.h"
 #include "inject/config/config.h"
+#include "inject/cupti/profiler_support.h"
+#include "inject/log/log.h"
 #include "inject/metrics/kernel_selector.h"
 #include "inject/metrics/profiler_session.h"
 #include "inject/trace/chunk_writer.h"
@@ -35,19 +38,39 @@ const CUcontext kCtx = reinterpret_cast<CUcontext>(0x1000);
 // What the scripted sessions saw; shared by the test and every session of one backend.
 struct Script {
   size_t num_passes = 1;
-  // Calls that fail ("Plan", "Enable", "Start", "PushRange", "PopRange", "Stop", "Decode").
+  // The call that fails: a session's "Plan", or a range-profiler call of ProfilerSession's
+  // Do*: "Enable", "SizeImage", "InitImage", "SetConfig", "Start", "Stop", "PushRange",
+  // "PopRange", "Decode", "Disable"; the session's "SweepL2"; or the backend's "Initialize",
+  // "ChipName".
   std::string fail_call;
   int fail_after = 0;  // that many successful calls first
-  std::atomic<int> sessions_enabled{0};
+  // CUPTI_SUCCESS: the failure reads "<call> failed: scripted"; else it is the message kp
+  // builds for that CUPTI result (inject/cupti/profiler_support.h).
+  CUptiResult fail_result = CUPTI_SUCCESS;
+  std::atomic<int> sessions_enabled{0};  // enabled and not (successfully) disabled
   std::atomic<int> sessions_created{0};
   std::atomic<int> calls_during_capture{0};
   std::atomic<bool> capture_open{false};  // set by the test strictly inside a capture
-  std::atomic<int> pushes{0}, pops{0}, starts{0}, stops{0}, decodes{0}, sweeps{0};
+  std::atomic<int> pushes{0}, pops{0}, starts{0}, stops{0}, decodes{0}, sweeps{0}, disables{0};
+  std::atomic<int> set_configs{0};
   std::mutex mu;
   std::vector<std::string> pushed_names;
   class ScriptedSession* current = nullptr;  // the latest session (kernel mode's auto ranges)
+  std::map<std::string, int> calls;          // per call name, under mu
+
+  // The scripted error for `call`, or OK.
+  Status Fails(const char* call) {
+    if (fail_call != call) return Status();
+    std::lock_guard<std::mutex> lock(mu);
+    if (calls[call]++ < fail_after) return Status();
+    const std::string name = std::string("cuptiRangeProfiler") + call;
+    if (fail_result != CUPTI_SUCCESS) return CheckCuptiCall(name.c_str(), fail_result);
+    return Status::Error(name + " failed: scripted");
+  }
 };
 
+// The range profiler's calls, scripted; ProfilerSession (the code under test) keeps the state
+// and disables what was enabled.
 class ScriptedSession final : public ProfilerSession {
  public:
   explicit ScriptedSession(Script* s) : s_(s) {
@@ -63,49 +86,63 @@ class ScriptedSession final : public ProfilerSession {
     if (running_) image_.push_back(std::to_string(auto_ranges_++));
   }
 
-  bool Plan(const std::vector<std::string>& metrics, SessionSetup* setup,
-            std::string* error) override {
-    if (Fails("Plan", error)) return false;
-    setup->chip = "GH100";
-    setup->names = metrics;
-    setup->num_passes = s_->num_passes;
-    return true;
+  StatusOr<SessionSetup> Plan(const std::vector<std::string>& metrics) override {
+    if (Status s = s_->Fails("Plan"); !s.ok()) return s;
+    SessionSetup setup;
+    setup.chip = "GH100";
+    setup.names = metrics;
+    setup.num_passes = s_->num_passes;
+    return setup;
   }
-  bool Enable(MetricsMode, size_t, std::string* error) override {
+  Status SweepL2() override {
+    ++s_->sweeps;
+    return s_->Fails("SweepL2");
+  }
+
+ protected:
+  Status DoEnable(MetricsMode, size_t) override {
+    if (Status s = s_->Fails("Enable"); !s.ok()) return s;
+    EXPECT_FALSE(enabled_) << "enabled twice";
     enabled_ = true;
     ++s_->sessions_enabled;
-    if (Fails("Enable", error)) {  // a failure after enabling: the contract says disable
-      Disable();
-      return false;
-    }
-    return true;
+    return Status();
   }
-  bool Start(std::string* error) override {
+  Status DoSizeImage() override {
+    EXPECT_TRUE(enabled_);
+    return s_->Fails("SizeImage");
+  }
+  Status DoInitImage() override {
+    EXPECT_TRUE(enabled_);
+    return s_->Fails("InitImage");
+  }
+  Status DoSetConfig() override {
+    EXPECT_TRUE(enabled_);
+    ++s_->set_configs;
+    return s_->Fails("SetConfig");
+  }
+  Status DoStart() override {
     Check();
     ++s_->starts;
-    if (Fails("Start", error)) return false;
-    started_ = true;
+    if (Status s = s_->Fails("Start"); !s.ok()) return s;
     std::lock_guard<std::mutex> lock(image_mu_);
     running_ = true;
-    return true;
+    return Status();
   }
-  bool Stop(bool* all, std::string* error) override {
+  StatusOr<bool> DoStop() override {
     Check();
     ++s_->stops;
-    started_ = false;
     {
       std::lock_guard<std::mutex> lock(image_mu_);
       running_ = false;
     }
-    if (Fails("Stop", error)) return false;
+    if (Status s = s_->Fails("Stop"); !s.ok()) return s;
     ++pass_;
-    *all = pass_ % s_->num_passes == 0;
-    return true;
+    return pass_ % s_->num_passes == 0;
   }
-  bool PushRange(const std::string& name, std::string* error) override {
+  Status DoPushRange(const std::string& name) override {
     Check();
     ++s_->pushes;
-    if (Fails("PushRange", error)) return false;
+    if (Status s = s_->Fails("PushRange"); !s.ok()) return s;
     {
       std::lock_guard<std::mutex> lock(s_->mu);
       s_->pushed_names.push_back(name);
@@ -114,18 +151,19 @@ class ScriptedSession final : public ProfilerSession {
     bool seen = false;
     for (const auto& n : image_) seen |= n == name;
     if (!seen) image_.push_back(name);
-    return true;
+    return Status();
   }
-  bool PopRange(std::string* error) override {
+  Status DoPopRange() override {
     Check();
     ++s_->pops;
-    return !Fails("PopRange", error);
+    return s_->Fails("PopRange");
   }
-  bool Decode(const std::function<bool(size_t, const std::string&)>& want,
-              std::vector<DecodedRange>* out, uint64_t*, std::string* error) override {
+  StatusOr<std::vector<DecodedRange>> DoDecode(
+      const std::function<bool(size_t, const std::string&)>& want, uint64_t*) override {
     Check();
     ++s_->decodes;
-    if (Fails("Decode", error)) return false;
+    if (Status s = s_->Fails("Decode"); !s.ok()) return s;
+    std::vector<DecodedRange> out;
     std::lock_guard<std::mutex> lock(image_mu_);
     for (size_t i = 0; i < image_.size(); ++i) {
       if (!want(i, image_[i])) continue;
@@ -133,40 +171,40 @@ class ScriptedSession final : public ProfilerSession {
       d.index = i;
       d.name = image_[i];
       for (size_t m = 0; m < 3; ++m) d.values.push_back(static_cast<double>(m + 1));
-      out->push_back(std::move(d));
+      out.push_back(std::move(d));
     }
     image_.clear();
-    return true;
+    return out;
   }
-  bool SweepL2(std::string*) override {
-    ++s_->sweeps;
-    return true;
-  }
-  void Disable() override {
-    if (!enabled_) return;
+  Status DoDisable() override {
+    EXPECT_TRUE(enabled_) << "disabled without being enabled";
+    EXPECT_FALSE(disable_failed_) << "a failed disable retried";
+    ++s_->disables;
+    {
+      std::lock_guard<std::mutex> lock(image_mu_);
+      running_ = false;
+    }
+    if (Status s = s_->Fails("Disable"); !s.ok()) {
+      disable_failed_ = true;
+      return s;
+    }
     enabled_ = false;
-    started_ = false;
     --s_->sessions_enabled;
+    return Status();
   }
 
  private:
   void Check() {
     if (s_->capture_open.load()) ++s_->calls_during_capture;
   }
-  bool Fails(const char* call, std::string* error) {
-    if (s_->fail_call != call) return false;
-    if (calls_[call]++ < s_->fail_after) return false;
-    *error = std::string("cuptiRangeProfiler") + call + " failed: scripted";
-    return true;
-  }
   Script* s_;
   std::mutex image_mu_;
   bool running_ = false;
   uint64_t auto_ranges_ = 0;
   bool enabled_ = false;
+  bool disable_failed_ = false;
   uint64_t pass_ = 0;
   std::vector<std::string> image_;
-  std::map<std::string, int> calls_;
 };
 
 class ScriptedBackend final : public ProfilerBackend {
@@ -175,13 +213,13 @@ class ScriptedBackend final : public ProfilerBackend {
   std::unique_ptr<ProfilerSession> NewSession(CUcontext) override {
     return std::make_unique<ScriptedSession>(s_);
   }
-  bool Initialize(std::string*) override { return true; }
+  Status Initialize() override { return s_->Fails("Initialize"); }
   void DeInitialize() override {}
   CUcontext CurrentContext() override { return kCtx; }
   uint64_t Now() override { return clock_->fetch_add(10) + 10; }
-  bool ChipName(uint32_t, std::string* chip, std::string*) override {
-    *chip = "GH100";
-    return true;
+  StatusOr<std::string> ChipName(uint32_t) override {
+    if (Status s = s_->Fails("ChipName"); !s.ok()) return s;
+    return std::string("GH100");
   }
 
  private:
@@ -192,19 +230,21 @@ class ScriptedBackend final : public ProfilerBackend {
 // One collector with its encoder output.
 class Harness {
  public:
-  explicit Harness(Config config) {
+  // No L2 sweep unless `cache` says otherwise.
+  explicit Harness(Config config, MetricsCache cache = MetricsCache::kNone) {
     if (config.metrics.empty())
       config.metrics = {"dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"};
-    config.metrics_cache = MetricsCache::kNone;
-    std::string error;
-    collector_ = MetricsCollector::CreateWithBackend(
+    config.metrics_cache = cache;
+    StatusOr<std::unique_ptr<MetricsCollector>> created = MetricsCollector::CreateWithBackend(
         config,
         [this](std::function<void(TraceEncoder&)> task) {
           std::lock_guard<std::mutex> lock(mu_);
           tasks_.push_back(std::move(task));
         },
-        std::make_unique<ScriptedBackend>(&script, &clock), &error);
-    EXPECT_TRUE(collector_) << error;
+        std::make_unique<ScriptedBackend>(&script, &clock));
+    EXPECT_TRUE(created.ok()) << created.status().message();
+    if (created.ok()) collector_ = std::move(created.value());
+    EXPECT_TRUE(collector_);
   }
 
   MetricsCollector& c() { return *collector_; }
@@ -825,6 +865,26 @@ TEST(KernelTargeting, UnselectedLaunchesNeverTouchTheProfiler) {
                 "(100 launch(es) seen, 0 passed the name and NVTX filters)"));
 }
 
+TEST(KernelTargeting, TheNoSelectionWarningGoesThroughTheLogSink) {
+  for (LogLevel level : {LogLevel::kInfo, LogLevel::kQuiet}) {
+    Config c = KernelConfig();
+    c.metrics_kernels = "regex:no_such_kernel";
+    Harness h(c);
+    SetLogLevel(level);
+    testing::internal::CaptureStderr();
+    OnThread([&] { h.Launch("a", 1); });
+    h.Finish();
+    const std::string err = testing::internal::GetCapturedStderr();
+    SetLogLevel(LogLevel::kInfo);
+    EXPECT_EQ(err, level == LogLevel::kQuiet
+                       ? ""
+                       : "kp: metrics: no kernel launch was selected by "
+                         "KP_METRICS_KERNELS=regex:no_such_kernel (1 launch(es) seen, 0 passed "
+                         "the name and NVTX filters)\n");
+    EXPECT_TRUE(h.Noticed("no kernel launch was selected"));  // in the trace either way
+  }
+}
+
 TEST(KernelTargeting, PerNameSkipAndCount) {
   Config c = KernelConfig();
   c.metrics_launch_skip = 1;
@@ -960,6 +1020,341 @@ TEST(KernelTargeting, NoTargetingMeasuresEveryLaunchAsBefore) {
   h.Finish();
   EXPECT_EQ(h.ranges.size(), 5u);
   for (const auto& r : h.ranges) EXPECT_EQ(h.Name(r), "k");  // the driver's name filled in
+}
+
+// --- failures at each range-profiler call ---
+
+// The one line a failure prints (KP_LOG=info): one "kp:", the call, "metrics are off".
+std::string FailureLine(const std::string& call) {
+  return "kp: metrics: cuptiRangeProfiler" + call +
+         " failed: scripted; metrics are off, tracing goes on\n";
+}
+
+TEST(ProfilerSession, AFailedStepOfEnableDisablesWhatWasEnabled) {
+  for (const std::string call : {"Enable", "SizeImage", "InitImage", "SetConfig"}) {
+    Script script;
+    script.fail_call = call;
+    {
+      ScriptedSession session(&script);
+      const Status enabled = session.Enable(MetricsMode::kRange, 8);
+      EXPECT_EQ(enabled.message(), "cuptiRangeProfiler" + call + " failed: scripted");
+      EXPECT_FALSE(session.enabled()) << call;
+      EXPECT_EQ(script.sessions_enabled.load(), 0) << call;
+      EXPECT_EQ(script.disables.load(), call == "Enable" ? 0 : 1) << call;
+    }
+    EXPECT_EQ(script.disables.load(), call == "Enable" ? 0 : 1) << call;  // not again
+  }
+}
+
+TEST(ProfilerSession, DestroyingAStartedSessionStopsAndDisablesItOnce) {
+  Script script;
+  {
+    ScriptedSession session(&script);
+    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    ASSERT_TRUE(session.Start().ok());
+    EXPECT_TRUE(session.started());
+    session.Disable();
+    session.Disable();
+  }
+  EXPECT_EQ(script.stops.load(), 1);
+  EXPECT_EQ(script.disables.load(), 1);
+  EXPECT_EQ(script.sessions_enabled.load(), 0);
+}
+
+TEST(ProfilerSession, FailedStartAndStopLeaveItStopped) {
+  Script script;
+  script.fail_call = "Start";
+  {
+    ScriptedSession session(&script);
+    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    EXPECT_FALSE(session.Start().ok());
+    EXPECT_FALSE(session.started());
+  }
+  EXPECT_EQ(script.stops.load(), 0);  // never started: nothing to stop
+  EXPECT_EQ(script.sessions_enabled.load(), 0);
+  script.fail_call = "Stop";
+  {
+    ScriptedSession session(&script);
+    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    ASSERT_TRUE(session.Start().ok());
+    const StatusOr<bool> stopped = session.Stop();
+    EXPECT_EQ(stopped.status().message(), "cuptiRangeProfilerStop failed: scripted");
+    EXPECT_FALSE(session.started());
+  }
+  EXPECT_EQ(script.stops.load(), 1);  // not stopped again by the disable
+  EXPECT_EQ(script.sessions_enabled.load(), 0);
+}
+
+TEST(ProfilerSession, AFailedReArmAfterADecodeIsTheDecodesError) {
+  Script script;
+  script.fail_call = "SetConfig";
+  script.fail_after = 1;  // the set-up's SetConfig works, the re-arm's fails
+  ScriptedSession session(&script);
+  ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+  ASSERT_TRUE(session.Start().ok());
+  ASSERT_TRUE(session.PushRange("step").ok());
+  ASSERT_TRUE(session.PopRange().ok());
+  ASSERT_TRUE(session.Stop().ok());
+  uint64_t dropped = 0;
+  const StatusOr<std::vector<DecodedRange>> decoded =
+      session.Decode([](size_t, const std::string&) { return true; }, &dropped);
+  EXPECT_EQ(decoded.status().message(), "cuptiRangeProfilerSetConfig failed: scripted");
+  EXPECT_EQ(script.set_configs.load(), 2);
+  EXPECT_EQ(session.times(SessionCall::kDecode).count, 1u);
+  EXPECT_EQ(session.times(SessionCall::kRearm).count, 1u);
+}
+
+TEST(ProfilerSession, AFailedDisableIsNotRetried) {
+  Script script;
+  script.fail_call = "Disable";
+  {
+    ScriptedSession session(&script);
+    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    session.Disable();
+    EXPECT_FALSE(session.enabled());
+  }
+  EXPECT_EQ(script.disables.load(), 1);
+}
+
+// `steps` push/pop pairs of range "step" (range mode) or launches of kernel "k" (kernel mode:
+// `kernels`), on a thread of their own, with `call` failing after `after` successful calls;
+// then finishes `h` and returns what was printed on stderr.
+std::string RunFailing(Harness& h, const std::string& call, int steps, int after = 0,
+                       bool kernels = false) {
+  h.script.fail_call = call;
+  h.script.fail_after = after;
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    for (int i = 0; i < steps; ++i) {
+      if (kernels) {
+        h.Launch("k", static_cast<uint32_t>(i));
+        continue;
+      }
+      h.Push("step");
+      h.Pop();
+    }
+  });
+  h.Finish();
+  return testing::internal::GetCapturedStderr();
+}
+
+TEST(RangeMode, AFailureAtEachSetUpStepDisablesTheSessionWithOneLine) {
+  for (const std::string call :
+       {"Initialize", "Plan", "Enable", "SizeImage", "InitImage", "SetConfig", "Start"}) {
+    Harness h(RangeConfig(/*skip=*/0));
+    EXPECT_EQ(RunFailing(h, call, /*steps=*/2), FailureLine(call));
+    const bool enabled = call != "Initialize" && call != "Plan" && call != "Enable";
+    EXPECT_EQ(h.script.disables.load(), enabled ? 1 : 0) << call;
+    EXPECT_EQ(h.script.sessions_enabled.load(), 0) << call;
+    EXPECT_EQ(h.script.sessions_created.load(), call == "Initialize" ? 0 : 1) << call;
+    EXPECT_EQ(h.script.pushes.load(), 0) << call;
+    EXPECT_TRUE(h.configs.empty()) << call;
+    EXPECT_TRUE(h.ranges.empty()) << call;
+    EXPECT_TRUE(h.Noticed("cuptiRangeProfiler" + call + " failed: scripted; metrics are off"))
+        << call;
+  }
+}
+
+// A failure after set-up: the session is disabled once, metrics go off with one line, and
+// nothing touches the profiler after it.
+void ExpectFailedMidRun(Harness& h, const std::string& call, const std::string& err) {
+  EXPECT_EQ(err, FailureLine(call));
+  EXPECT_EQ(h.script.disables.load(), 1) << call;
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0) << call;
+  EXPECT_EQ(h.configs.size(), 1u) << call;
+  EXPECT_TRUE(h.Noticed("cuptiRangeProfiler" + call + " failed: scripted; metrics are off"))
+      << call;
+}
+
+TEST(RangeMode, AFailedPushMidRunDisablesTheSession) {
+  Harness h(RangeConfig(/*skip=*/0));
+  ExpectFailedMidRun(h, "PushRange", RunFailing(h, "PushRange", /*steps=*/4, /*after=*/1));
+  EXPECT_EQ(h.script.pushes.load(), 2);
+  EXPECT_EQ(h.script.pops.load(), 1);
+  EXPECT_TRUE(h.ranges.empty());  // the pending range went with the session
+}
+
+TEST(RangeMode, AFailedStopOrDecodeAtTheFinalFlushIsSaid) {
+  for (const std::string call : {"Stop", "Decode"}) {
+    Harness h(RangeConfig(/*skip=*/0));
+    ExpectFailedMidRun(h, call, RunFailing(h, call, /*steps=*/1));
+    EXPECT_EQ(h.script.stops.load(), 1) << call;
+    EXPECT_TRUE(h.ranges.empty()) << call;
+  }
+}
+
+TEST(KernelMode, AFailedStopOrDecodeAtTheFinalFlushIsSaid) {
+  for (const std::string call : {"Stop", "Decode"}) {
+    Harness h(KernelConfig());
+    ExpectFailedMidRun(h, call, RunFailing(h, call, /*steps=*/3, /*after=*/0, /*kernels=*/true));
+    EXPECT_TRUE(h.ranges.empty()) << call;
+  }
+}
+
+TEST(RangeMode, AFailedDecodeOrReArmAtTheEndOfAMultiPassCycleDisablesTheSession) {
+  for (const std::string call : {"Decode", "SetConfig"}) {
+    Harness h(RangeConfig(/*skip=*/0));
+    h.script.num_passes = 2;
+    const int after = call == "SetConfig" ? 1 : 0;  // the re-arm after the decode
+    ExpectFailedMidRun(h, call, RunFailing(h, call, /*steps=*/5, after));
+    EXPECT_EQ(h.script.decodes.load(), 1) << call;
+    EXPECT_EQ(h.script.pushes.load(), 2) << call;  // two passes, then the cycle's decode
+    EXPECT_TRUE(h.ranges.empty()) << call;
+  }
+}
+
+TEST(RangeMode, AFailedDeferredPopAfterACaptureDisablesTheSession) {
+  Harness h(RangeConfig(/*skip=*/0));
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    h.Push("step");
+    h.Capture(/*begin=*/true);
+    h.Pop();  // deferred
+    h.Capture(/*begin=*/false);
+    h.script.fail_call = "PopRange";
+    h.Push("step");  // closes the deferred range first: that pop fails
+    h.Pop();
+  });
+  h.Finish();
+  ExpectFailedMidRun(h, "PopRange", testing::internal::GetCapturedStderr());
+  EXPECT_EQ(h.script.pushes.load(), 1);
+  EXPECT_EQ(h.script.pops.load(), 1);
+}
+
+TEST(RangeMode, AFailedDisableKeepsTheResultsAndPrintsNothing) {
+  Harness h(RangeConfig(/*skip=*/0));
+  EXPECT_EQ(RunFailing(h, "Disable", /*steps=*/3), "");  // KP_LOG=debug shows it
+  EXPECT_EQ(h.ranges.size(), 3u);
+  EXPECT_EQ(h.script.disables.load(), 1);  // at the final flush (the session never retries)
+  EXPECT_FALSE(h.Noticed("metrics are off"));
+}
+
+TEST(RangeMode, AFailedL2SweepIsAWarningOnceAndRangesAreStillMeasured) {
+  for (MetricsCache cache : {MetricsCache::kPass, MetricsCache::kRange}) {
+    Harness h(RangeConfig(/*skip=*/0), cache);
+    EXPECT_EQ(RunFailing(h, "SweepL2", /*steps=*/3),
+              "kp: metrics: cuptiRangeProfilerSweepL2 failed: scripted; ranges are measured "
+              "without it from here on (the first range after each range-profiler start can then "
+              "read ~30 MB more dram writes)\n");
+    EXPECT_EQ(h.script.sweeps.load(), 1);  // not tried again
+    EXPECT_EQ(h.ranges.size(), 3u);
+    EXPECT_TRUE(h.Noticed("cuptiRangeProfilerSweepL2 failed: scripted; ranges are measured"));
+    EXPECT_FALSE(h.Noticed("metrics are off"));
+  }
+}
+
+TEST(RangeMode, TheL2SweepRunsAfterEachStartOrBeforeEachRange) {
+  for (MetricsCache cache : {MetricsCache::kPass, MetricsCache::kRange}) {
+    Harness h(RangeConfig(/*skip=*/0), cache);
+    h.script.num_passes = 2;
+    EXPECT_EQ(RunFailing(h, /*call=*/"", /*steps=*/4), "");  // nothing fails
+    EXPECT_EQ(h.script.starts.load(), 4);                    // one per pass
+    EXPECT_EQ(h.script.sweeps.load(), 4);  // pass: after each Start; range: before each range
+    EXPECT_EQ(h.ranges.size(), 2u);
+  }
+}
+
+// What a range-mode run whose Enable fails with CUPTI's `result` prints on stderr.
+std::string StderrOfAnEnableFailingWith(CUptiResult result) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.fail_result = result;
+  return RunFailing(h, "Enable", /*steps=*/1);
+}
+
+TEST(RangeMode, ACounterPermissionErrorPrintsTheFixOnce) {
+  const std::string err = StderrOfAnEnableFailingWith(CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
+  EXPECT_EQ(err.rfind("kp: metrics: cuptiRangeProfilerEnable failed: ", 0), 0u) << err;
+  EXPECT_NE(err.find("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"), std::string::npos) << err;
+  EXPECT_NE(err.find(": no permission to read GPU performance counters (ERR_NVGPUCTRPERM): run "
+                     "as root or with CAP_SYS_ADMIN"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("; metrics are off, tracing goes on\n"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_EQ(err.find("kp:", 1), std::string::npos) << err;
+  EXPECT_EQ(err.find("ERR_NVGPUCTRPERM"), err.rfind("ERR_NVGPUCTRPERM")) << err;
+}
+
+TEST(RangeMode, HardwareBusyNamesTheCodeAndTheOtherSession) {
+  const std::string err = StderrOfAnEnableFailingWith(CUPTI_ERROR_HARDWARE_BUSY);
+  // What tests/gpu/run_metrics_tests.sh looks for in the second rank's stderr.
+  EXPECT_NE(err.find("kp: metrics: cuptiRangeProfilerEnable failed: CUPTI_ERROR_HARDWARE_BUSY"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("another profiler"), std::string::npos) << err;
+  EXPECT_NE(err.find("; metrics are off, tracing goes on\n"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST(RangeMode, AFailedChipLookupAtTheFirstContextTurnsMetricsOff) {
+  Harness h(RangeConfig(/*skip=*/0));
+  h.script.fail_call = "ChipName";
+  testing::internal::CaptureStderr();
+  h.c().OnContextCreated(kCtx, 0);
+  OnThread([&] {
+    h.Push("step");
+    h.Pop();
+  });
+  h.Finish();
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), FailureLine("ChipName"));
+  EXPECT_EQ(h.script.sessions_created.load(), 0);
+  EXPECT_TRUE(h.ranges.empty());
+}
+
+TEST(KernelMode, AFailureAtEachCallDisablesTheSessionWithOneLine) {
+  // Start: the first launch; Stop and Decode: the batch boundary (launch 17).
+  for (const std::string call : {"Start", "Stop", "Decode"}) {
+    Harness h(KernelConfig());
+    ExpectFailedMidRun(h, call, RunFailing(h, call, /*steps=*/40, /*after=*/0, /*kernels=*/true));
+    EXPECT_TRUE(h.ranges.empty()) << call;
+    EXPECT_EQ(h.script.starts.load(), 1) << call;
+  }
+}
+
+TEST(KernelMode, AFailedStopAtACaptureBeginDisablesTheSession) {
+  Harness h(KernelConfig());
+  testing::internal::CaptureStderr();
+  OnThread([&] {
+    h.Launch("k", 1);
+    h.script.fail_call = "Stop";
+    h.Capture(/*begin=*/true);
+    h.Capture(/*begin=*/false);
+    h.Launch("k", 2);
+  });
+  h.Finish();
+  ExpectFailedMidRun(h, "Stop", testing::internal::GetCapturedStderr());
+  EXPECT_EQ(h.script.stops.load(), 1);
+  EXPECT_EQ(h.script.starts.load(), 1);
+}
+
+TEST(KernelMode, AFailedDisableKeepsTheResultsAndPrintsNothing) {
+  Harness h(KernelConfig());
+  EXPECT_EQ(RunFailing(h, "Disable", /*steps=*/3, /*after=*/0, /*kernels=*/true), "");
+  EXPECT_EQ(h.ranges.size(), 3u);
+  EXPECT_EQ(h.script.disables.load(), 1);
+}
+
+TEST(MetricsCollectorCreate, NoMetricsIsNoCollectorAndBadNamesAreOneLine) {
+  Config none;
+  StatusOr<std::unique_ptr<MetricsCollector>> created = MetricsCollector::CreateWithBackend(
+      none, [](auto) {}, nullptr);
+  ASSERT_TRUE(created.ok());
+  EXPECT_TRUE(created.value() == nullptr);
+
+  Config bad;
+  bad.metrics = {"dram__bytes_read.sum,Dram__bytes.sum"};
+  created = MetricsCollector::CreateWithBackend(
+      bad, [](auto) {}, nullptr);
+  EXPECT_EQ(created.status().message(),
+            "KP_METRICS: unknown metric 'Dram__bytes.sum': invalid character 'D' (metric names use "
+            "lower-case letters, digits, '_' and '.') (kptrace metrics list --chip <chip> lists "
+            "valid names)");
+
+  Config empty;
+  empty.metrics = {" , "};
+  created = MetricsCollector::CreateWithBackend(
+      empty, [](auto) {}, nullptr);
+  EXPECT_EQ(created.status().message(), "KP_METRICS: no metric names given (e.g. KP_METRICS=sol)");
 }
 
 }  // namespace
