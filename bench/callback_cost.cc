@@ -25,11 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/floor/cupti_floor.h"
-#include "inject/cupti/activity_decoder.h"
-#include "inject/cupti/api_call_recorder.h"
-#include "inject/trace/chunk_writer.h"
-#include "inject/trace/trace_encoder.h"
+#include "bench/callback_cost_rounds.h"
 
 namespace {
 
@@ -50,92 +46,6 @@ uint64_t RealtimeNs() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-// One launch's four callbacks, as CUPTI makes them.
-struct Launch {
-  uint64_t runtime_slot = 0, driver_slot = 0;
-  int result = 0;
-  CUpti_CallbackData runtime{}, driver{};
-  Launch() {
-    runtime.correlationData = &runtime_slot;
-    driver.correlationData = &driver_slot;
-    runtime.functionReturnValue = &result;
-    driver.functionReturnValue = &result;
-    runtime.functionName = "cudaLaunchKernel";
-    driver.functionName = "cuLaunchKernel";
-  }
-  template <typename Callback>
-  void Run(uint32_t correlation, Callback callback) {
-    runtime.correlationId = driver.correlationId = correlation;
-    runtime.callbackSite = CUPTI_API_ENTER;
-    callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-             &runtime);
-    driver.callbackSite = CUPTI_API_ENTER;
-    callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &driver);
-    driver.callbackSite = CUPTI_API_EXIT;
-    callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &driver);
-    runtime.callbackSite = CUPTI_API_EXIT;
-    callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-             &runtime);
-  }
-};
-
-double FloorRound(long launches) {
-  Launch launch;
-  double ns = 0;
-  for (long done = 0; done < launches; done += 4096) {  // blocks, as kp's side (KpRound)
-    const long n = std::min(4096L, launches - done);
-    const auto start = Clock::now();
-    for (long i = 0; i < n; ++i) {
-      launch.Run(static_cast<uint32_t>(done + i + 1),
-                 [](CUpti_CallbackDomain d, CUpti_CallbackId c, const CUpti_CallbackData* data) {
-                   kpfloor::OnCallback(nullptr, d, c, data);
-                 });
-    }
-    ns += NsPer(start, 1);
-  }
-  return ns / static_cast<double>(launches);
-}
-
-// kp's recorder with its encoder-side half, the real ActivityDecoder and TraceEncoder.
-struct KpSide {
-  kp::MemoryChunkSink sink{3};
-  kp::TraceEncoder encoder{&sink, kp::TraceEncoder::Options()};
-  kp::ActivityDecoder decoder{&encoder, nullptr, kp::ActivityDecoder::Options()};
-  kp::ApiCallRecorder recorder{nullptr};
-  KpSide() {
-    kp::HeaderInfo header;
-    header.kp_version = "callback_cost";
-    encoder.SetHeader(header);
-  }
-  void Drain() {
-    recorder.Drain(&decoder);
-    if (encoder.FlushDue()) encoder.Flush();
-  }
-};
-
-// Launches in blocks of kBlock; between blocks, untimed, the rings are drained as the encoder
-// thread would (on this 2-core test machine a draining thread of its own falls behind the
-// ~20x faster-than-real calls, and a dropped call would skip the ring write and flatter kp).
-constexpr long kBlock = 4096;
-
-double KpRound(KpSide& kp_side, long launches, uint32_t* correlation) {
-  Launch launch;
-  kp::ApiCallRecorder& recorder = kp_side.recorder;
-  double ns = 0;
-  for (long done = 0; done < launches; done += kBlock) {
-    const long n = std::min(kBlock, launches - done);
-    const auto start = Clock::now();
-    for (long i = 0; i < n; ++i) {
-      launch.Run(++*correlation,
-                 [&recorder](CUpti_CallbackDomain d, CUpti_CallbackId c,
-                             const CUpti_CallbackData* data) { recorder.OnCallback(d, c, data); });
-    }
-    ns += NsPer(start, 1);
-    kp_side.Drain();
-  }
-  return ns / static_cast<double>(launches);
 }
 
 double TimestampRound(long n, bool cupti) {
@@ -193,7 +103,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  KpSide kp_side;
+  KpSide* kp = NewKpSide();
+  KpSide& kp_side = *kp;
   uint32_t correlation = 0;
   std::vector<double> floor_ns, kp_ns, cupti_ts, realtime_ts;
   FloorRound(launches / 10);  // warm-up: code, rings, caches
@@ -209,7 +120,8 @@ int main(int argc, char** argv) {
     cupti_ts.push_back(TimestampRound(launches, true));
     realtime_ts.push_back(TimestampRound(launches, false));
   }
-  const uint64_t dropped = kp_side.recorder.dropped();
+  const uint64_t dropped = KpDropped(kp);
+  DeleteKpSide(kp);
   std::printf("callback cost, %ld launches x %d rounds (medians; load average %s)\n", launches,
               rounds, LoadAverage().c_str());
   std::printf("  floor (bench/floor OnCallback):         %7.1f ns/launch (4 callbacks)\n",
