@@ -532,6 +532,15 @@ class Bench:
                                 "torch_args": ["--torch-profiler", "cuda"]},
             # Optional (--tools): the floor with kernels only, kp's former defaults and their
             # floor, every API call, metrics, torch.profiler with CPU ops.
+            # Launch-loop diagnostics (launch_attribution): the floor without the callbacks on
+            # the launch calls, kp without API records (copy kinds then on from the start, as
+            # without callbacks kp cannot wait for the first copy), kp injected directly, and kp
+            # without the periodic CUPTI flush and chunk.
+            "floor_no_cb_api": dict(floor("kernel,nvtx,lazy_copy"), workloads=("launch_loop",)),
+            "kp_api_none": {"env": {"KP_API": "none"}, "kp": True, "workloads": ("launch_loop",)},
+            "kp_direct": {"env": {}, "kp": True, "direct": True, "workloads": ("launch_loop",)},
+            "kp_flush_off": {"env": {"KP_FLUSH_MS": "600000"}, "kp": True,
+                             "workloads": ("launch_loop",)},
             "floor_kernel": floor("kernel"),
             "floor_old_defaults": floor(FLOOR_KINDS_OF_OLD_DEFAULTS),
             "kp_old_defaults": {"env": {"KP_ACTIVITIES": "default,sync,overhead",
@@ -580,7 +589,7 @@ class Bench:
         if tool["kp"]:
             trace_pattern = os.path.join(self.trace_dir, tag + "-%p.kptrace")
             env["KP_OUTPUT"] = trace_pattern
-            if self.kp_launch_mode == "kptrace run":
+            if self.kp_launch_mode == "kptrace run" and not tool.get("direct"):
                 full = [self.kptrace, "run", "--"] + argv
             else:
                 env["CUDA_INJECTION64_PATH"] = self.inject
@@ -774,9 +783,20 @@ METRICS = (
     ("tiny_ops", "us_per_iter", "us/iter", "torch"),
     ("transformer", "step_ms", "ms/step", "torch"),
 )
-TOOL_ORDER = ("none", "floor", "kp", "torch_prof_cuda", "floor_kernel", "floor_old_defaults",
+TOOL_ORDER = ("none", "floor", "kp", "torch_prof_cuda", "floor_no_cb_api", "kp_api_none",
+              "kp_direct", "kp_flush_off", "floor_kernel", "floor_old_defaults",
               "kp_old_defaults", "kp_api_all", "kp_nvtx_metrics", "torch_prof_cpu_cuda")
-DEFAULT_TOOLS = ["none", "floor", "kp", "torch_prof_cuda"]
+# The four after torch_prof_cuda run the launch loop only (about 2 s a round each): they split
+# kp's launch-loop cost above the floor's (launch_attribution()).
+DEFAULT_TOOLS = ["none", "floor", "kp", "torch_prof_cuda", "floor_no_cb_api", "kp_api_none",
+                 "kp_direct", "kp_flush_off"]
+# What each diagnostic pair isolates: (label, kp tool, kp reference, floor tool, floor reference).
+LAUNCH_ATTRIBUTION = (
+    ("recording the launch calls (callbacks)", "kp", "kp_api_none", "floor", "floor_no_cb_api"),
+    ("launching through `kptrace run` instead of CUDA_INJECTION64_PATH", "kp", "kp_direct",
+     None, None),
+    ("the periodic flush (KP_FLUSH_MS=1000 against 600000)", "kp", "kp_flush_off", None, None),
+)
 # bench/floor's KPFLOOR_KINDS for what kp enables by default (inject/cupti/tracer.cc: kernel and
 # NVTX marker activity, callbacks on the launch-related calls, copy kinds at the first copy) and
 # for kp's former defaults (KP_API=launch-activity, sync and overhead on).
@@ -828,6 +848,21 @@ FLOOR_RATIO_MAX = 1.05      # kp's added cost over the bare floor's with the sam
 TORCH_PROFILER_SHARE = 0.5  # kp's added cost over torch.profiler (CUDA only)'s
 STEP_SLOWDOWN_MAX = 1.03    # training step under kp over no tool
 BYTES_PER_KERNEL_MAX = 6.0
+
+
+def launch_attribution(table):
+    """Rows (label, kp part, floor part) of the launch loop's cost split by diagnostic tools."""
+    def med(tool):
+        entry = table.get(("launch_loop", "us_per_launch", tool)) if tool else None
+        return entry["median"] if entry else None
+
+    rows = []
+    for label, kp, kp_ref, floor, floor_ref in LAUNCH_ATTRIBUTION:
+        kp_part = added_cost(med(kp), med(kp_ref))
+        floor_part = added_cost(med(floor), med(floor_ref)) if floor else None
+        if kp_part is not None:
+            rows.append((label, kp_part, floor_part))
+    return rows
 
 
 def paired_ratio(table, result_key, metric, tool, baseline):
@@ -985,6 +1020,15 @@ def build_report(setup, runs, soak, convert, phases, notes, launch_mode, total_s
     lines += ["", "Peak RSS is the profiled process's (launch loop alone; the torch row is the "
               "one Python process running both torch workloads). floor = bare CUPTI subscriber "
               "(bench/floor) enabling exactly the kinds and callbacks of kp's defaults (KPFLOOR_KINDS=" + FLOOR_KINDS_OF_KP_DEFAULTS + "), records counted and freed."]
+    attribution = launch_attribution(table)
+    if attribution:
+        lines += ["", "## Launch loop: where kp's cost above the floor goes (diagnostic tools)",
+                  "", "| part | kp (us/launch) | floor, same part (us/launch) |", "|---|---|---|"]
+        for label, kp_part, floor_part in attribution:
+            lines.append("| %s | %s | %s |" % (label, _fmt(kp_part), _fmt(floor_part)))
+        lines += ["", "floor_no_cb_api = the floor without callbacks on the launch calls "
+                  "(KPFLOOR_KINDS=kernel,nvtx,lazy_copy); kp_api_none = kp with KP_API=none; "
+                  "kp_direct = kp through CUDA_INJECTION64_PATH; kp_flush_off = KP_FLUSH_MS=600000."]
     default_bpk = table.get(("launch_loop", "us_per_launch", "kp"), {}).get("bytes_per_kernel")
     lines.append("")
     if uncompressed is not None:

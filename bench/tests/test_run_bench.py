@@ -303,6 +303,21 @@ class NoGpuSkipTest(unittest.TestCase):
         self.assertTrue(done.stdout.startswith("SKIP:"))
 
 
+class AttributionTest(unittest.TestCase):
+    def test_launch_attribution_pairs(self):
+        def entry(median):
+            return {"median": median}
+        table = {("launch_loop", "us_per_launch", t): entry(v) for t, v in (
+            ("kp", 5.9), ("kp_api_none", 4.9), ("floor", 5.3), ("floor_no_cb_api", 4.4),
+            ("kp_direct", 5.8))}
+        rows = run_bench.launch_attribution(table)
+        self.assertEqual(len(rows), 2)  # no kp_flush_off run: that row is left out
+        self.assertAlmostEqual(rows[0][1], 1.0)
+        self.assertAlmostEqual(rows[0][2], 0.9)
+        self.assertAlmostEqual(rows[1][1], 0.1)
+        self.assertIsNone(rows[1][2])
+
+
 class ReportTest(unittest.TestCase):
     def test_report_from_synthetic_runs(self):
         runs = []
