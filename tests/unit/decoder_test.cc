@@ -24,7 +24,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "common/start_predictor.h"
 #include "inject/cupti/activity_decoder.h"
 #include "inject/cupti/api_selection.h"
 #include "inject/cupti/buffer_pool.h"
@@ -32,6 +31,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
+#include "tools/reader/start_keys.h"
 
 namespace kp {
 namespace {
@@ -93,21 +93,14 @@ struct DecodedTrace {
 // Undoes the start coding: kernels, copies and memsets (keyed by stream) and API calls (by
 // thread) by format version 2's rule (common/start_predictor.h), other lists from the previous
 // record's start.
-uint64_t KeyOf(const Kernel& r) { return StreamKey(r.context(), r.stream()); }
-uint64_t KeyOf(const Memcpy& r) { return StreamKey(r.context(), r.stream()); }
-uint64_t KeyOf(const Memset& r) { return StreamKey(r.context(), r.stream()); }
-uint64_t KeyOf(const ApiCall& r) { return r.thread_id(); }
-template <typename R>
-constexpr bool kKeyed = std::is_same_v<R, Kernel> || std::is_same_v<R, Memcpy> ||
-                        std::is_same_v<R, Memset> || std::is_same_v<R, ApiCall>;
 template <typename R>
 void Untime(const google::protobuf::RepeatedPtrField<R>& list, uint64_t base,
             std::vector<DecodedTrace::Timed>* out) {
   int64_t t = static_cast<int64_t>(base);
   KeyedStartDecoder keyed(base);
   for (const R& r : list) {
-    if constexpr (kKeyed<R>) {
-      t = static_cast<int64_t>(keyed.Next(r.start(), KeyOf(r), r.duration()));
+    if constexpr (kStartIsKeyed<R>) {
+      t = static_cast<int64_t>(keyed.Next(r.start(), StartKeyOf(r), r.duration()));
     } else {
       t += r.start();
     }

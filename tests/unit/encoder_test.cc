@@ -12,11 +12,11 @@
 
 #include "common/frame.h"
 #include "common/proto_wire.h"
-#include "common/start_predictor.h"
 #include "gtest/gtest.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
+#include "tools/reader/start_keys.h"
 
 namespace kp {
 namespace {
@@ -71,13 +71,6 @@ ParsedFile ParseFile(const std::vector<uint8_t>& file) {
 
 // Undoes the per-list delta coding of `start`/`time` and `correlation`: kernels, copies and
 // memsets (keyed by stream) and API calls (by thread) by format version 2's rule.
-uint64_t KeyOf(const Kernel& r) { return StreamKey(r.context(), r.stream()); }
-uint64_t KeyOf(const Memcpy& r) { return StreamKey(r.context(), r.stream()); }
-uint64_t KeyOf(const Memset& r) { return StreamKey(r.context(), r.stream()); }
-uint64_t KeyOf(const ApiCall& r) { return r.thread_id(); }
-template <typename R>
-constexpr bool kKeyed = std::is_same_v<R, Kernel> || std::is_same_v<R, Memcpy> ||
-                        std::is_same_v<R, Memset> || std::is_same_v<R, ApiCall>;
 template <typename List, typename GetStart>
 std::vector<uint64_t> Starts(const Chunk& c, const List& list, GetStart get) {
   std::vector<uint64_t> out;
@@ -85,8 +78,8 @@ std::vector<uint64_t> Starts(const Chunk& c, const List& list, GetStart get) {
   KeyedStartDecoder keyed(c.time_base_ns());
   for (const auto& r : list) {
     using R = std::decay_t<decltype(r)>;
-    if constexpr (kKeyed<R>) {
-      out.push_back(keyed.Next(get(r), KeyOf(r), r.duration()));
+    if constexpr (kStartIsKeyed<R>) {
+      out.push_back(keyed.Next(get(r), StartKeyOf(r), r.duration()));
     } else {
       t += static_cast<uint64_t>(get(r));
       out.push_back(t);

@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "common/frame.h"
-#include "common/start_predictor.h"
+#include "tools/reader/start_keys.h"
 
 namespace kp {
 namespace {
@@ -20,16 +20,12 @@ void EncodeStarts(List* list, uint64_t time_base) {
   }
 }
 // Kernels, copies, memsets (keyed by stream) and API calls (by thread), format version 2.
-template <typename List, typename KeyOf>
-void EncodeKeyedStarts(List* list, uint64_t time_base, KeyOf key_of) {
+template <typename List>
+void EncodeKeyedStarts(List* list, uint64_t time_base) {
   KeyedStartEncoder starts(time_base);
   for (auto& r : *list) {
-    r.set_start(starts.Next(static_cast<uint64_t>(r.start()), key_of(r), r.duration()));
+    r.set_start(starts.Next(static_cast<uint64_t>(r.start()), StartKeyOf(r), r.duration()));
   }
-}
-template <typename Record>
-uint64_t StreamKeyOf(const Record& r) {
-  return StreamKey(r.context(), r.stream());
 }
 template <typename List>
 void EncodeCorrelations(List* list) {
@@ -49,11 +45,10 @@ ProtoTraceWriter::ProtoTraceWriter(int zstd_level)
 void ProtoTraceWriter::Add(const Chunk& absolute) {
   Chunk c = absolute;
   const uint64_t base = c.time_base_ns();
-  EncodeKeyedStarts(c.mutable_kernels(), base, StreamKeyOf<Kernel>);
-  EncodeKeyedStarts(c.mutable_memcpys(), base, StreamKeyOf<Memcpy>);
-  EncodeKeyedStarts(c.mutable_memsets(), base, StreamKeyOf<Memset>);
-  EncodeKeyedStarts(c.mutable_api_calls(), base,
-                    [](const ApiCall& a) { return static_cast<uint64_t>(a.thread_id()); });
+  EncodeKeyedStarts(c.mutable_kernels(), base);
+  EncodeKeyedStarts(c.mutable_memcpys(), base);
+  EncodeKeyedStarts(c.mutable_memsets(), base);
+  EncodeKeyedStarts(c.mutable_api_calls(), base);
   EncodeStarts(c.mutable_nvtx_ranges(), base);
   EncodeStarts(c.mutable_syncs(), base);
   EncodeStarts(c.mutable_overheads(), base);

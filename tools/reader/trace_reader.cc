@@ -12,8 +12,8 @@
 #include <unordered_map>
 
 #include "common/frame.h"
-#include "common/start_predictor.h"
 #include "tools/reader/chunk_budget.h"
+#include "tools/reader/start_keys.h"
 
 namespace kp {
 namespace {
@@ -73,18 +73,13 @@ void UndoStartDeltas(List* list, uint64_t time_base, uint64_t* negative_duration
 }
 // Format version 2: kernels, copies and memsets (keyed by stream), API calls (by thread) code
 // `start` from the end of the previous record with the same key (common/start_predictor.h).
-template <typename List, typename KeyOf>
-void UndoKeyedStartDeltas(List* list, uint64_t time_base, KeyOf key_of,
-                          uint64_t* negative_durations) {
+template <typename List>
+void UndoKeyedStartDeltas(List* list, uint64_t time_base, uint64_t* negative_durations) {
   KeyedStartDecoder starts(time_base);
   for (auto& r : *list) {
-    r.set_start(static_cast<int64_t>(starts.Next(r.start(), key_of(r), r.duration())));
+    r.set_start(static_cast<int64_t>(starts.Next(r.start(), StartKeyOf(r), r.duration())));
     if (r.duration() < 0) ++*negative_durations;
   }
-}
-template <typename Record>
-uint64_t StreamKeyOf(const Record& r) {
-  return StreamKey(r.context(), r.stream());
 }
 template <typename List>
 void UndoCorrelationDeltas(List* list) {
@@ -406,12 +401,10 @@ bool TraceReader::Next(Chunk* chunk) {
       UndoStartDeltas(chunk->mutable_memsets(), base, neg);
       UndoStartDeltas(chunk->mutable_api_calls(), base, neg);
     } else {
-      UndoKeyedStartDeltas(chunk->mutable_kernels(), base, StreamKeyOf<Kernel>, neg);
-      UndoKeyedStartDeltas(chunk->mutable_memcpys(), base, StreamKeyOf<Memcpy>, neg);
-      UndoKeyedStartDeltas(chunk->mutable_memsets(), base, StreamKeyOf<Memset>, neg);
-      UndoKeyedStartDeltas(
-          chunk->mutable_api_calls(), base,
-          [](const ApiCall& a) { return static_cast<uint64_t>(a.thread_id()); }, neg);
+      UndoKeyedStartDeltas(chunk->mutable_kernels(), base, neg);
+      UndoKeyedStartDeltas(chunk->mutable_memcpys(), base, neg);
+      UndoKeyedStartDeltas(chunk->mutable_memsets(), base, neg);
+      UndoKeyedStartDeltas(chunk->mutable_api_calls(), base, neg);
     }
     UndoStartDeltas(chunk->mutable_nvtx_ranges(), base, neg);
     UndoStartDeltas(chunk->mutable_syncs(), base, neg);
