@@ -39,16 +39,25 @@ void EncodeCorrelations(List* list) {
 
 }  // namespace
 
-ProtoTraceWriter::ProtoTraceWriter(int zstd_level)
-    : zstd_level_(zstd_level), bytes_(kFileMagic, kFileMagicSize) {}
+ProtoTraceWriter::ProtoTraceWriter(int zstd_level, char format_version)
+    : zstd_level_(zstd_level), format_version_(format_version), bytes_(kFileMagic, kFileMagicSize) {
+  bytes_[kFileMagicSize - 1] = format_version;
+}
 
 void ProtoTraceWriter::Add(const Chunk& absolute) {
   Chunk c = absolute;
   const uint64_t base = c.time_base_ns();
-  EncodeKeyedStarts(c.mutable_kernels(), base);
-  EncodeKeyedStarts(c.mutable_memcpys(), base);
-  EncodeKeyedStarts(c.mutable_memsets(), base);
-  EncodeKeyedStarts(c.mutable_api_calls(), base);
+  if (format_version_ == kFormatVersion1) {
+    EncodeStarts(c.mutable_kernels(), base);
+    EncodeStarts(c.mutable_memcpys(), base);
+    EncodeStarts(c.mutable_memsets(), base);
+    EncodeStarts(c.mutable_api_calls(), base);
+  } else {
+    EncodeKeyedStarts(c.mutable_kernels(), base);
+    EncodeKeyedStarts(c.mutable_memcpys(), base);
+    EncodeKeyedStarts(c.mutable_memsets(), base);
+    EncodeKeyedStarts(c.mutable_api_calls(), base);
+  }
   EncodeStarts(c.mutable_nvtx_ranges(), base);
   EncodeStarts(c.mutable_syncs(), base);
   EncodeStarts(c.mutable_overheads(), base);
