@@ -177,7 +177,7 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
     }
     return;
   }
-  ThreadState& ts = t_state;  // one thread-local lookup per callback
+  ThreadState& ts = t_state;  // no lazy-init guard on this lookup (see ThreadState)
   if (data->callbackSite == CUPTI_API_ENTER) {
     if (runtime) {
       ++ts.runtime_depth;
