@@ -9,7 +9,8 @@
 // ring; the cross-core traffic of libkpinject's separate encoder thread is not in it. Rounds
 // alternate floor and kp; the medians over rounds are printed in ns per launch, with the cost
 // of the timestamp sources beside them and the offset between cuptiGetTimestamp and
-// CLOCK_REALTIME (the same clock when it is a few hundred ns at most).
+// CLOCK_REALTIME (the same clock when it is within the bracketing window printed beside it).
+// The loops themselves are in libkp_callback_cost_rounds.so (callback_cost_rounds.cc).
 //
 // Usage: kp_callback_cost [--launches N] [--rounds R]   (ctest: callback_cost, disabled by default)
 #include <cupti.h>
