@@ -505,8 +505,22 @@ class Bench:
         info["kernel"] = out
         info["host_cpus"] = os.cpu_count()
         info["pinned_cpus"] = ",".join(str(c) for c in self.cpus) if self.cpus else "not pinned"
+        info["gpu_state_at_start"] = self.gpu_state()
         self.setup_info = info
         return info
+
+    def gpu_state(self):
+        """SM clock, temperature, power and active clock-throttle reasons, one line; None if
+        nvidia-smi does not say."""
+        rc, out, _ = capture(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,"
+                              "power.draw,clocks_throttle_reasons.active",
+                              "--format=csv,noheader"])
+        if rc != 0 or not out:
+            return None
+        parts = [p.strip() for p in out.splitlines()[0].split(",")]
+        if len(parts) < 5:
+            return out.splitlines()[0]
+        return "SM %s, memory %s, %s C, %s, throttle reasons %s" % tuple(parts[:5])
 
     # --- tools ---
     def tool_table(self):
@@ -686,6 +700,9 @@ class Bench:
                     self.run_one(round_index, name, tools[name], workload)
             self.phase("round %d" % round_index, started)
             last_round_s = time.perf_counter() - started
+            state = self.gpu_state()
+            if state:  # clocks that drift from round to round show in the step times
+                self.notes.append("GPU after round %d: %s" % (round_index, state))
             if self.setup_info.get("pytorch") is None:
                 for run in self.runs:
                     torch_setup = run["outputs"].get("torch_setup")
