@@ -512,15 +512,19 @@ class Bench:
     def gpu_state(self):
         """SM clock, temperature, power and active clock-throttle reasons, one line; None if
         nvidia-smi does not say."""
-        rc, out, _ = capture(["nvidia-smi", "--query-gpu=clocks.sm,clocks.mem,temperature.gpu,"
-                              "power.draw,clocks_throttle_reasons.active",
-                              "--format=csv,noheader"])
+        fields = "clocks.sm,clocks.mem,temperature.gpu,power.draw"
+        for extra in (",clocks_throttle_reasons.active", ""):  # the last is unknown to some
+            rc, out, _ = capture(["nvidia-smi", "--query-gpu=" + fields + extra,
+                                  "--format=csv,noheader"])
+            if rc == 0 and out:
+                break
         if rc != 0 or not out:
             return None
         parts = [p.strip() for p in out.splitlines()[0].split(",")]
-        if len(parts) < 5:
+        if len(parts) < 4:
             return out.splitlines()[0]
-        return "SM %s, memory %s, %s C, %s, throttle reasons %s" % tuple(parts[:5])
+        state = "SM %s, memory %s, %s C, %s" % tuple(parts[:4])
+        return state + (", throttle reasons %s" % parts[4] if len(parts) > 4 else "")
 
     # --- tools ---
     def tool_table(self):
