@@ -3,6 +3,8 @@
 # DIST is a kp install prefix (bin/kptrace, lib/libkpinject.so). Needs an NVIDIA GPU, nvcc and,
 # for the torch workloads, python3 with PyTorch; without a GPU it prints why and exits 0.
 # Results: Markdown on stdout and in $OUT/bench_results.md (else bench/results/), raw JSON beside.
+# The default run (5 rounds, the 60 s soak) takes about 6-7 minutes on the H200 VM; --budget-s
+# (default 540) starts no round that would push the whole run past it, so one 10-minute call fits.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -19,7 +21,8 @@ if ! nvidia-smi -L 2>/dev/null | grep -q "GPU"; then
   exit 0
 fi
 if [[ $# -lt 1 ]]; then
-  echo "usage: bash bench/run.sh DIST [--rounds N] [--quick] [--skip-soak] [--out DIR]" >&2
+  echo "usage: bash bench/run.sh DIST [--rounds N] [--quick] [--skip-soak] [--out DIR]" \
+    "[--budget-s S] [--tools a,b]" >&2
   exit 2
 fi
 if ! command -v python3 >/dev/null 2>&1; then

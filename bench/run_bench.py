@@ -55,15 +55,24 @@ def safe_ratio(numerator, denominator):
 
 
 def interleaved_schedule(tools, rounds, seed):
-    """One list per round: every tool once, in an order shuffled afresh for each round.
+    """One list per round: every tool once, counterbalanced against drift and position.
 
-    Deterministic for a given seed, so a run can be repeated in the same order.
+    A base order is shuffled from the seed; round r runs it rotated by r // 2 places, and every
+    second round runs the previous round's order reversed (ABBA). So each pair of rounds puts a
+    tool early once and late once (a drift that is linear within a round cancels), and over the
+    rounds every tool takes every position, also when the budget stops the run after a few
+    rounds. (Shuffling each round afresh put the no-tool baseline last in all three rounds of
+    the 2026-12-01 H200 run.) Deterministic for a given seed.
     """
     rng = random.Random(seed)
+    base = list(tools)
+    rng.shuffle(base)
     schedule = []
-    for _ in range(rounds):
-        order = list(tools)
-        rng.shuffle(order)
+    for r in range(rounds):
+        shift = (r // 2) % len(base) if base else 0
+        order = base[shift:] + base[:shift]
+        if r % 2:
+            order.reverse()
         schedule.append(order)
     return schedule
 
@@ -226,19 +235,49 @@ def parse_cpu_list(text):
     return sorted(set(cpus))
 
 
-def choose_cpus(setting, available):
+def cpu_cores(cpus):
+    """{cpu: (package, core)} from sysfs, for the CPUs whose topology it names."""
+    cores = {}
+    for cpu in cpus:
+        base = "/sys/devices/system/cpu/cpu%d/topology/" % cpu
+        try:
+            with open(base + "core_id") as f:
+                core = int(f.read())
+            with open(base + "physical_package_id") as f:
+                package = int(f.read())
+        except (OSError, ValueError):
+            continue
+        cores[cpu] = (package, core)
+    return cores
+
+
+def choose_cpus(setting, available, core_of=None):
     """The CPUs every profiled run is pinned to, or None for no pinning.
 
     Pinning all runs to the same few cores removes the run-to-run spread that comes from
     where the scheduler happens to place a process (seen on the H200 VM: the same tiny-op loop
     at 38 or 55 us/iteration from one process to the next). Four cores leave room for the
-    tools' own threads (CUPTI's, kp's encoder, torch.profiler's).
+    tools' own threads (CUPTI's, kp's encoder, torch.profiler's). 'auto' takes them on four
+    different physical cores when `core_of` ({cpu: core}, cpu_cores()) says which share one:
+    a launch-bound thread whose SMT sibling runs a tool's thread (or the CUDA driver's) is
+    slower for the whole process, which spreads results from process to process.
     """
     if setting == "all":
         return None
     if setting == "auto":
         cpus = sorted(available)
-        return cpus[2:6] if len(cpus) >= 8 else None
+        if len(cpus) < 8:
+            return None
+        chosen, cores = [], set()
+        for cpu in cpus[2:]:
+            core = (core_of or {}).get(cpu, ("cpu", cpu))
+            if core in cores:
+                continue
+            cores.add(core)
+            chosen.append(cpu)
+            if len(chosen) == 4:
+                return chosen
+        return cpus[2:6]
     wanted = parse_cpu_list(setting)
     return [c for c in wanted if c in available] or None
 
@@ -387,7 +426,8 @@ class Bench:
         self.runs = []
         self.floor_lib = None
         self.run_index = 0
-        self.cpus = choose_cpus(args.cpus, os.sched_getaffinity(0))
+        available = os.sched_getaffinity(0)
+        self.cpus = choose_cpus(args.cpus, available, cpu_cores(available))
 
     # phase bookkeeping: the whole default run must fit in about 8 minutes
     def phase(self, name, started):
@@ -465,8 +505,26 @@ class Bench:
         info["kernel"] = out
         info["host_cpus"] = os.cpu_count()
         info["pinned_cpus"] = ",".join(str(c) for c in self.cpus) if self.cpus else "not pinned"
+        info["gpu_state_at_start"] = self.gpu_state()
         self.setup_info = info
         return info
+
+    def gpu_state(self):
+        """SM clock, temperature, power and active clock-throttle reasons, one line; None if
+        nvidia-smi does not say."""
+        fields = "clocks.sm,clocks.mem,temperature.gpu,power.draw"
+        for extra in (",clocks_throttle_reasons.active", ""):  # the last is unknown to some
+            rc, out, _ = capture(["nvidia-smi", "--query-gpu=" + fields + extra,
+                                  "--format=csv,noheader"])
+            if rc == 0 and out:
+                break
+        if rc != 0 or not out:
+            return None
+        parts = [p.strip() for p in out.splitlines()[0].split(",")]
+        if len(parts) < 4:
+            return out.splitlines()[0]
+        state = "SM %s, memory %s, %s C, %s" % tuple(parts[:4])
+        return state + (", throttle reasons %s" % parts[4] if len(parts) > 4 else "")
 
     # --- tools ---
     def tool_table(self):
@@ -492,6 +550,15 @@ class Bench:
                                 "torch_args": ["--torch-profiler", "cuda"]},
             # Optional (--tools): the floor with kernels only, kp's former defaults and their
             # floor, every API call, metrics, torch.profiler with CPU ops.
+            # Launch-loop diagnostics (launch_attribution): the floor without the callbacks on
+            # the launch calls, kp without API records (copy kinds then on from the start, as
+            # without callbacks kp cannot wait for the first copy), kp injected directly, and kp
+            # without the periodic CUPTI flush and chunk.
+            "floor_no_cb_api": dict(floor("kernel,nvtx,lazy_copy"), workloads=("launch_loop",)),
+            "kp_api_none": {"env": {"KP_API": "none"}, "kp": True, "workloads": ("launch_loop",)},
+            "kp_direct": {"env": {}, "kp": True, "direct": True, "workloads": ("launch_loop",)},
+            "kp_flush_off": {"env": {"KP_FLUSH_MS": "600000"}, "kp": True,
+                             "workloads": ("launch_loop",)},
             "floor_kernel": floor("kernel"),
             "floor_old_defaults": floor(FLOOR_KINDS_OF_OLD_DEFAULTS),
             "kp_old_defaults": {"env": {"KP_ACTIVITIES": "default,sync,overhead",
@@ -540,7 +607,7 @@ class Bench:
         if tool["kp"]:
             trace_pattern = os.path.join(self.trace_dir, tag + "-%p.kptrace")
             env["KP_OUTPUT"] = trace_pattern
-            if self.kp_launch_mode == "kptrace run":
+            if self.kp_launch_mode == "kptrace run" and not tool.get("direct"):
                 full = [self.kptrace, "run", "--"] + argv
             else:
                 env["CUDA_INJECTION64_PATH"] = self.inject
@@ -637,6 +704,9 @@ class Bench:
                     self.run_one(round_index, name, tools[name], workload)
             self.phase("round %d" % round_index, started)
             last_round_s = time.perf_counter() - started
+            state = self.gpu_state()
+            if state:  # clocks that drift from round to round show in the step times
+                self.notes.append("GPU after round %d: %s" % (round_index, state))
             if self.setup_info.get("pytorch") is None:
                 for run in self.runs:
                     torch_setup = run["outputs"].get("torch_setup")
@@ -734,9 +804,20 @@ METRICS = (
     ("tiny_ops", "us_per_iter", "us/iter", "torch"),
     ("transformer", "step_ms", "ms/step", "torch"),
 )
-TOOL_ORDER = ("none", "floor", "kp", "torch_prof_cuda", "floor_kernel", "floor_old_defaults",
+TOOL_ORDER = ("none", "floor", "kp", "torch_prof_cuda", "floor_no_cb_api", "kp_api_none",
+              "kp_direct", "kp_flush_off", "floor_kernel", "floor_old_defaults",
               "kp_old_defaults", "kp_api_all", "kp_nvtx_metrics", "torch_prof_cpu_cuda")
-DEFAULT_TOOLS = ["none", "floor", "kp", "torch_prof_cuda"]
+# The four after torch_prof_cuda run the launch loop only (about 2 s a round each): they split
+# kp's launch-loop cost above the floor's (launch_attribution()).
+DEFAULT_TOOLS = ["none", "floor", "kp", "torch_prof_cuda", "floor_no_cb_api", "kp_api_none",
+                 "kp_direct", "kp_flush_off"]
+# What each diagnostic pair isolates: (label, kp tool, kp reference, floor tool, floor reference).
+LAUNCH_ATTRIBUTION = (
+    ("recording the launch calls (callbacks)", "kp", "kp_api_none", "floor", "floor_no_cb_api"),
+    ("launching through `kptrace run` instead of CUDA_INJECTION64_PATH", "kp", "kp_direct",
+     None, None),
+    ("the periodic flush (KP_FLUSH_MS=1000 against 600000)", "kp", "kp_flush_off", None, None),
+)
 # bench/floor's KPFLOOR_KINDS for what kp enables by default (inject/cupti/tracer.cc: kernel and
 # NVTX marker activity, callbacks on the launch-related calls, copy kinds at the first copy) and
 # for kp's former defaults (KP_API=launch-activity, sync and overhead on).
@@ -760,6 +841,7 @@ def summarize(runs):
             traced = sum(1 for r in chosen if r.get("traces"))
             table[(result_key, metric, tool)] = {
                 "unit": unit, "n": sum(v is not None for v in values), "values": values,
+                "rounds": [r["round"] for r in chosen],
                 "median": median(values), "rss_mb": _kb_to_mb(median(rss)),
                 "bytes_per_kernel": median(bytes_per_kernel),
                 "dropped": sum(drops) if drops else None,
@@ -787,6 +869,31 @@ FLOOR_RATIO_MAX = 1.05      # kp's added cost over the bare floor's with the sam
 TORCH_PROFILER_SHARE = 0.5  # kp's added cost over torch.profiler (CUDA only)'s
 STEP_SLOWDOWN_MAX = 1.03    # training step under kp over no tool
 BYTES_PER_KERNEL_MAX = 6.0
+
+
+def launch_attribution(table):
+    """Rows (label, kp part, floor part) of the launch loop's cost split by diagnostic tools."""
+    def med(tool):
+        entry = table.get(("launch_loop", "us_per_launch", tool)) if tool else None
+        return entry["median"] if entry else None
+
+    rows = []
+    for label, kp, kp_ref, floor, floor_ref in LAUNCH_ATTRIBUTION:
+        kp_part = added_cost(med(kp), med(kp_ref))
+        floor_part = added_cost(med(floor), med(floor_ref)) if floor else None
+        if kp_part is not None:
+            rows.append((label, kp_part, floor_part))
+    return rows
+
+
+def paired_ratio(table, result_key, metric, tool, baseline):
+    """Median over rounds of tool/baseline within the same round (round-level drift cancels)."""
+    entry, base = table.get((result_key, metric, tool)), table.get((result_key, metric, baseline))
+    if not entry or not base:
+        return None
+    by_round = dict(zip(base.get("rounds", []), base.get("values", [])))
+    return median([safe_ratio(v, by_round.get(r))
+                   for r, v in zip(entry.get("rounds", []), entry.get("values", []))])
 
 
 def targets(table, soak):
@@ -838,8 +945,9 @@ def targets(table, soak):
         "target": "training step: kp <= %.2f x no tool" % STEP_SLOWDOWN_MAX,
         "ok": None if slow is None or not kp_traced("transformer", "step_ms")
         else slow <= STEP_SLOWDOWN_MAX,
-        "detail": "kp/none = %s (floor/none = %s)" % (_fmt(slow),
-                                                      _fmt(safe_ratio(floor_s, none_s)))})
+        "detail": "kp/none = %s (floor/none = %s; median of per-round kp/none %s)" % (
+            _fmt(slow), _fmt(safe_ratio(floor_s, none_s)),
+            _fmt(paired_ratio(table, "transformer", "step_ms", "kp", "none")))})
     bpk = [table.get((k, m, "kp"), {}).get("bytes_per_kernel")
            for k, m in (("launch_loop", "us_per_launch"), ("tiny_ops", "us_per_iter"))]
     bpk_launch = bpk[0]
@@ -896,7 +1004,8 @@ def build_report(setup, runs, soak, convert, phases, notes, launch_mode, total_s
     verdicts = targets(table, soak)
     lines = ["# kp overhead benchmark", ""]
     lines.append("Setup: GPU **%s**, driver %s, CUDA %s, PyTorch %s, kp %s, kernel %s, %s; "
-                 "%d round(s)%s, interleaved (shuffled tool order per round), medians; "
+                 "%d round(s)%s, interleaved (counterbalanced tool order: each pair of "
+                 "rounds mirrored, rotated from pair to pair), medians with min..max over rounds; "
                  "runs pinned to CPUs %s. kp launched via %s." % (
                      setup.get("gpu"), setup.get("driver"), setup.get("cuda"),
                      setup.get("pytorch"), setup.get("kp"), setup.get("kernel"),
@@ -912,8 +1021,9 @@ def build_report(setup, runs, soak, convert, phases, notes, launch_mode, total_s
     for v in verdicts:
         lines.append("| %s | %s | %s |" % (v["target"], verdict(v["ok"]), v["detail"]))
     lines += ["", "## Time per unit of work (median) and cost added over no tool", "",
-              "| workload | tool | n | median | added vs none | ratio to none | peak RSS MB "
-              "| trace B/kernel | dropped |", "|---|---|---|---|---|---|---|---|---|"]
+              "| workload | tool | n | median | min..max | added vs none | ratio to none "
+              "| peak RSS MB | trace B/kernel | dropped |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for result_key, metric, unit, _ in METRICS:
         base = table.get((result_key, metric, "none"), {}).get("median")
         for tool in TOOL_ORDER:
@@ -922,13 +1032,24 @@ def build_report(setup, runs, soak, convert, phases, notes, launch_mode, total_s
                 continue
             m = entry["median"]
             n_text = str(entry["n"]) + (" (%d failed)" % entry["failed"] if entry["failed"] else "")
-            lines.append("| %s | %s | %s | %s %s | %s | %s | %s | %s | %s |" % (
-                result_key, tool, n_text, _fmt(m), unit, _fmt(added_cost(m, base)),
+            values = [v for v in entry["values"] if v is not None]
+            spread = "%s..%s" % (_fmt(min(values)), _fmt(max(values))) if values else "n/a"
+            lines.append("| %s | %s | %s | %s %s | %s | %s | %s | %s | %s | %s |" % (
+                result_key, tool, n_text, _fmt(m), unit, spread, _fmt(added_cost(m, base)),
                 _fmt(safe_ratio(m, base)), _fmt(entry["rss_mb"]), _fmt(entry["bytes_per_kernel"]),
                 _fmt(entry["dropped"])))
     lines += ["", "Peak RSS is the profiled process's (launch loop alone; the torch row is the "
               "one Python process running both torch workloads). floor = bare CUPTI subscriber "
               "(bench/floor) enabling exactly the kinds and callbacks of kp's defaults (KPFLOOR_KINDS=" + FLOOR_KINDS_OF_KP_DEFAULTS + "), records counted and freed."]
+    attribution = launch_attribution(table)
+    if attribution:
+        lines += ["", "## Launch loop: where kp's cost above the floor goes (diagnostic tools)",
+                  "", "| part | kp (us/launch) | floor, same part (us/launch) |", "|---|---|---|"]
+        for label, kp_part, floor_part in attribution:
+            lines.append("| %s | %s | %s |" % (label, _fmt(kp_part), _fmt(floor_part)))
+        lines += ["", "floor_no_cb_api = the floor without callbacks on the launch calls "
+                  "(KPFLOOR_KINDS=kernel,nvtx,lazy_copy); kp_api_none = kp with KP_API=none; "
+                  "kp_direct = kp through CUDA_INJECTION64_PATH; kp_flush_off = KP_FLUSH_MS=600000."]
     default_bpk = table.get(("launch_loop", "us_per_launch", "kp"), {}).get("bytes_per_kernel")
     lines.append("")
     if uncompressed is not None:
@@ -1008,8 +1129,9 @@ def main(argv=None):
     parser.add_argument("--soak-seconds", type=int, default=0)
     parser.add_argument("--skip-soak", action="store_true")
     parser.add_argument("--cpus", default="auto",
-                        help="pin every run to these CPUs ('2-5'), 'auto' (4 cores from CPU 2 "
-                             "when there are 8 or more) or 'all' (no pinning)")
+                        help="pin every run to these CPUs ('2-5'), 'auto' (4 CPUs on distinct "
+                             "physical cores from CPU 2 when there are 8 or more) or 'all' "
+                             "(no pinning)")
     parser.add_argument("--budget-s", type=int, default=540,
                         help="start no round that would push the run (soak included) past this")
     parser.add_argument("--keep-work", action="store_true", help="keep traces and logs")

@@ -7,7 +7,11 @@
 
 namespace kp {
 
-inline constexpr char kFileMagic[8] = {'K', 'P', 'T', 'R', 'A', 'C', 'E', '1'};
+// The last byte is the format version. Version 2 (written now) codes the `start` of kernels,
+// copies, memsets and API calls from the previous record of the same stream or thread
+// (common/start_predictor.h); readers also read version 1.
+inline constexpr char kFileMagic[8] = {'K', 'P', 'T', 'R', 'A', 'C', 'E', '2'};
+inline constexpr char kFormatVersion1 = '1';
 inline constexpr size_t kFileMagicSize = 8;
 inline constexpr uint32_t kChunkMagic = 0x4B43504Bu;  // "KPCK" read as little-endian u32
 inline constexpr size_t kFrameHeaderSize = 24;

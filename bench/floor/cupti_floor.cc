@@ -22,6 +22,8 @@
 // Loaded through CUDA_INJECTION64_PATH. At exit it force-flushes and prints one line to stderr:
 // `kpfloor: {"records":N,"kernels":K,"memcpy":M,"dropped":D,"kinds":{...},"callbacks":C,
 // "api_top":{...}}` (the drivers parse it). api_top names the most frequent API records.
+#include "bench/floor/cupti_floor.h"
+
 #include <cupti.h>
 
 #include <algorithm>
@@ -201,8 +203,11 @@ bool StartsWith(const char* name, std::string_view prefix) {
 
 bool IsCopyName(const char* name) { return name != nullptr && kp::MayCopyApiName(name); }
 
-void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                         const void* cbdata) {
+}  // namespace
+
+// Declared in cupti_floor.h so that bench/callback_cost.cc can time it beside kp's.
+void CUPTIAPI kpfloor::OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                  const void* cbdata) {
   g_callbacks.fetch_add(1, std::memory_order_relaxed);
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
@@ -219,6 +224,8 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
     t_api_ns += now - t_enter_ns + data->correlationId;
   }
 }
+
+namespace {
 
 void EnableCallbacksWhere(CUpti_SubscriberHandle sub, bool (*wanted)(const char*)) {
   const CUpti_CallbackDomain domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API};
@@ -301,7 +308,7 @@ void StartTracing() {
                                Has(kinds, "cb_nvtx") || Has(kinds, "lazy_copy");
   if (wants_callbacks) {
     CUpti_SubscriberHandle sub = nullptr;
-    if (!Check(cuptiSubscribe(&sub, &OnCallback, nullptr), "cuptiSubscribe")) return;
+    if (!Check(cuptiSubscribe(&sub, &kpfloor::OnCallback, nullptr), "cuptiSubscribe")) return;
     if (Has(kinds, "cb_launch")) EnableCallbacksWhere(sub, IsLaunchName);
     if (Has(kinds, "cb_copy") || Has(kinds, "lazy_copy")) EnableCallbacksWhere(sub, IsCopyName);
     if (Has(kinds, "cb_sync")) EnableCallbacksWhere(sub, IsSyncName);

@@ -58,6 +58,18 @@ class ScheduleTest(unittest.TestCase):
         run_bench.interleaved_schedule(tools, 3, seed=0)
         self.assertEqual(tools, self.TOOLS)
 
+    def test_pairs_of_rounds_mirror_each_other(self):
+        schedule = run_bench.interleaved_schedule(self.TOOLS, 6, seed=5)
+        for first, second in zip(schedule[0::2], schedule[1::2]):
+            self.assertEqual(second, list(reversed(first)))
+
+    def test_three_rounds_never_keep_a_tool_last(self):
+        # The 2026-12-01 run stopped after 3 rounds with the baseline last in all of them.
+        for seed in range(50):
+            schedule = run_bench.interleaved_schedule(self.TOOLS, 3, seed=seed)
+            for tool in self.TOOLS:
+                self.assertGreater(len({o.index(tool) for o in schedule}), 1)
+
     def test_no_tool_keeps_a_fixed_position(self):
         # Interleaving is only worth something if a tool is not always first (or last).
         schedule = run_bench.interleaved_schedule(self.TOOLS, 20, seed=11)
@@ -126,6 +138,13 @@ class CpuPinningTest(unittest.TestCase):
         self.assertIsNone(run_bench.choose_cpus("auto", {0, 1}))
         self.assertIsNone(run_bench.choose_cpus("all", sixteen))
         self.assertEqual(run_bench.choose_cpus("1,40", sixteen), [1])
+
+    def test_auto_skips_smt_siblings(self):
+        sixteen = set(range(16))
+        siblings = {c: ("p0", c % 8) for c in sixteen}  # cpu c and c + 8 share a core
+        self.assertEqual(run_bench.choose_cpus("auto", sixteen, siblings), [2, 3, 4, 5])
+        pairs = {c: ("p0", c // 2) for c in sixteen}  # cpus 2k and 2k + 1 share a core
+        self.assertEqual(run_bench.choose_cpus("auto", sixteen, pairs), [2, 4, 6, 8])
 
     def test_pinned_child_sees_only_its_cpus(self):
         cpu = sorted(os.sched_getaffinity(0))[0]
@@ -284,6 +303,21 @@ class NoGpuSkipTest(unittest.TestCase):
         self.assertTrue(done.stdout.startswith("SKIP:"))
 
 
+class AttributionTest(unittest.TestCase):
+    def test_launch_attribution_pairs(self):
+        def entry(median):
+            return {"median": median}
+        table = {("launch_loop", "us_per_launch", t): entry(v) for t, v in (
+            ("kp", 5.9), ("kp_api_none", 4.9), ("floor", 5.3), ("floor_no_cb_api", 4.4),
+            ("kp_direct", 5.8))}
+        rows = run_bench.launch_attribution(table)
+        self.assertEqual(len(rows), 2)  # no kp_flush_off run: that row is left out
+        self.assertAlmostEqual(rows[0][1], 1.0)
+        self.assertAlmostEqual(rows[0][2], 0.9)
+        self.assertAlmostEqual(rows[1][1], 0.1)
+        self.assertIsNone(rows[1][2])
+
+
 class ReportTest(unittest.TestCase):
     def test_report_from_synthetic_runs(self):
         runs = []
@@ -317,6 +351,10 @@ class ReportTest(unittest.TestCase):
         kp_launch = [m for m in raw["medians"] if m["tool"] == "kp"
                      and m["metric"] == "us_per_launch"][0]
         self.assertAlmostEqual(kp_launch["median"], 5.12)
+        self.assertIn("5.110..5.130", markdown)  # min..max over the rounds
+        table = run_bench.summarize(runs)
+        self.assertAlmostEqual(
+            run_bench.paired_ratio(table, "transformer", "step_ms", "kp", "none"), 1.015)
 
         # A kp run that left no trace did not profile anything: no verdict from it.
         for run in runs:

@@ -32,8 +32,8 @@ def main():
     parser.add_argument("--nvtx", action="store_true", help="NVTX ranges in the training step")
     parser.add_argument("--tiny-iterations", type=int, default=3000)
     parser.add_argument("--tiny-warmup", type=int, default=300)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup-steps", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup-steps", type=int, default=10)
     args = parser.parse_args()
 
     import torch

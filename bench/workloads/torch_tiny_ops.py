@@ -7,6 +7,7 @@ transformer step to pay Python start-up once.
 """
 
 import argparse
+import gc
 import json
 import statistics
 import time
@@ -35,6 +36,8 @@ def run_tiny_ops(iterations=3000, warmup=300, profiler=None):
 
     body(warmup)
     torch.cuda.synchronize()
+    gc.collect()
+    gc.disable()  # no collection inside the timed blocks (interpreter noise, not the tool's)
     result = {"workload": "tiny_ops", "iterations": iterations,
               "ops_per_iteration": OPS_PER_ITERATION,
               "timed_kernels": OPS_PER_ITERATION * iterations}
@@ -57,6 +60,7 @@ def run_tiny_ops(iterations=3000, warmup=300, profiler=None):
         elapsed = time.perf_counter() - start
         exit_start = time.perf_counter()
     exit_s = time.perf_counter() - exit_start if profiler is not None else 0.0
+    gc.enable()
     result["iterations"] = blocks * per_block
     result["timed_kernels"] = OPS_PER_ITERATION * blocks * per_block
     result["profiler_exit_s"] = round(exit_s, 4)

@@ -1,18 +1,23 @@
 """Training-step PyTorch workload of the overhead benchmark (bench/run_bench.py).
 
 Four encoder layers (d=1024, 16 heads, FFN 4096), batch 16, sequence 512, bf16 autocast, AdamW:
-a realistic GPU-bound step. Three warm-up steps, then each timed step sits between
-torch.cuda.synchronize calls; the median step time is reported. With --nvtx the step is
-annotated with NVTX ranges forward/backward/optimizer (the ranges kp measures metrics on).
+a realistic training step. Warm-up runs at least `warmup` steps and at least WARMUP_MIN_S
+seconds (cuBLAS/cuDNN heuristics, the caching allocator and the GPU clocks settle), then each
+timed step sits between torch.cuda.synchronize calls, with Python's garbage collector off; the
+median step time is reported. With --nvtx the step is annotated with NVTX ranges
+forward/backward/optimizer (the ranges kp measures metrics on).
 """
 
 import argparse
+import gc
 import json
 import statistics
 import time
 
+WARMUP_MIN_S = 1.0
 
-def run_transformer(steps=10, warmup=3, nvtx=False, profiler=None):
+
+def run_transformer(steps=30, warmup=10, nvtx=False, profiler=None):
     """Times `steps` training steps; `profiler` (a started-on-enter context) wraps them."""
     import torch
     from torch import nn
@@ -45,9 +50,15 @@ def run_transformer(steps=10, warmup=3, nvtx=False, profiler=None):
         optimizer.step()
         pop()
 
-    for _ in range(warmup):
+    warmup_start = time.perf_counter()
+    warmup_steps = 0
+    while warmup_steps < warmup or time.perf_counter() - warmup_start < WARMUP_MIN_S:
         step()
-    torch.cuda.synchronize()
+        torch.cuda.synchronize()
+        warmup_steps += 1
+    warmup_s = time.perf_counter() - warmup_start
+    gc.collect()
+    gc.disable()  # a collection inside a timed step is noise of the interpreter, not the tool
     times_ms = []
     context = profiler if profiler is not None else _NullContext()
     with context:
@@ -61,9 +72,12 @@ def run_transformer(steps=10, warmup=3, nvtx=False, profiler=None):
             times_ms.append((time.perf_counter() - start) * 1e3)
         exit_start = time.perf_counter()
     exit_s = time.perf_counter() - exit_start if profiler is not None else 0.0
+    gc.enable()
     return {
         "workload": "transformer",
         "steps": steps,
+        "warmup_steps": warmup_steps,
+        "warmup_s": round(warmup_s, 3),
         "nvtx": nvtx,
         "step_ms": round(statistics.median(times_ms), 4),
         "step_ms_all": [round(t, 4) for t in times_ms],
@@ -81,8 +95,8 @@ class _NullContext:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--nvtx", action="store_true")
     args = parser.parse_args()
     print(json.dumps(run_transformer(args.steps, args.warmup, args.nvtx)), flush=True)

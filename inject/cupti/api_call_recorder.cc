@@ -11,10 +11,14 @@
 
 namespace kp {
 
+// The producer's and the consumer's words sit on cache lines of their own: the owning thread
+// never reads a line the encoder thread writes except when its cached view of `tail` says the
+// ring may be full, so a drain does not cost the CUDA-calling thread a cache miss per call.
 struct ApiCallRecorder::Ring {
-  std::atomic<uint64_t> head{0};  // written by the owning thread only
-  std::atomic<uint64_t> tail{0};  // written by the encoder thread only
-  std::atomic<bool> in_use{true};
+  alignas(64) std::atomic<uint64_t> head{0};  // written by the owning thread only
+  uint64_t cached_tail = 0;                   // the owner's last read of `tail`
+  alignas(64) std::atomic<uint64_t> tail{0};  // written by the encoder thread only
+  alignas(64) std::atomic<bool> in_use{true};
   Ring* next = nullptr;  // set before publication, never changed
   CUpti_ActivityAPI slots[kRingSlots];
 };
@@ -42,26 +46,33 @@ std::vector<uint8_t> SelectCbids(CUpti_CallbackDomain domain) {
   return flags;
 }
 
-// Per CUDA-calling thread. The destructor hands the ring back for a later thread to reuse; the
-// encoder thread still drains what is left in it.
+// Per CUDA-calling thread, read on every callback: trivially destructible and constant-
+// initialized, so an access is a plain thread-local lookup with no lazy-init guard (a
+// thread_local with a destructor costs a guard check and a second lookup on every access).
 struct ThreadState {
-  const void* owner = nullptr;  // the recorder `ring` belongs to
-  std::atomic<bool>* ring_in_use = nullptr;
-  void* ring = nullptr;
-  uint32_t thread_id = 0;
-  uint32_t runtime_depth = 0;        // recorded runtime calls in progress on this thread
-  uint32_t runtime_correlation = 0;  // the innermost one's correlation id
-  ~ThreadState() {
-    if (ring_in_use != nullptr) ring_in_use->store(false, std::memory_order_release);
+  const void* owner;  // the recorder `ring` belongs to
+  void* ring;
+  uint32_t thread_id;
+  uint32_t runtime_depth;        // recorded runtime calls in progress on this thread
+  uint32_t runtime_correlation;  // the innermost one's correlation id
+};
+thread_local ThreadState t_state = {nullptr, nullptr, 0, 0, 0};
+
+// Touched once per thread, when it takes a ring: at thread exit it hands the ring back for a
+// later thread to reuse; the encoder thread still drains what is left in it.
+struct RingRelease {
+  std::atomic<bool>* in_use = nullptr;
+  ~RingRelease() {
+    if (in_use != nullptr) in_use->store(false, std::memory_order_release);
   }
 };
-thread_local ThreadState t_state;
+thread_local RingRelease t_ring_release;
 uint32_t g_process_id = 0;
 
 // A driver call inside a recorded runtime call that shares its correlation id: the runtime
 // record already links the GPU work. One with an id of its own is recorded.
-bool Covered(const CUpti_CallbackData* data) {
-  return t_state.runtime_depth != 0 && data->correlationId == t_state.runtime_correlation;
+bool Covered(const ThreadState& ts, const CUpti_CallbackData* data) {
+  return ts.runtime_depth != 0 && data->correlationId == ts.runtime_correlation;
 }
 
 uint8_t FlagsOf(const std::vector<uint8_t>& table, CUpti_CallbackId cbid) {
@@ -91,7 +102,7 @@ ApiCallRecorder::~ApiCallRecorder() {
   if (t_state.owner == this) {
     t_state.owner = nullptr;
     t_state.ring = nullptr;
-    t_state.ring_in_use = nullptr;
+    t_ring_release.in_use = nullptr;
   }
   Ring* ring = rings_.exchange(nullptr);
   while (ring != nullptr) {
@@ -125,7 +136,8 @@ bool ApiCallRecorder::Wants(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) 
 }
 
 ApiCallRecorder::Ring* ApiCallRecorder::ThreadRing() {
-  if (t_state.owner == this) return static_cast<Ring*>(t_state.ring);
+  ThreadState& ts = t_state;
+  if (ts.owner == this) return static_cast<Ring*>(ts.ring);
   // Reuse the ring of a thread that has exited, else make one (once per thread).
   Ring* ring = nullptr;
   for (Ring* r = rings_.load(std::memory_order_acquire); r != nullptr; r = r->next) {
@@ -144,10 +156,11 @@ ApiCallRecorder::Ring* ApiCallRecorder::ThreadRing() {
     } while (!rings_.compare_exchange_weak(head, ring, std::memory_order_release,
                                            std::memory_order_relaxed));
   }
-  t_state.owner = this;
-  t_state.ring = ring;
-  t_state.ring_in_use = &ring->in_use;
-  t_state.thread_id = static_cast<uint32_t>(syscall(SYS_gettid));
+  ring->cached_tail = ring->tail.load(std::memory_order_acquire);
+  t_ring_release.in_use = &ring->in_use;
+  ts.owner = this;
+  ts.ring = ring;
+  ts.thread_id = static_cast<uint32_t>(syscall(SYS_gettid));
   return ring;
 }
 
@@ -164,11 +177,12 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
     }
     return;
   }
+  ThreadState& ts = t_state;  // no lazy-init guard on this lookup (see ThreadState)
   if (data->callbackSite == CUPTI_API_ENTER) {
     if (runtime) {
-      ++t_state.runtime_depth;
-      t_state.runtime_correlation = data->correlationId;
-    } else if (Covered(data)) {
+      ++ts.runtime_depth;
+      ts.runtime_correlation = data->correlationId;
+    } else if (Covered(ts, data)) {
       return;
     }
     if ((flags & kCopies) && !copy_kinds_enabled_.load(std::memory_order_relaxed) &&
@@ -181,22 +195,31 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
     return;
   }
   if (runtime) {
-    if (t_state.runtime_depth != 0) --t_state.runtime_depth;
-  } else if (Covered(data)) {
+    if (ts.runtime_depth != 0) --ts.runtime_depth;
+  } else if (Covered(ts, data)) {
     return;
   }
   if (!recording_.load(std::memory_order_relaxed)) return;  // outside a capture window
+  // Read before the timestamp call, so the thread-local is not looked up again after it.
+  Ring* ring = ts.owner == this ? static_cast<Ring*>(ts.ring) : nullptr;
+  uint32_t thread_id = ts.thread_id;
   uint64_t end = 0;
   cuptiGetTimestamp(&end);
-  Ring* ring = ThreadRing();
   if (ring == nullptr) {
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    return;
+    ring = ThreadRing();
+    if (ring == nullptr) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    thread_id = t_state.thread_id;
   }
   const uint64_t head = ring->head.load(std::memory_order_relaxed);
-  if (head - ring->tail.load(std::memory_order_acquire) >= kRingSlots) {
-    dropped_.fetch_add(1, std::memory_order_relaxed);
-    return;
+  if (head - ring->cached_tail >= kRingSlots) {
+    ring->cached_tail = ring->tail.load(std::memory_order_acquire);
+    if (head - ring->cached_tail >= kRingSlots) {
+      dropped_.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
   }
   CUpti_ActivityAPI& slot = ring->slots[head & (kRingSlots - 1)];
   slot.kind = runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
@@ -204,7 +227,7 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
   slot.start = data->correlationData != nullptr ? *data->correlationData : end;
   slot.end = end;
   slot.processId = g_process_id;
-  slot.threadId = t_state.thread_id;
+  slot.threadId = thread_id;
   slot.correlationId = data->correlationId;
   slot.returnValue = data->functionReturnValue != nullptr
                          ? *static_cast<const int*>(data->functionReturnValue)

@@ -75,7 +75,7 @@ class ApiCallRecorder {
 
  private:
   struct Ring;
-  Ring* ThreadRing();
+  Ring* ThreadRing();  // the calling thread's ring; makes or reuses one on its first call
 
   EnableCopyKinds enable_copy_kinds_;
   std::atomic<bool> copy_kinds_enabled_{false};

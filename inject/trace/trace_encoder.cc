@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/proto_wire.h"
+#include "common/start_predictor.h"
 #include "common/utf8.h"
 #include "inject/trace/chunk_writer.h"
 
@@ -135,6 +136,7 @@ struct ListDelta {
   bool started = false;
   uint64_t prev_time = 0;
   uint32_t prev_correlation = 0;
+  StartPredictor ends;  // kernels, copies, memsets: per stream; API calls: per thread
 };
 
 }  // namespace
@@ -378,6 +380,20 @@ struct TraceEncoder::Impl {
     l.started = true;
     l.prev_time = t;
     return static_cast<int64_t>(t - prev);
+  }
+  // Format version 2: `start` from the end of the previous record with the same key
+  // (common/start_predictor.h), else from the previous record's start.
+  int64_t KeyedTimeDelta(RecordKind kind, uint64_t key, uint64_t start, uint64_t end) {
+    if (!time_base_set) {
+      time_base_set = true;
+      time_base = start;
+    }
+    ListDelta& l = lists[kind];
+    const uint64_t base = l.ends.Base(key, l.started ? l.prev_time : time_base);
+    l.started = true;
+    l.prev_time = start;
+    l.ends.Update(key, end);
+    return static_cast<int64_t>(start - base);
   }
   int64_t CorrelationDelta(RecordKind kind, uint32_t c) {
     ListDelta& l = lists[kind];
@@ -633,7 +649,7 @@ void TraceEncoder::AddKernel(const KernelRecord& r) {
   m.UseShape(shape);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(F::kStart, m.TimeDelta(kKernels, r.start));
+  w.Sint(F::kStart, m.KeyedTimeDelta(kKernels, StreamKey(r.context, r.stream), r.start, r.end));
   w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
   w.Uint(F::kShape, shape);
   w.Uint(F::kStream, r.stream);
@@ -656,7 +672,7 @@ void TraceEncoder::AddMemcpy(const MemcpyRecord& r) {
   const uint32_t flags = GpuRecordFlags(r.flags, r.start, r.end, &stats_);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(F::kStart, m.TimeDelta(kMemcpys, r.start));
+  w.Sint(F::kStart, m.KeyedTimeDelta(kMemcpys, StreamKey(r.context, r.stream), r.start, r.end));
   w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
   w.Uint(F::kBytes, r.bytes);
   w.Uint(F::kCopyKind, r.copy_kind);
@@ -687,7 +703,7 @@ void TraceEncoder::AddMemset(const MemsetRecord& r) {
   const uint32_t flags = GpuRecordFlags(r.flags, r.start, r.end, &stats_);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(F::kStart, m.TimeDelta(kMemsets, r.start));
+  w.Sint(F::kStart, m.KeyedTimeDelta(kMemsets, StreamKey(r.context, r.stream), r.start, r.end));
   w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
   w.Uint(F::kBytes, r.bytes);
   w.Uint(F::kValue, r.value);
@@ -712,7 +728,7 @@ void TraceEncoder::AddApi(const ApiRecord& r) {
   m.UseString(name);
   uint8_t buf[kRecordScratchBytes];
   WireWriter w(buf);
-  w.Sint(F::kStart, m.TimeDelta(kApiCalls, r.start));
+  w.Sint(F::kStart, m.KeyedTimeDelta(kApiCalls, r.thread_id, r.start, r.end));
   w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
   w.Uint(F::kName, name);
   w.Uint(F::kDomain, r.domain);

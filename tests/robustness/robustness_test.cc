@@ -143,8 +143,8 @@ TEST(Reproducers, AGapStaysLostUnlessItsChunkArrives) {
 }
 
 TEST(Reproducers, AnotherFormatVersionIsNamed) {
-  Read r = ReadTrace("v2.kptrace", Reproducers().at("format_version_2.kptrace"));
-  EXPECT_NE(r.error.find("kp trace format version 2 found; this kptrace reads version 1"),
+  Read r = ReadTrace("v3.kptrace", Reproducers().at("format_version_3.kptrace"));
+  EXPECT_NE(r.error.find("kp trace format version 3 found; this kptrace reads versions 1 and 2"),
             std::string::npos)
       << r.error;
 }

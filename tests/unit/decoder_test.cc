@@ -21,6 +21,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "inject/cupti/activity_decoder.h"
@@ -30,6 +31,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
+#include "tools/reader/start_keys.h"
 
 namespace kp {
 namespace {
@@ -88,12 +90,20 @@ struct DecodedTrace {
   }
 };
 
+// Undoes the start coding: kernels, copies and memsets (keyed by stream) and API calls (by
+// thread) by format version 2's rule (common/start_predictor.h), other lists from the previous
+// record's start.
 template <typename R>
 void Untime(const google::protobuf::RepeatedPtrField<R>& list, uint64_t base,
             std::vector<DecodedTrace::Timed>* out) {
   int64_t t = static_cast<int64_t>(base);
+  KeyedStartDecoder keyed(base);
   for (const R& r : list) {
-    t += r.start();
+    if constexpr (kStartIsKeyed<R>) {
+      t = static_cast<int64_t>(keyed.Next(r.start(), StartKeyOf(r), r.duration()));
+    } else {
+      t += r.start();
+    }
     out->push_back({static_cast<uint64_t>(t), static_cast<uint64_t>(t + r.duration())});
   }
 }

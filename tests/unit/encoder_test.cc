@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "common/frame.h"
@@ -15,6 +16,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
+#include "tools/reader/start_keys.h"
 
 namespace kp {
 namespace {
@@ -67,14 +69,21 @@ ParsedFile ParseFile(const std::vector<uint8_t>& file) {
   return out;
 }
 
-// Undoes the per-list delta coding of `start`/`time` and `correlation`.
+// Undoes the per-list delta coding of `start`/`time` and `correlation`: kernels, copies and
+// memsets (keyed by stream) and API calls (by thread) by format version 2's rule.
 template <typename List, typename GetStart>
 std::vector<uint64_t> Starts(const Chunk& c, const List& list, GetStart get) {
   std::vector<uint64_t> out;
   uint64_t t = c.time_base_ns();
+  KeyedStartDecoder keyed(c.time_base_ns());
   for (const auto& r : list) {
-    t += static_cast<uint64_t>(get(r));
-    out.push_back(t);
+    using R = std::decay_t<decltype(r)>;
+    if constexpr (kStartIsKeyed<R>) {
+      out.push_back(keyed.Next(get(r), StartKeyOf(r), r.duration()));
+    } else {
+      t += static_cast<uint64_t>(get(r));
+      out.push_back(t);
+    }
   }
   return out;
 }

@@ -6,7 +6,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/frame.h"
 #include "tools/reader/fixed_trace.h"
@@ -260,6 +262,59 @@ TEST(TraceReader, SurvivesFlippedAndTruncatedBytesEverywhere) {
       }
     }
     std::remove(path.c_str());
+  }
+}
+
+// Format versions 1 and 2 code kernel, copy, memset and API-call starts differently (proto
+// ENCODING RULES); the same records written either way read back the same.
+TEST(TraceReader, FormatVersionsOneAndTwoReadBackTheSame) {
+  Chunk c;
+  c.set_time_base_ns(1000000);
+  const int64_t starts[] = {1000000, 1002000, 1001500, 1009000, 1003000};
+  const uint32_t streams[] = {7, 7, 8, 7, 8};
+  for (int i = 0; i < 5; ++i) {
+    Kernel* k = c.add_kernels();
+    k->set_start(starts[i]);
+    k->set_duration(700 + 10 * i);
+    k->set_stream(streams[i]);
+    k->set_context(1);
+    k->set_correlation(10 + i);
+    ApiCall* a = c.add_api_calls();
+    a->set_start(starts[i] - 900);
+    a->set_duration(i == 3 ? -5 : 400);  // a broken record's negative duration survives too
+    a->set_thread_id(i % 2 ? 42 : 43);
+    a->set_correlation(10 + i);
+    Memcpy* m = c.add_memcpys();
+    m->set_start(starts[i] + 50);
+    m->set_duration(300);
+    m->set_stream(streams[i]);
+    Memset* s = c.add_memsets();
+    s->set_start(starts[4 - i]);
+    s->set_duration(100);
+    s->set_stream(streams[4 - i]);
+  }
+  std::vector<Chunk> read[2];
+  const char versions[2] = {'1', '2'};
+  for (int v = 0; v < 2; ++v) {
+    ProtoTraceWriter writer(0, versions[v]);
+    writer.Add(c);
+    StatusOr<std::unique_ptr<TraceReader>> opened =
+        TraceReader::Open(WriteTemp(std::string("v") + versions[v], writer.bytes()));
+    ASSERT_TRUE(opened.ok()) << opened.status().message();
+    Chunk back;
+    while (opened.value()->Next(&back)) read[v].push_back(back);
+    ASSERT_EQ(read[v].size(), 1u);
+  }
+  for (int v = 0; v < 2; ++v) {
+    const Chunk& r = read[v][0];
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(r.kernels(i).start(), c.kernels(i).start()) << "version " << versions[v];
+      EXPECT_EQ(r.kernels(i).correlation(), c.kernels(i).correlation());
+      EXPECT_EQ(r.api_calls(i).start(), c.api_calls(i).start()) << "version " << versions[v];
+      EXPECT_EQ(r.api_calls(i).duration(), c.api_calls(i).duration());
+      EXPECT_EQ(r.memcpys(i).start(), c.memcpys(i).start()) << "version " << versions[v];
+      EXPECT_EQ(r.memsets(i).start(), c.memsets(i).start()) << "version " << versions[v];
+    }
   }
 }
 

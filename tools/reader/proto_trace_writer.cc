@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/frame.h"
+#include "tools/reader/start_keys.h"
 
 namespace kp {
 namespace {
@@ -16,6 +17,14 @@ void EncodeStarts(List* list, uint64_t time_base) {
     uint64_t abs = static_cast<uint64_t>(r.start());
     r.set_start(static_cast<int64_t>(abs - prev));
     prev = abs;
+  }
+}
+// Kernels, copies, memsets (keyed by stream) and API calls (by thread), format version 2.
+template <typename List>
+void EncodeKeyedStarts(List* list, uint64_t time_base) {
+  KeyedStartEncoder starts(time_base);
+  for (auto& r : *list) {
+    r.set_start(starts.Next(static_cast<uint64_t>(r.start()), StartKeyOf(r), r.duration()));
   }
 }
 template <typename List>
@@ -30,16 +39,25 @@ void EncodeCorrelations(List* list) {
 
 }  // namespace
 
-ProtoTraceWriter::ProtoTraceWriter(int zstd_level)
-    : zstd_level_(zstd_level), bytes_(kFileMagic, kFileMagicSize) {}
+ProtoTraceWriter::ProtoTraceWriter(int zstd_level, char format_version)
+    : zstd_level_(zstd_level), format_version_(format_version), bytes_(kFileMagic, kFileMagicSize) {
+  bytes_[kFileMagicSize - 1] = format_version;
+}
 
 void ProtoTraceWriter::Add(const Chunk& absolute) {
   Chunk c = absolute;
   const uint64_t base = c.time_base_ns();
-  EncodeStarts(c.mutable_kernels(), base);
-  EncodeStarts(c.mutable_memcpys(), base);
-  EncodeStarts(c.mutable_memsets(), base);
-  EncodeStarts(c.mutable_api_calls(), base);
+  if (format_version_ == kFormatVersion1) {
+    EncodeStarts(c.mutable_kernels(), base);
+    EncodeStarts(c.mutable_memcpys(), base);
+    EncodeStarts(c.mutable_memsets(), base);
+    EncodeStarts(c.mutable_api_calls(), base);
+  } else {
+    EncodeKeyedStarts(c.mutable_kernels(), base);
+    EncodeKeyedStarts(c.mutable_memcpys(), base);
+    EncodeKeyedStarts(c.mutable_memsets(), base);
+    EncodeKeyedStarts(c.mutable_api_calls(), base);
+  }
   EncodeStarts(c.mutable_nvtx_ranges(), base);
   EncodeStarts(c.mutable_syncs(), base);
   EncodeStarts(c.mutable_overheads(), base);

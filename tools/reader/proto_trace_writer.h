@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/frame.h"
 #include "common/status.h"
 #include "kptrace.pb.h"
 
@@ -17,8 +18,9 @@ namespace kp {
 
 class ProtoTraceWriter {
  public:
-  // zstd_level 0 = payloads stored uncompressed.
-  explicit ProtoTraceWriter(int zstd_level = 0);
+  // zstd_level 0 = payloads stored uncompressed. format_version: the last byte of the file
+  // magic, whose encoding rules Add applies ('2' now; '1' for the files older kp wrote).
+  explicit ProtoTraceWriter(int zstd_level = 0, char format_version = kFileMagic[7]);
   // Delta-codes a copy of `chunk` (absolute start/time/correlation in, deltas out) and appends
   // it as one framed chunk.
   void Add(const Chunk& chunk);
@@ -28,6 +30,7 @@ class ProtoTraceWriter {
 
  private:
   int zstd_level_;
+  char format_version_;
   std::string bytes_;
 };
 

@@ -13,6 +13,7 @@
 
 #include "common/frame.h"
 #include "tools/reader/chunk_budget.h"
+#include "tools/reader/start_keys.h"
 
 namespace kp {
 namespace {
@@ -24,7 +25,7 @@ constexpr size_t kReadBytes = 1u << 20;  // read size; frames larger than it gro
 constexpr size_t kRecentChunks = 1u << 16;
 constexpr size_t kMaxGapRanges = 1u << 16;
 // The format versions this reader reads: the last byte of the file magic.
-constexpr char kFormatVersionsRead[] = "1";
+constexpr char kFormatVersionsRead[] = "versions 1 and 2";
 // Ids below this resolve through a flat table; larger (corrupt or exotic) ids through a map,
 // so a damaged id cannot make the reader allocate gigabytes.
 constexpr uint32_t kFlatIdLimit = 1u << 20;
@@ -70,6 +71,16 @@ void UndoStartDeltas(List* list, uint64_t time_base, uint64_t* negative_duration
     if (r.duration() < 0) ++*negative_durations;
   }
 }
+// Format version 2: kernels, copies and memsets (keyed by stream), API calls (by thread) code
+// `start` from the end of the previous record with the same key (common/start_predictor.h).
+template <typename List>
+void UndoKeyedStartDeltas(List* list, uint64_t time_base, uint64_t* negative_durations) {
+  KeyedStartDecoder starts(time_base);
+  for (auto& r : *list) {
+    r.set_start(static_cast<int64_t>(starts.Next(r.start(), StartKeyOf(r), r.duration())));
+    if (r.duration() < 0) ++*negative_durations;
+  }
+}
 template <typename List>
 void UndoCorrelationDeltas(List* list) {
   uint64_t prev = 0;
@@ -93,6 +104,7 @@ struct TraceReader::Impl {
   bool seen_chunk = false;
   bool regular_file = false;
   uint64_t file_size = 0;
+  char version = kFileMagic[kFileMagicSize - 1];  // from the file magic
   // Sequence bookkeeping (see kRecentChunks): sequence -> payload CRC of recent chunks, in
   // arrival order for eviction; missing sequence ranges [first, last].
   std::unordered_map<uint64_t, uint32_t> recent;
@@ -198,23 +210,25 @@ StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path
     const uint8_t* magic = im.buf.data() + im.head;
     const uint8_t version = magic[kFileMagicSize - 1];
     if (std::memcmp(magic, kFileMagic, kFileMagicSize - 1) == 0 &&
-        version != static_cast<uint8_t>(kFileMagic[kFileMagicSize - 1])) {
+        version != static_cast<uint8_t>(kFileMagic[kFileMagicSize - 1]) &&
+        version != static_cast<uint8_t>(kFormatVersion1)) {
       return Status::Error(path + ": kp trace format version " +
                            (version >= 0x21 && version < 0x7f
                                 ? std::string(1, static_cast<char>(version))
                                 : "byte " + std::to_string(version)) +
-                           " found; this kptrace reads version " + kFormatVersionsRead +
+                           " found; this kptrace reads " + kFormatVersionsRead +
                            " -- read it with the kptrace of the kp release that wrote it");
     }
   }
   if (im.avail() < kFileMagicSize ||
-      std::memcmp(im.buf.data() + im.head, kFileMagic, kFileMagicSize) != 0) {
+      std::memcmp(im.buf.data() + im.head, kFileMagic, kFileMagicSize - 1) != 0) {
     std::string error =
         path + " is not a kp trace (bad magic); expected a file written by libkpinject";
     if (im.avail() < kFileMagicSize)
       error += " (file is only " + std::to_string(im.avail()) + " bytes)";
     return Status::Error(std::move(error));
   }
+  im.version = static_cast<char>(im.buf[im.head + kFileMagicSize - 1]);
   im.head += kFileMagicSize;
   r->pos_ = kFileMagicSize;
   im.dctx = ZSTD_createDCtx();
@@ -381,10 +395,17 @@ bool TraceReader::Next(Chunk* chunk) {
 
     const uint64_t base = chunk->time_base_ns();
     uint64_t* neg = &stats_.negative_durations;
-    UndoStartDeltas(chunk->mutable_kernels(), base, neg);
-    UndoStartDeltas(chunk->mutable_memcpys(), base, neg);
-    UndoStartDeltas(chunk->mutable_memsets(), base, neg);
-    UndoStartDeltas(chunk->mutable_api_calls(), base, neg);
+    if (im.version == kFormatVersion1) {
+      UndoStartDeltas(chunk->mutable_kernels(), base, neg);
+      UndoStartDeltas(chunk->mutable_memcpys(), base, neg);
+      UndoStartDeltas(chunk->mutable_memsets(), base, neg);
+      UndoStartDeltas(chunk->mutable_api_calls(), base, neg);
+    } else {
+      UndoKeyedStartDeltas(chunk->mutable_kernels(), base, neg);
+      UndoKeyedStartDeltas(chunk->mutable_memcpys(), base, neg);
+      UndoKeyedStartDeltas(chunk->mutable_memsets(), base, neg);
+      UndoKeyedStartDeltas(chunk->mutable_api_calls(), base, neg);
+    }
     UndoStartDeltas(chunk->mutable_nvtx_ranges(), base, neg);
     UndoStartDeltas(chunk->mutable_syncs(), base, neg);
     UndoStartDeltas(chunk->mutable_overheads(), base, neg);

@@ -1,0 +1,141 @@
+// callback_cost.cc: kp_callback_cost, the CPU cost of kp's per-call API callback
+// (inject/cupti/api_call_recorder.cc) beside the floor's (bench/floor/cupti_floor.cc), without a
+// GPU: both functions are called directly with CUpti_CallbackData as CUPTI fills it.
+//
+// One "launch" is what CUPTI delivers for one cudaLaunchKernel with kp's default callbacks:
+// runtime ENTER, the nested cuLaunchKernel's driver ENTER and EXIT (same correlation id), runtime
+// EXIT. kp's rings are drained between blocks of 4096 launches, untimed, through the real
+// ActivityDecoder and TraceEncoder (zstd:3), so what is timed is the callbacks alone on a warm
+// ring; the cross-core traffic of libkpinject's separate encoder thread is not in it. Rounds
+// alternate floor and kp; the medians over rounds are printed in ns per launch, with the cost
+// of the timestamp sources beside them and the offset between cuptiGetTimestamp and
+// CLOCK_REALTIME (the same clock when it is within the bracketing window printed beside it).
+// The loops themselves are in libkp_callback_cost_rounds.so (callback_cost_rounds.cc).
+//
+// Usage: kp_callback_cost [--launches N] [--rounds R]   (ctest: callback_cost, disabled by default)
+#include <cupti.h>
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench/callback_cost_rounds.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double NsPer(Clock::time_point start, long n) {
+  return std::chrono::duration<double, std::nano>(Clock::now() - start).count() /
+         static_cast<double>(n);
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+uint64_t RealtimeNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
+}
+
+double TimestampRound(long n, bool cupti) {
+  uint64_t sum = 0;
+  const auto start = Clock::now();
+  for (long i = 0; i < n; ++i) {
+    uint64_t t = 0;
+    if (cupti) {
+      cuptiGetTimestamp(&t);
+    } else {
+      t = RealtimeNs();
+    }
+    sum += t;
+  }
+  const double ns = NsPer(start, n);
+  if (sum == 42) std::puts("");  // keeps the loop
+  return ns;
+}
+
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long launches = 1000000;
+  int rounds = 7;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--launches") == 0) launches = std::atol(argv[i + 1]);
+    if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
+  }
+  if (launches < 1 || rounds < 1) {
+    std::fprintf(stderr, "usage: kp_callback_cost [--launches N] [--rounds R]\n");
+    return 2;
+  }
+  uint64_t cupti_now = 0;
+  if (cuptiGetTimestamp(&cupti_now) != CUPTI_SUCCESS) {  // also CUPTI's first-use set-up
+    std::fprintf(stderr, "kp_callback_cost: cuptiGetTimestamp failed\n");
+    return 1;
+  }
+  // The offset between the two clocks, from the tightest of many bracketed reads.
+  double offset = 0;
+  uint64_t best_window = UINT64_MAX;
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t before = RealtimeNs();
+    cuptiGetTimestamp(&cupti_now);
+    const uint64_t after = RealtimeNs();
+    if (after - before < best_window) {
+      best_window = after - before;
+      offset = static_cast<double>(cupti_now) - (before / 2.0 + after / 2.0);
+    }
+  }
+
+  KpSide* kp = NewKpSide();
+  KpSide& kp_side = *kp;
+  uint32_t correlation = 0;
+  std::vector<double> floor_ns, kp_ns, cupti_ts, realtime_ts;
+  FloorRound(launches / 10);  // warm-up: code, rings, caches
+  KpRound(kp_side, launches / 10, &correlation);
+  for (int r = 0; r < rounds; ++r) {
+    if (r % 2 == 0) {
+      floor_ns.push_back(FloorRound(launches));
+      kp_ns.push_back(KpRound(kp_side, launches, &correlation));
+    } else {
+      kp_ns.push_back(KpRound(kp_side, launches, &correlation));
+      floor_ns.push_back(FloorRound(launches));
+    }
+    cupti_ts.push_back(TimestampRound(launches, true));
+    realtime_ts.push_back(TimestampRound(launches, false));
+  }
+  const uint64_t dropped = KpDropped(kp);
+  DeleteKpSide(kp);
+  std::printf("callback cost, %ld launches x %d rounds (medians; load average %s)\n", launches,
+              rounds, LoadAverage().c_str());
+  std::printf("  floor (bench/floor OnCallback):         %7.1f ns/launch (4 callbacks)\n",
+              Median(floor_ns));
+  std::printf(
+      "  kp (ApiCallRecorder::OnCallback):       %7.1f ns/launch (4 callbacks), %llu "
+      "dropped\n",
+      Median(kp_ns), static_cast<unsigned long long>(dropped));
+  std::printf("  kp - floor:                             %+7.1f ns/launch\n",
+              Median(kp_ns) - Median(floor_ns));
+  std::printf("  cuptiGetTimestamp:                      %7.1f ns/call\n", Median(cupti_ts));
+  std::printf("  clock_gettime(CLOCK_REALTIME):          %7.1f ns/call\n", Median(realtime_ts));
+  std::printf("  cuptiGetTimestamp - CLOCK_REALTIME:     %+.0f ns (+-%.0f)\n", offset,
+              best_window / 2.0);
+  return dropped == 0 ? 0 : 1;
+}
