@@ -247,10 +247,11 @@ class MeasuredRunTest(unittest.TestCase):
         self.assertIn("alloc", run_bench.parse_json_lines(big["stdout"]))
 
     def test_thread_cpu_of_a_busy_child(self):
+        # The thread spins until it has used 0.8 s of its own CPU time (not wall time), so a
+        # loaded machine that gives it only part of a core still yields a busy thread.
         code = ("import threading, time\n"
                 "def spin():\n"
-                "    end = time.time() + 0.8\n"
-                "    while time.time() < end: pass\n"
+                "    while time.thread_time() < 0.8: pass\n"
                 "t = threading.Thread(target=spin); t.start(); t.join()\n")
         with tempfile.TemporaryDirectory() as tmp:
             result = run_bench.run_measured([sys.executable, "-c", code], dict(os.environ), 60,
