@@ -25,21 +25,11 @@ constexpr size_t kHardwareBufferBytes = 64u << 20;
 // late decode from filling it: a full image loses the samples beyond it.
 constexpr uint32_t kMaxSamplesPerDecode = 2048;
 
-bool Call(const char* name, CUptiResult r, std::string* error) {
-  const Status called = CheckCuptiCall(name, r);
-  if (!called.ok()) *error = called.message();
-  return called.ok();
-}
-
 // The GPU's counters are held by another session: on the H200, a second process's
 // cuptiPmSamplingGetCounterAvailability returns HARDWARE_BUSY while the first one samples;
-// a second Enable on one device returns INVALID_OPERATION. The line names this case in words
-// the GPU test looks for (tests/gpu/run_pm_sampling_tests.sh, two_procs).
-bool Busy(const char* call, CUptiResult r, std::string* error) {
-  if (r != CUPTI_ERROR_HARDWARE_BUSY && r != CUPTI_ERROR_INVALID_OPERATION) return false;
-  *error = "another process (or profiler) is sampling this GPU already (" +
-           CuptiCallError(call, r) + "); its samples are in that process's trace";
-  return true;
+// a second Enable on one device returns INVALID_OPERATION.
+bool IsBusy(CUptiResult r) {
+  return r == CUPTI_ERROR_HARDWARE_BUSY || r == CUPTI_ERROR_INVALID_OPERATION;
 }
 
 uint64_t TraceNow() {
@@ -60,11 +50,11 @@ class CuptiPmSession final : public PmSession {
         interval_ns_(interval_ns) {}
   ~CuptiPmSession() override { CloseSession(); }
 
-  PmStart Start(std::string* error) override {
-    const bool started = Setup(error);
-    if (started) return PmStart::kStarted;
-    return busy_ ? PmStart::kBusy : PmStart::kFailed;
+  Status Start() override {
+    busy_ = false;
+    return Setup();
   }
+  bool busy() const override { return busy_; }
 
   const std::string& chip() const override { return chip_; }
   const std::vector<std::string>& counters() const override { return names_; }
@@ -95,40 +85,52 @@ class CuptiPmSession final : public PmSession {
     image_ = std::vector<uint8_t>();
   }
 
-  bool Setup(std::string* error) {
-    busy_ = false;
+  // A call of the set-up that fails when another session holds the counters: OK, or why not
+  // (busy_ says which). The busy line names this case in words the GPU test looks for
+  // (tests/gpu/run_pm_sampling_tests.sh, two_procs).
+  Status CheckSetUpCall(const char* call, CUptiResult r) {
+    busy_ = IsBusy(r);
+    if (busy_) {
+      return Status::Error("another process (or profiler) is sampling this GPU already (" +
+                           CuptiCallError(call, r) + "); its samples are in that process's trace");
+    }
+    return CheckCuptiCall(call, r);
+  }
+
+  Status Setup() {
     if (!profiler_initialized_) {
       CUpti_Profiler_Initialize_Params ip{};
       ip.structSize = CUpti_Profiler_Initialize_Params_STRUCT_SIZE;
-      if (!Call("cuptiProfilerInitialize", cuptiProfilerInitialize(&ip), error)) return false;
+      if (Status s = CheckCuptiCall("cuptiProfilerInitialize", cuptiProfilerInitialize(&ip));
+          !s.ok())
+        return s;
       profiler_initialized_ = true;
     }
 
-    if (const Status supported = CheckDeviceSupported(device_, CUPTI_PROFILER_PM_SAMPLING);
-        !supported.ok()) {
-      *error = supported.message();
-      return false;
-    }
+    if (Status s = CheckDeviceSupported(device_, CUPTI_PROFILER_PM_SAMPLING); !s.ok()) return s;
 
     CUpti_Device_GetChipName_Params cn{};
     cn.structSize = CUpti_Device_GetChipName_Params_STRUCT_SIZE;
     cn.deviceIndex = device_;
-    if (!Call("cuptiDeviceGetChipName", cuptiDeviceGetChipName(&cn), error)) return false;
+    if (Status s = CheckCuptiCall("cuptiDeviceGetChipName", cuptiDeviceGetChipName(&cn)); !s.ok())
+      return s;
     chip_ = cn.pChipName != nullptr ? cn.pChipName : "";
 
     CUpti_PmSampling_GetCounterAvailability_Params ca{};
     ca.structSize = CUpti_PmSampling_GetCounterAvailability_Params_STRUCT_SIZE;
     ca.deviceIndex = device_;
-    const CUptiResult available = cuptiPmSamplingGetCounterAvailability(&ca);
-    busy_ = Busy("cuptiPmSamplingGetCounterAvailability", available, error);
-    if (busy_ || !Call("cuptiPmSamplingGetCounterAvailability", available, error)) return false;
+    if (Status s = CheckSetUpCall("cuptiPmSamplingGetCounterAvailability",
+                                  cuptiPmSamplingGetCounterAvailability(&ca));
+        !s.ok())
+      return s;
     std::vector<uint8_t> availability(ca.counterAvailabilityImageSize);
     ca.pCounterAvailabilityImage = availability.data();
     // The size query succeeds while another process samples; the fill is where the H200 says
     // HARDWARE_BUSY.
-    const CUptiResult filled = cuptiPmSamplingGetCounterAvailability(&ca);
-    busy_ = Busy("cuptiPmSamplingGetCounterAvailability", filled, error);
-    if (busy_ || !Call("cuptiPmSamplingGetCounterAvailability", filled, error)) return false;
+    if (Status s = CheckSetUpCall("cuptiPmSamplingGetCounterAvailability",
+                                  cuptiPmSamplingGetCounterAvailability(&ca));
+        !s.ok())
+      return s;
 
     // The named set keeps what this chip has (no NVLink on a PCIe card); a list the user wrote
     // must be valid as written.
@@ -136,10 +138,7 @@ class CuptiPmSession final : public PmSession {
     if (gpu_set_) {
       StatusOr<std::unique_ptr<MetricHost>> created =
           MetricHost::Create(chip_, CUPTI_PROFILER_TYPE_PM_SAMPLING, availability);
-      if (!created.ok()) {
-        *error = created.status().message();
-        return false;
-      }
+      if (!created.ok()) return created.status();
       const std::unique_ptr<MetricHost>& host = created.value();
       names_.clear();
       std::string skipped;
@@ -159,26 +158,22 @@ class CuptiPmSession final : public PmSession {
     }
     StatusOr<MetricPlan> planned =
         BuildMetricPlan(chip_, CUPTI_PROFILER_TYPE_PM_SAMPLING, availability, names_);
-    if (!planned.ok()) {
-      *error = planned.status().WithContext("KP_PM_SAMPLING").message();
-      return false;
-    }
+    if (!planned.ok()) return planned.status().WithContext("KP_PM_SAMPLING");
     plan_ = std::move(planned.value());
     if (plan_.num_passes != 1) {
-      *error = "KP_PM_SAMPLING: the counters need " + std::to_string(plan_.num_passes) +
-               " passes on " + chip_ +
-               "; PM sampling reads one pass only: drop counters (kptrace metrics check --mode pm "
-               "--chip " +
-               chip_ + " NAMES shows each counter's passes)";
-      return false;
+      return Status::Error("the counters need " + std::to_string(plan_.num_passes) + " passes on " +
+                           chip_ +
+                           "; PM sampling reads one pass only: drop counters (kptrace metrics "
+                           "check --mode pm --chip " +
+                           chip_ + " NAMES shows each counter's passes)")
+          .WithContext("KP_PM_SAMPLING");
     }
 
     CUpti_PmSampling_Enable_Params en{};
     en.structSize = CUpti_PmSampling_Enable_Params_STRUCT_SIZE;
     en.deviceIndex = device_;
-    const CUptiResult enabled = cuptiPmSamplingEnable(&en);
-    busy_ = Busy("cuptiPmSamplingEnable", enabled, error);
-    if (busy_ || !Call("cuptiPmSamplingEnable", enabled, error)) return false;
+    if (Status s = CheckSetUpCall("cuptiPmSamplingEnable", cuptiPmSamplingEnable(&en)); !s.ok())
+      return s;
     object_ = en.pPmSamplingObject;
 
     CUpti_PmSampling_SetConfig_Params sc{};
@@ -192,9 +187,9 @@ class CuptiPmSession final : public PmSession {
     // KEEP_LATEST: a late decode loses the oldest samples (counted from the gaps in the sample
     // times) rather than the newest.
     sc.hwBufferAppendMode = CUPTI_PM_SAMPLING_HARDWARE_BUFFER_APPEND_MODE_KEEP_LATEST;
-    const CUptiResult configured = cuptiPmSamplingSetConfig(&sc);
-    busy_ = Busy("cuptiPmSamplingSetConfig", configured, error);
-    if (busy_ || !Call("cuptiPmSamplingSetConfig", configured, error)) return false;
+    if (Status s = CheckSetUpCall("cuptiPmSamplingSetConfig", cuptiPmSamplingSetConfig(&sc));
+        !s.ok())
+      return s;
 
     name_ptrs_.clear();
     for (const std::string& n : names_) name_ptrs_.push_back(n.c_str());
@@ -204,36 +199,37 @@ class CuptiPmSession final : public PmSession {
     cs.pMetricNames = name_ptrs_.data();
     cs.numMetrics = name_ptrs_.size();
     cs.maxSamples = kMaxSamplesPerDecode;
-    if (!Call("cuptiPmSamplingGetCounterDataSize", cuptiPmSamplingGetCounterDataSize(&cs), error))
-      return false;
+    if (Status s = CheckCuptiCall("cuptiPmSamplingGetCounterDataSize",
+                                  cuptiPmSamplingGetCounterDataSize(&cs));
+        !s.ok())
+      return s;
     image_.assign(cs.counterDataSize, 0);
-    if (!InitializeImage(error)) return false;
+    if (Status s = InitializeImage(); !s.ok()) return s;
 
     CUpti_PmSampling_Start_Params st{};
     st.structSize = CUpti_PmSampling_Start_Params_STRUCT_SIZE;
     st.pPmSamplingObject = object_;
-    const CUptiResult start = cuptiPmSamplingStart(&st);
-    busy_ = Busy("cuptiPmSamplingStart", start, error);
-    if (busy_ || !Call("cuptiPmSamplingStart", start, error)) return false;
+    if (Status s = CheckSetUpCall("cuptiPmSamplingStart", cuptiPmSamplingStart(&st)); !s.ok())
+      return s;
     started_ = true;
     started_at_ = TraceNow();
-    return true;
+    return Status();
   }
 
-  bool InitializeImage(std::string* error) {
+  Status InitializeImage() {
     CUpti_PmSampling_CounterDataImage_Initialize_Params ii{};
     ii.structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE;
     ii.pPmSamplingObject = object_;
     ii.counterDataSize = image_.size();
     ii.pCounterData = image_.data();
-    return Call("cuptiPmSamplingCounterDataImageInitialize",
-                cuptiPmSamplingCounterDataImageInitialize(&ii), error);
+    return CheckCuptiCall("cuptiPmSamplingCounterDataImageInitialize",
+                          cuptiPmSamplingCounterDataImageInitialize(&ii));
   }
 
   // Drains the hardware buffer into the image and the image into `batch`.
  public:
-  PmDecode Decode(PmSampleBatch* batch, std::string* error) override {
-    if (object_ == nullptr) return PmDecode::kFailed;
+  StatusOr<PmDecode> Decode(PmSampleBatch* batch) override {
+    if (object_ == nullptr) return Status::Error("PM sampling is not enabled on this GPU");
     for (int round = 0; round < 64; ++round) {
       CUpti_PmSampling_DecodeData_Params dd{};
       dd.structSize = CUpti_PmSampling_DecodeData_Params_STRUCT_SIZE;
@@ -248,20 +244,17 @@ class CuptiPmSession final : public PmSession {
         if (dd.overflow == 0) ++batch->overflows;
         return PmDecode::kOverflow;
       }
-      if (r != CUPTI_SUCCESS) {
-        Call("cuptiPmSamplingDecodeData", r, error);
-        return PmDecode::kFailed;
-      }
+      if (Status s = CheckCuptiCall("cuptiPmSamplingDecodeData", r); !s.ok()) return s;
       CUpti_PmSampling_GetCounterDataInfo_Params di{};
       di.structSize = CUpti_PmSampling_GetCounterDataInfo_Params_STRUCT_SIZE;
       di.pCounterDataImage = image_.data();
       di.counterDataImageSize = image_.size();
-      if (!Call("cuptiPmSamplingGetCounterDataInfo", cuptiPmSamplingGetCounterDataInfo(&di),
-                error)) {
-        return PmDecode::kFailed;
-      }
+      if (Status s = CheckCuptiCall("cuptiPmSamplingGetCounterDataInfo",
+                                    cuptiPmSamplingGetCounterDataInfo(&di));
+          !s.ok())
+        return s;
       ReadSamples(di.numCompletedSamples, batch);
-      if (!InitializeImage(error)) return PmDecode::kFailed;
+      if (Status s = InitializeImage(); !s.ok()) return s;
       if (dd.decodeStopReason != CUPTI_PM_SAMPLING_DECODE_STOP_REASON_COUNTER_DATA_FULL) break;
     }
     return PmDecode::kOk;

@@ -29,6 +29,11 @@ void OnForkChild() { g_forked.store(true); }
 
 std::string Gpu(uint32_t device) { return "GPU " + std::to_string(device) + ": "; }
 
+// A decode that did not fail and said `what`.
+bool Is(const StatusOr<PmDecode>& decoded, PmDecode what) {
+  return decoded.ok() && decoded.value() == what;
+}
+
 }  // namespace
 
 class PmSampling::DeviceSampler {
@@ -105,7 +110,8 @@ class PmSampling::DeviceSampler {
     if (running_) {
       running_ = false;
       session_->Stop();
-      if (drain && !overflowed_) DecodeAndPost();
+      // The last decode: what it says was said and counted there, and the session ends anyway.
+      if (drain && !overflowed_) static_cast<void>(DecodeAndPost());
     }
     session_->Close();
     session_.reset();
@@ -117,26 +123,26 @@ class PmSampling::DeviceSampler {
   void Sample() {
     const Options& options = owner_->options_;
     const auto t0 = std::chrono::steady_clock::now();
-    std::string error;
     bool said_busy = false;
     std::chrono::milliseconds retry = options.busy_retry_first;
     while (true) {
       if (StopRequested()) return;
       session_ = options.make_session(device_);
       if (!session_) return;
-      const PmStart started = session_->Start(&error);
-      if (started == PmStart::kStarted) break;
+      const Status started = session_->Start();
+      if (started.ok()) break;
+      const bool busy = session_->busy();
       session_->Close();
       session_.reset();
-      if (started == PmStart::kFailed) {
-        LogNotice(LogSeverity::kError, kComponent, Gpu(device_) + error, kOff);
+      if (!busy) {
+        LogNotice(LogSeverity::kError, kComponent, Gpu(device_) + started.message(), kOff);
         return;
       }
       // Another session holds the counters (another process sampling, a compile worker that
       // inherited KP_PM_SAMPLING, ncu): said once, then tried again until it ends.
       if (!said_busy) {
         said_busy = true;
-        LogNotice(LogSeverity::kWarning, kComponent, Gpu(device_) + error,
+        LogNotice(LogSeverity::kWarning, kComponent, Gpu(device_) + started.message(),
                   "PM sampling is off for this GPU while that lasts (kp tries again from time to "
                   "time), tracing goes on");
       }
@@ -176,13 +182,13 @@ class PmSampling::DeviceSampler {
         if (wake_.wait_for(lock, std::chrono::milliseconds(period_ms), [this] { return stop_; }))
           return;  // Finish (or the abandoned path) ends the session
       }
-      const PmDecode r = DecodeAndPost();
-      if (r == PmDecode::kOk && !decoded) {
+      const StatusOr<PmDecode> r = DecodeAndPost();
+      if (Is(r, PmDecode::kOk) && !decoded) {
         decoded = true;
         owner_->SamplingStarted(/*decoded=*/true);
       }
-      failures = r == PmDecode::kFailed ? failures + 1 : 0;
-      if (r == PmDecode::kOverflow) break;  // the buffer stays unusable: said once, counted
+      failures = r.ok() ? 0 : failures + 1;
+      if (Is(r, PmDecode::kOverflow)) break;  // the buffer stays unusable: said once, counted
       if (failures >= kMaxDecodeFailures) {
         LogNotice(LogSeverity::kError, kComponent,
                   Gpu(device_) + "decoding failed " + std::to_string(failures) +
@@ -196,23 +202,23 @@ class PmSampling::DeviceSampler {
   }
 
   // One decode; the batch goes to the encoder thread.
-  PmDecode DecodeAndPost() {
+  StatusOr<PmDecode> DecodeAndPost() {
     auto batch = std::make_shared<PmSampleBatch>();
-    std::string error;
-    const PmDecode r = session_->Decode(batch.get(), &error);
-    if (r == PmDecode::kOverflow) {
+    const StatusOr<PmDecode> r = session_->Decode(batch.get());
+    if (Is(r, PmDecode::kOverflow)) {
       overflowed_ = true;
       LogNotice(LogSeverity::kWarning, kComponent,
                 Gpu(device_) +
                     "the hardware sample buffer overflowed (decoding fell behind); sampling "
                     "stopped here (a longer KP_PM_INTERVAL_US avoids this)",
                 "tracing goes on");
-    } else if (r == PmDecode::kFailed) {
+    } else if (!r.ok()) {
       ++batch->dropped;
       if (!decode_error_reported_) {
         decode_error_reported_ = true;  // one line, the first cause; the losses are counted
         LogNotice(LogSeverity::kWarning, kComponent,
-                  Gpu(device_) + error + "; samples of that decode lost", "sampling goes on");
+                  Gpu(device_) + r.status().message() + "; samples of that decode lost",
+                  "sampling goes on");
       }
     }
     if (batch->empty()) return r;

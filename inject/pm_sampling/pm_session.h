@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace kp {
 
 // Decoded samples on their way to the encoder thread.
@@ -24,30 +26,29 @@ struct PmSampleBatch {
   bool empty() const { return start.empty() && dropped == 0 && overflows == 0; }
 };
 
-enum class PmStart {
-  kStarted,  // sampling runs
-  kBusy,     // another session (process, ncu, DCGM) holds the GPU's counters: try again later
-  kFailed,   // cannot sample this GPU in this process (unsupported, bad counters, permission)
-};
-
+// What a decode that did not fail says (a failed one returns its reason instead; its samples
+// are lost, later decodes may work).
 enum class PmDecode {
   kOk,
   kOverflow,  // the hardware buffer overflowed: nothing more can be decoded in this session
-  kFailed,    // this decode's samples are lost; later decodes may work
 };
 
 class PmSession {
  public:
   virtual ~PmSession() = default;
-  // Counter availability, config image, Enable, SetConfig, Start. *error says why it is not
-  // kStarted.
-  virtual PmStart Start(std::string* error) = 0;
-  // After kStarted: the chip and the counters actually sampled (the `gpu` set drops what the
-  // chip lacks).
+  // Counter availability, config image, Enable, SetConfig, Start. OK: sampling runs. An error
+  // says why not, and busy() which of the two cases it is.
+  virtual Status Start() = 0;
+  // After a failed Start: true when another session (process, ncu, DCGM) holds the GPU's
+  // counters (try again later), false when this GPU cannot be sampled in this process
+  // (unsupported, bad counters, permission).
+  virtual bool busy() const = 0;
+  // After a successful Start: the chip and the counters actually sampled (the `gpu` set drops
+  // what the chip lacks).
   virtual const std::string& chip() const = 0;
   virtual const std::vector<std::string>& counters() const = 0;
-  // Drains the hardware buffer into `batch`. *error says why on kFailed.
-  virtual PmDecode Decode(PmSampleBatch* batch, std::string* error) = 0;
+  // Drains the hardware buffer into `batch`: kOk or kOverflow, or why this decode failed.
+  virtual StatusOr<PmDecode> Decode(PmSampleBatch* batch) = 0;
   // cuptiPmSamplingStop: the GPU stops writing samples; a Decode afterwards drains the rest.
   virtual void Stop() = 0;
   // Disable and free everything the session holds. Idempotent.

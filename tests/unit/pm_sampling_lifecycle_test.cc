@@ -86,9 +86,13 @@ class Gate {
   bool open_ = false;
 };
 
+// What a fake Start and Decode do: the session's three outcomes of each.
+enum class StartAs { kStarted, kBusy, kFailed };
+enum class DecodeAs { kOk, kOverflow, kFailed };
+
 struct Script {
-  std::vector<PmStart> starts;  // one per Start call; the last repeats
-  PmDecode decode = PmDecode::kOk;
+  std::vector<StartAs> starts;  // one per Start call; the last repeats
+  DecodeAs decode = DecodeAs::kOk;
   Gate* gate = nullptr;  // Start waits for it
 };
 
@@ -98,24 +102,31 @@ class FakeSession final : public PmSession {
       : device_(device), journal_(journal), script_(script), attempt_(attempt) {}
   ~FakeSession() override { journal_->Add("free " + D()); }
 
-  PmStart Start(std::string* error) override {
+  Status Start() override {
     journal_->Add("start " + D());
     if (script_->gate != nullptr) script_->gate->Wait();
-    const PmStart r = script_->starts.empty()
-                          ? PmStart::kStarted
+    const StartAs r = script_->starts.empty()
+                          ? StartAs::kStarted
                           : script_->starts[std::min<size_t>(attempt_, script_->starts.size() - 1)];
-    if (r == PmStart::kBusy) *error = "another process (or profiler) is sampling this GPU already";
-    if (r == PmStart::kFailed) *error = "counters refused";
-    running_ = r == PmStart::kStarted;
-    return r;
+    busy_ = r == StartAs::kBusy;
+    running_ = r == StartAs::kStarted;
+    if (r == StartAs::kBusy) {
+      return Status::Error("another process (or profiler) is sampling this GPU already");
+    }
+    if (r == StartAs::kFailed) return Status::Error("counters refused");
+    return Status();
+  }
+  bool busy() const override {
+    if (closed_) ADD_FAILURE() << "busy() after close";
+    return busy_;
   }
   const std::string& chip() const override { return chip_; }
   const std::vector<std::string>& counters() const override { return counters_; }
-  PmDecode Decode(PmSampleBatch* batch, std::string* error) override {
+  StatusOr<PmDecode> Decode(PmSampleBatch* batch) override {
     journal_->Add("decode " + D());
     if (closed_) ADD_FAILURE() << "decode after close";
-    if (script_->decode == PmDecode::kFailed) *error = "decode failed";
-    if (script_->decode != PmDecode::kOk) return script_->decode;
+    if (script_->decode == DecodeAs::kFailed) return Status::Error("decode failed");
+    if (script_->decode == DecodeAs::kOverflow) return PmDecode::kOverflow;
     batch->start.push_back(next_);
     batch->end.push_back(next_ + 100);
     batch->values.push_back(1.0);
@@ -141,7 +152,7 @@ class FakeSession final : public PmSession {
   Journal* journal_;
   Script* script_;
   const int attempt_;
-  bool running_ = false, closed_ = false;
+  bool busy_ = false, running_ = false, closed_ = false;
   uint64_t next_ = 1000;
   std::string chip_ = "FAKE";
   std::vector<std::string> counters_ = {"a.sum", "b.avg"};
@@ -276,7 +287,7 @@ TEST_F(PmSamplingLifecycle, ShutdownDuringSetUpIsBoundedAndTheThreadClosesItsSes
 }
 
 TEST_F(PmSamplingLifecycle, BusyGpuSaysSoOnceAndSamplesWhenFree) {
-  script_.starts = {PmStart::kBusy, PmStart::kBusy, PmStart::kStarted};
+  script_.starts = {StartAs::kBusy, StartAs::kBusy, StartAs::kStarted};
   auto sampling = Make();
   sampling->OnContextCreated(Ctx(1), 0);
   ASSERT_TRUE(journal_.WaitFor("decode 0"));
@@ -289,7 +300,7 @@ TEST_F(PmSamplingLifecycle, BusyGpuSaysSoOnceAndSamplesWhenFree) {
 }
 
 TEST_F(PmSamplingLifecycle, BusyGpuThatNeverFreesEndsQuietlyAtShutdown) {
-  script_.starts = {PmStart::kBusy};
+  script_.starts = {StartAs::kBusy};
   auto sampling = Make();
   sampling->OnContextCreated(Ctx(1), 0);
   ASSERT_TRUE(journal_.WaitFor("start 0", 2));
@@ -302,7 +313,7 @@ TEST_F(PmSamplingLifecycle, BusyGpuThatNeverFreesEndsQuietlyAtShutdown) {
 }
 
 TEST_F(PmSamplingLifecycle, FailedStartSaysSoOnceAndClosesWhatItSetUp) {
-  script_.starts = {PmStart::kFailed};
+  script_.starts = {StartAs::kFailed};
   auto sampling = Make();
   sampling->OnContextCreated(Ctx(1), 0);
   ASSERT_TRUE(journal_.WaitFor("close 0"));
@@ -314,7 +325,7 @@ TEST_F(PmSamplingLifecycle, FailedStartSaysSoOnceAndClosesWhatItSetUp) {
 }
 
 TEST_F(PmSamplingLifecycle, OverflowEndsTheSessionOnItsThreadWithoutAnotherDecode) {
-  script_.decode = PmDecode::kOverflow;
+  script_.decode = DecodeAs::kOverflow;
   auto sampling = Make();
   sampling->OnContextCreated(Ctx(1), 0);
   ASSERT_TRUE(journal_.WaitFor("close 0"));
@@ -326,7 +337,7 @@ TEST_F(PmSamplingLifecycle, OverflowEndsTheSessionOnItsThreadWithoutAnotherDecod
 }
 
 TEST_F(PmSamplingLifecycle, FailingDecodesAreCountedSaidOnceAndEndAfterTen) {
-  script_.decode = PmDecode::kFailed;
+  script_.decode = DecodeAs::kFailed;
   auto sampling = Make();
   sampling->OnContextCreated(Ctx(1), 0);
   ASSERT_TRUE(journal_.WaitFor("close 0"));
@@ -426,17 +437,18 @@ void Say(const char* what) {
 
 class LibraryBackedSession final : public PmSession {
  public:
-  PmStart Start(std::string*) override {
+  Status Start() override {
     g_library_alive = true;
     std::atexit([] {
       g_library_alive = false;
       Say("[library destroyed]");
     });
-    return PmStart::kStarted;
+    return Status();
   }
+  bool busy() const override { return false; }
   const std::string& chip() const override { return chip_; }
   const std::vector<std::string>& counters() const override { return counters_; }
-  PmDecode Decode(PmSampleBatch*, std::string*) override {
+  StatusOr<PmDecode> Decode(PmSampleBatch*) override {
     Use("[decode]");
     ++g_exit_decodes;
     return PmDecode::kOk;
