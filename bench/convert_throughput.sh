@@ -13,7 +13,12 @@
 # linked to their GPU work by correlation id, 5 % memcpy, 2 % memset, 10 % nested NVTX ranges,
 # 3 % synchronizations; 2 devices, 4 streams, 3 threads; zstd level 3.
 #
-# usage: [BEFORE=kptrace] bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR] [ROUNDS]
+# With FLOOR=1, also the floor: the reader alone, the formats to /dev/null, and dd writing
+# as many bytes as each output (see the end of this script); FLOOR=only measures just the floor
+# (no conversion rounds, no tables), taking the output sizes from an earlier run's
+# WORK_DIR/times.txt.
+#
+# usage: [BEFORE=kptrace] [FLOOR=1] bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
 records=${2:-20000000}
@@ -37,44 +42,91 @@ trace=$work/trace_${records}.kptrace
 [[ -f $trace ]] || "$gen" --records "$records" -o "$trace" >/dev/null
 formats=(perfetto csv chrome summary)
 log=$work/times.txt
-: >"$log"
-for ((r = 1; r <= rounds; ++r)); do
-  for f in "${formats[@]}"; do
-    for b in "${!binaries[@]}"; do
-      out=$work/out_$f
-      rm -rf "$out" "$out".*
-      tf=$work/time.txt
-      if [[ $f == summary ]]; then
-        /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$b]}" summary "$trace" >"$out" 2>/dev/null
-      else
-        [[ $f == csv ]] && out=$out/
-        /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$b]}" convert "$trace" --to "$f" \
-          -o "$out" --no-progress 2>/dev/null
-      fi
-      echo "$b $f $(cat "$tf") $(du -sb "$work/out_$f" | cut -f1)" >>"$log"
-      rm -rf "$work/out_$f"
+if [[ ${FLOOR:-} != only ]]; then
+  : >"$log"
+  for ((r = 1; r <= rounds; ++r)); do
+    for f in "${formats[@]}"; do
+      for b in "${!binaries[@]}"; do
+        out=$work/out_$f
+        rm -rf "$out" "$out".*
+        tf=$work/time.txt
+        if [[ $f == summary ]]; then
+          /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$b]}" summary "$trace" >"$out" 2>/dev/null
+        else
+          [[ $f == csv ]] && out=$out/
+          /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$b]}" convert "$trace" --to "$f" \
+            -o "$out" --no-progress 2>/dev/null
+        fi
+        echo "$b $f $(cat "$tf") $(du -sb "$work/out_$f" | cut -f1)" >>"$log"
+        rm -rf "$work/out_$f"
+      done
     done
   done
-done
-echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; CPU time of one process"
-echo "trace: $records records, $(stat -L -c %s "$trace") bytes; medians of $rounds rounds"
-for b in "${!binaries[@]}"; do
+  echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; CPU time of one process"
+  echo "trace: $records records, $(stat -L -c %s "$trace") bytes; medians of $rounds rounds"
+  for b in "${!binaries[@]}"; do
+    echo
+    echo "${binaries[$b]}:"
+    echo
+    echo "| command | CPU s (user+sys) | records/s per core | user s | sys s | peak RSS MiB | output bytes |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    for f in "${formats[@]}"; do
+      awk -v b="$b" -v f="$f" -v n="$records" '
+        $1 == b && $2 == f { cpu[++k] = $3 + $4; u[k] = $3; s[k] = $4; if ($5 > rss) rss = $5; bytes = $6 }
+        function median(a, m,   i, j, t) {
+          for (i = 1; i <= m; ++i) for (j = i + 1; j <= m; ++j) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+          return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+        }
+        END {
+          c = median(cpu, k); mu = median(u, k); ms = median(s, k)
+          printf "| %s | %.2f | %.2fM | %.2f | %.2f | %.0f | %s |\n", f == "summary" ? "summary" : "convert --to " f,
+            c, n / c / 1e6, mu, ms, rss / 1024, bytes
+        }' "$log"
+    done
+  done
+fi
+# FLOOR=1: where the floor is, for the last binary: the reader alone (`info`: read, decompress,
+# decode, no output), each timeline format written to /dev/null (no file copy), and the kernel's
+# cost of writing as many bytes as each format's file (dd from /dev/zero: no format work at all).
+if [[ -n ${FLOOR:-} ]]; then
+  last=$((${#binaries[@]} - 1))
+  floor=$work/floor.txt
+  : >"$floor"
+  tf=$work/time.txt
+  for ((r = 1; r <= rounds; ++r)); do
+    /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$last]}" info "$trace" >/dev/null 2>&1
+    echo "info $(cat "$tf")" >>"$floor"
+    for f in perfetto chrome; do
+      /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$last]}" convert "$trace" --to "$f" \
+        -o /dev/null --no-progress >/dev/null 2>&1
+      echo "devnull_$f $(cat "$tf")" >>"$floor"
+    done
+    for f in perfetto csv chrome; do
+      bytes=$(awk -v b="$last" -v f="$f" '$1 == b && $2 == f { n = $6 } END { print n == "" ? 0 : n }' "$log")
+      [[ $bytes -gt 0 ]] || continue
+      /usr/bin/time -f "%U %S 0" -o "$tf" dd if=/dev/zero of="$work/zero" bs=1M \
+        count=$(((bytes + 1048575) / 1048576)) 2>/dev/null
+      echo "write_$f $(cat "$tf")" >>"$floor"
+      rm -f "$work/zero"
+    done
+  done
   echo
-  echo "${binaries[$b]}:"
+  echo "floor (${binaries[$last]}; medians of $rounds rounds):"
   echo
-  echo "| command | CPU s (user+sys) | records/s per core | user s | sys s | peak RSS MiB | output bytes |"
-  echo "|---|---:|---:|---:|---:|---:|---:|"
-  for f in "${formats[@]}"; do
-    awk -v b="$b" -v f="$f" -v n="$records" '
-      $1 == b && $2 == f { cpu[++k] = $3 + $4; u[k] = $3; s[k] = $4; if ($5 > rss) rss = $5; bytes = $6 }
+  echo "| what | CPU s (user+sys) | records/s per core | user s | sys s |"
+  echo "|---|---:|---:|---:|---:|"
+  for w in info devnull_perfetto devnull_chrome write_perfetto write_csv write_chrome; do
+    awk -v w="$w" -v n="$records" '
+      $1 == w { cpu[++k] = $2 + $3; u[k] = $2; s[k] = $3 }
       function median(a, m,   i, j, t) {
         for (i = 1; i <= m; ++i) for (j = i + 1; j <= m; ++j) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
         return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
       }
       END {
-        c = median(cpu, k); mu = median(u, k); ms = median(s, k)
-        printf "| %s | %.2f | %.2fM | %.2f | %.2f | %.0f | %s |\n", f == "summary" ? "summary" : "convert --to " f,
-          c, n / c / 1e6, mu, ms, rss / 1024, bytes
-      }' "$log"
+        if (k == 0) exit
+        label = w == "info" ? "reader only (`info`)" : w ~ /^devnull_/ ? "convert --to " substr(w, 9) " -o /dev/null" : "dd: write the " substr(w, 7) " output'"'"'s bytes"
+        c = median(cpu, k)
+        printf "| %s | %.2f | %s | %.2f | %.2f |\n", label, c, w ~ /^write_/ ? "-" : sprintf("%.2fM", n / c / 1e6), median(u, k), median(s, k)
+      }' "$floor"
   done
-done
+fi

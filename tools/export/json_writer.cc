@@ -235,7 +235,8 @@ void JsonWriter::MicrosFromNs(int64_t ns) {
 }
 
 bool JsonWriter::Flush(bool force) {
-  if (!force && buf_.size() < (4u << 20)) return !failed_;
+  // 1 MiB: the bytes are still in the CPU cache when they are copied to the file.
+  if (!force && buf_.size() < (1u << 20)) return !failed_;
   if (!failed_ && out_ != nullptr && !buf_.WriteTo(out_)) failed_ = true;
   buf_.clear();
   return !failed_;

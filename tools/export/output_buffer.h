@@ -76,8 +76,31 @@ inline char* WriteDecimal(char* p, uint64_t v) {
       "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
       "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
       "8081828384858687888990919293949596979899";
-  size_t n = 1;
-  for (uint64_t x = v; x >= 10; x /= 10) ++n;
+  // The digit count from the bit length (log10(2) ~ 1233 / 4096), corrected by one comparison:
+  // no division chain per digit.
+  static constexpr uint64_t kPow10[20] = {1ull,
+                                          10ull,
+                                          100ull,
+                                          1000ull,
+                                          10000ull,
+                                          100000ull,
+                                          1000000ull,
+                                          10000000ull,
+                                          100000000ull,
+                                          1000000000ull,
+                                          10000000000ull,
+                                          100000000000ull,
+                                          1000000000000ull,
+                                          10000000000000ull,
+                                          100000000000000ull,
+                                          1000000000000000ull,
+                                          10000000000000000ull,
+                                          100000000000000000ull,
+                                          1000000000000000000ull,
+                                          10000000000000000000ull};
+  const int bits = 64 - __builtin_clzll(v | 1);
+  const int log = (bits * 1233) >> 12;  // floor(log10(v)) or one more
+  const size_t n = static_cast<size_t>(log + 1 - ((v | 1) < kPow10[log] ? 1 : 0));
   char* t = p + n;
   while (v >= 100) {
     const uint64_t pair = (v % 100) * 2;

@@ -16,6 +16,10 @@
 namespace kp {
 namespace {
 
+// The buffer is written out between packets once it holds this much: small enough to stay in
+// the CPU cache between being built and being copied to the file.
+constexpr size_t kFlushBytes = 1u << 20;
+
 // Perfetto's field numbers and enum values (TracePacket and the messages it holds; docs/outputs.md,
 // "Perfetto packets").
 enum : uint32_t {
@@ -287,7 +291,7 @@ bool PerfettoExporter::FlushBuffer() {
 }
 
 void PerfettoExporter::FlushIfFull() {
-  if (buf_.size() >= (4u << 20)) FlushBuffer();
+  if (buf_.size() >= kFlushBytes) FlushBuffer();
 }
 
 PerfettoExporter::Process& PerfettoExporter::ProcessFor(int file_index, TraceReader& reader) {
@@ -621,6 +625,7 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
     }
     EndEventPacket();
     EndSlice(p, s.end, track);
+    FlushIfFull();
   }
 }
 
@@ -663,6 +668,7 @@ void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chun
     }
     EndEventPacket();
     EndSlice(p, s.end, track);
+    FlushIfFull();
   }
 }
 

@@ -13,6 +13,7 @@
 
 #include "common/frame.h"
 #include "tools/reader/chunk_budget.h"
+#include "tools/reader/chunk_decoder.h"
 #include "tools/reader/start_keys.h"
 
 namespace kp {
@@ -338,12 +339,12 @@ bool TraceReader::Next(Chunk* chunk) {
       msg = im.raw.data();
       msg_size = n;
     }
-    const ChunkScanResult scan = ScanChunk(msg, msg_size, DecodeBudget(msg_size));
+    const ChunkScanResult scan = DecodeChunk(msg, msg_size, DecodeBudget(msg_size), chunk);
     if (scan.over_budget) {
       ++stats_.chunks_over_budget;
       continue;
     }
-    if (!scan.well_formed || !chunk->ParseFromArray(msg, static_cast<int>(msg_size))) {
+    if (!scan.well_formed) {
       ++stats_.chunks_undecodable;
       continue;
     }

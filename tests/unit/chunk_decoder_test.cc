@@ -1,0 +1,362 @@
+// Chunk decoder tests: the reader's own wire decoder (tools/reader/chunk_decoder.h) against
+// libprotobuf's parse of the same bytes after the budget walk (chunk_budget.h), on a chunk that
+// holds every record kind and on random mutations of it: whatever the two accept must decode to
+// the same message and be charged the same decoded bytes.
+#include "tools/reader/chunk_decoder.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tools/reader/chunk_budget.h"
+
+namespace kp {
+namespace {
+
+// A chunk with every field of the records the decoder handles, and a few of the others.
+Chunk RichChunk() {
+  Chunk c;
+  c.set_sequence(7);
+  c.set_time_base_ns(1'700'000'000'000'000'000ull);
+  for (uint32_t i = 1; i <= 5; ++i) {
+    InternedString* s = c.add_strings();
+    s->set_id(i);
+    s->set_value("void kern<" + std::to_string(i) + ">(float*, int) \xc3\xa9");
+  }
+  KernelShape* sh = c.add_kernel_shapes();
+  sh->set_id(1);
+  sh->set_name(1);
+  sh->set_demangled(2);
+  sh->set_grid_x(1024);
+  sh->set_grid_y(2);
+  sh->set_grid_z(3);
+  sh->set_block_x(256);
+  sh->set_block_y(4);
+  sh->set_block_z(5);
+  sh->set_cluster_x(6);
+  sh->set_cluster_y(7);
+  sh->set_cluster_z(8);
+  sh->set_registers_per_thread(64);
+  sh->set_static_shared_bytes(4096);
+  sh->set_dynamic_shared_bytes(0xffffffffu);
+  sh->set_local_bytes_per_thread(9);
+  sh->set_shared_executed_bytes(10);
+  sh->set_device(1);
+  for (int i = 0; i < 3; ++i) {
+    Kernel* k = c.add_kernels();
+    k->set_start(i == 0 ? -5 : 1000 * i);
+    k->set_duration(i == 2 ? -1 : 123456789012);
+    k->set_shape(1);
+    k->set_stream(7);
+    k->set_correlation(-3 + i);
+    k->set_context(1);
+    k->set_device(1);
+    k->set_graph_id(4);
+    k->set_graph_node_id(0xffffffffffffffffull);
+    k->set_flags(RECORD_FLAG_ASYNC | RECORD_FLAG_DEVICE_LAUNCHED);
+    k->set_launch_type(2);
+    k->set_channel(3);
+  }
+  Memcpy* m = c.add_memcpys();
+  m->set_start(1);
+  m->set_duration(2);
+  m->set_bytes(1ull << 40);
+  m->set_copy_kind(COPY_PTOP);
+  m->set_src_kind(MEMORY_PINNED);
+  m->set_dst_kind(static_cast<MemoryKind>(99));  // open enum: unknown values stay
+  m->set_stream(3);
+  m->set_correlation(4);
+  m->set_context(5);
+  m->set_device(6);
+  m->set_flags(RECORD_FLAG_ASYNC);
+  m->set_graph_id(8);
+  m->set_graph_node_id(9);
+  m->set_peer(true);
+  m->set_src_device(10);
+  m->set_dst_device(11);
+  m->set_src_context(12);
+  m->set_dst_context(13);
+  m->set_copy_count(14);
+  m->set_channel(15);
+  Memset* ms = c.add_memsets();
+  ms->set_start(1);
+  ms->set_duration(2);
+  ms->set_bytes(3);
+  ms->set_value(0xdeadbeef);
+  ms->set_memory_kind(MEMORY_DEVICE);
+  ms->set_stream(6);
+  ms->set_correlation(7);
+  ms->set_context(8);
+  ms->set_device(9);
+  ms->set_flags(10);
+  ms->set_graph_id(11);
+  ms->set_graph_node_id(12);
+  ms->set_channel(13);
+  ApiCall* a = c.add_api_calls();
+  a->set_start(1);
+  a->set_duration(2);
+  a->set_name(3);
+  a->set_domain(API_DRIVER);
+  a->set_cbid(211);
+  a->set_thread_id(4242);
+  a->set_correlation(-9);
+  a->set_return_value(-700);
+  NvtxRange* r = c.add_nvtx_ranges();
+  r->set_start(1);
+  r->set_duration(2);
+  r->set_name(3);
+  r->set_domain(4);
+  r->set_thread_id(5);
+  r->set_end_thread_id(6);
+  r->set_category(7);
+  r->set_color(0xff00ff00u);
+  r->set_has_color(true);
+  r->mutable_payload()->set_f64(2.5);
+  r->set_flags(RECORD_FLAG_OPEN);
+  r->set_id(12);
+  c.add_nvtx_ranges()->mutable_payload()->set_i32(-4);
+  c.add_nvtx_ranges()->mutable_payload()->set_f32(1.5f);
+  c.add_nvtx_ranges()->mutable_payload()->set_i64(-1);
+  NvtxMark* mk = c.add_nvtx_marks();
+  mk->set_time(-1);
+  mk->set_name(2);
+  mk->set_domain(3);
+  mk->set_thread_id(4);
+  mk->set_category(5);
+  mk->set_color(6);
+  mk->set_has_color(true);
+  mk->mutable_payload()->set_u64(1ull << 63);
+  c.add_nvtx_marks()->mutable_payload()->set_u32(77);
+  Synchronization* sy = c.add_syncs();
+  sy->set_start(1);
+  sy->set_duration(2);
+  sy->set_type(SYNC_STREAM_WAIT_EVENT);
+  sy->set_stream(4);
+  sy->set_context(5);
+  sy->set_correlation(6);
+  sy->set_event_id(7);
+  sy->set_return_value(-8);
+  Overhead* o = c.add_overheads();
+  o->set_start(1);
+  o->set_duration(2);
+  o->set_kind(3);
+  o->set_name(4);
+  o->set_thread_id(5);
+  o->set_device(6);
+  o->set_correlation(7);
+  GraphLaunch* g = c.add_graph_launches();
+  g->set_start(1);
+  g->set_duration(2);
+  g->set_graph_id(3);
+  g->set_device(4);
+  g->set_context(5);
+  g->set_stream(6);
+  g->set_correlation(7);
+  // Fields left to libprotobuf.
+  Header* h = c.mutable_header();
+  h->set_kp_version("1.2.3");
+  h->add_command_line("python");
+  h->add_command_line("train.py");
+  KeyValue* kv = h->add_config();
+  kv->set_key("KP_API");
+  kv->set_value("launch");
+  Device* d = c.add_devices();
+  d->set_id(1);
+  d->set_name("NVIDIA H200");
+  d->set_uuid(std::string(16, '\xff'));
+  c.add_contexts()->set_id(1);
+  c.mutable_stats()->set_records_written(99);
+  c.mutable_footer()->set_end_reason("exit");
+  c.add_threads()->set_name("main");
+  MetricConfig* mc = c.add_metric_configs();
+  mc->add_metric_names("sm__throughput");
+  MetricRange* mr = c.add_metric_ranges();
+  mr->set_start(5);
+  mr->add_values(1.0);
+  mr->add_values(2.0);
+  PmSample* pm = c.add_pm_samples();
+  pm->set_start(3);
+  pm->add_values(4.0);
+  c.add_notices()->set_message("note");
+  c.add_capture_windows()->set_range("step");
+  c.add_pc_stall_reasons()->set_name("stall");
+  PcStalls* pc = c.add_pc_stalls();
+  pc->add_samples(3);
+  pc->add_top_pcs()->add_samples(1);
+  return c;
+}
+
+std::string Serialize(const Chunk& c) {
+  std::string s;
+  EXPECT_TRUE(c.SerializeToString(&s));
+  return s;
+}
+
+uint8_t* Bytes(std::string& s) { return reinterpret_cast<uint8_t*>(s.data()); }
+
+// What the reader did before it had its own decoder: the budget walk, then libprotobuf.
+struct Reference {
+  ChunkScanResult scan;
+  bool parsed = false;
+  Chunk chunk;
+};
+Reference ParseWithLibprotobuf(std::string bytes) {
+  Reference r;
+  r.scan = ScanChunk(Bytes(bytes), bytes.size(), DecodeBudget(bytes.size()));
+  r.parsed = r.scan.well_formed && !r.scan.over_budget && r.chunk.ParseFromString(bytes);
+  r.chunk.DiscardUnknownFields();  // the decoder keeps none
+  return r;
+}
+
+struct Decoded {
+  ChunkScanResult result;
+  Chunk chunk;
+  bool ok() const { return result.well_formed && !result.over_budget; }
+};
+Decoded Decode(std::string bytes, Chunk* reuse = nullptr) {
+  Decoded d;
+  Chunk* c = reuse != nullptr ? reuse : &d.chunk;
+  d.result = DecodeChunk(Bytes(bytes), bytes.size(), DecodeBudget(bytes.size()), c);
+  if (reuse != nullptr) d.chunk = *reuse;
+  d.chunk.DiscardUnknownFields();
+  return d;
+}
+
+void ExpectSame(const Reference& ref, const Decoded& got) {
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(Serialize(got.chunk), Serialize(ref.chunk));
+  EXPECT_EQ(got.result.decoded_bytes, ref.scan.decoded_bytes);
+  EXPECT_EQ(got.result.entries, ref.scan.entries);
+  EXPECT_EQ(got.result.strings_repaired, ref.scan.strings_repaired);
+}
+
+TEST(ChunkDecoder, DecodesEveryRecordKindAsLibprotobufDoes) {
+  const std::string bytes = Serialize(RichChunk());
+  const Reference ref = ParseWithLibprotobuf(bytes);
+  ASSERT_TRUE(ref.parsed);
+  ExpectSame(ref, Decode(bytes));
+  // A reused chunk (the reader's) holds nothing of the chunk before.
+  Chunk reused;
+  Decode(bytes, &reused);
+  Chunk small;
+  small.set_sequence(1);
+  small.add_kernels()->set_start(5);
+  const std::string small_bytes = Serialize(small);
+  ExpectSame(ParseWithLibprotobuf(small_bytes), Decode(small_bytes, &reused));
+}
+
+TEST(ChunkDecoder, UnknownFieldsAndOtherWireTypesAreChargedAndSkipped) {
+  Chunk c = RichChunk();
+  auto add_unknown = [](google::protobuf::Message* m) {
+    google::protobuf::UnknownFieldSet* u = m->GetReflection()->MutableUnknownFields(m);
+    u->AddVarint(1000, 5);
+    u->AddFixed64(1001, 6);
+    u->AddFixed32(1002, 7);
+    u->AddLengthDelimited(1003, "abc");
+    u->AddFixed64(Kernel::kStartFieldNumber, 8);  // a known number with another wire type
+  };
+  add_unknown(&c);
+  add_unknown(c.mutable_kernels(0));
+  add_unknown(c.mutable_strings(0));
+  add_unknown(c.mutable_nvtx_ranges(0));
+  add_unknown(c.mutable_nvtx_ranges(0)->mutable_payload());
+  add_unknown(c.mutable_header());
+  const std::string bytes = Serialize(c);
+  const Reference ref = ParseWithLibprotobuf(bytes);
+  ASSERT_TRUE(ref.parsed);
+  ExpectSame(ref, Decode(bytes));
+}
+
+TEST(ChunkDecoder, InvalidUtf8IsRepairedInEveryStringField) {
+  Chunk c = RichChunk();
+  c.mutable_strings(1)->set_value(std::string("bad\xff\xfe name"));
+  c.mutable_header()->set_hostname(std::string("host\xc0"));
+  const std::string bytes = Serialize(c);
+  const Reference ref = ParseWithLibprotobuf(bytes);
+  ASSERT_TRUE(ref.parsed);
+  const Decoded got = Decode(bytes);
+  ExpectSame(ref, got);
+  EXPECT_EQ(got.chunk.strings(1).value(), "bad?? name");
+  EXPECT_EQ(got.chunk.header().hostname(), "host?");
+  EXPECT_EQ(got.result.strings_repaired, 2u);
+}
+
+TEST(ChunkDecoder, StopsAtTheBudget) {
+  Chunk c;
+  for (int i = 0; i < 10000; ++i) c.add_kernels();  // 2 bytes each, ~100 bytes decoded
+  std::string bytes = Serialize(c);
+  Chunk out;
+  const ChunkScanResult r = DecodeChunk(Bytes(bytes), bytes.size(), 50000, &out);
+  EXPECT_TRUE(r.over_budget);
+  EXPECT_EQ(out.kernels_size(), 0);  // refused from the framing, before any record was stored
+  const ChunkScanResult full = DecodeChunk(Bytes(bytes), bytes.size(), 1u << 30, &out);
+  EXPECT_FALSE(full.over_budget);
+  EXPECT_EQ(full.decoded_bytes, ScanChunk(Bytes(bytes), bytes.size(), 1u << 30).decoded_bytes);
+  EXPECT_EQ(out.kernels_size(), 10000);
+  // Records with content pass the framing check and are refused as the decode charges them.
+  Chunk named;
+  for (int i = 0; i < 1000; ++i) named.add_strings()->set_value(std::string(40, 'x'));
+  bytes = Serialize(named);
+  const ChunkScanResult partial = DecodeChunk(Bytes(bytes), bytes.size(), 60000, &out);
+  EXPECT_TRUE(partial.over_budget);
+  EXPECT_EQ(partial.over_budget, ScanChunk(Bytes(bytes), bytes.size(), 60000).over_budget);
+  EXPECT_LT(out.strings_size(), 1000);
+}
+
+// Random damage: whatever libprotobuf (after the budget walk) accepted, the decoder accepts too,
+// with the same content and the same charge; and it never reads outside the bytes (ASan).
+TEST(ChunkDecoder, AgreesWithLibprotobufOnDamagedChunks) {
+  Chunk rich = RichChunk();
+  rich.mutable_kernels(0)
+      ->GetReflection()
+      ->MutableUnknownFields(rich.mutable_kernels(0))
+      ->AddVarint(77, 1);
+  const std::string good = Serialize(rich);
+  std::mt19937_64 rng(12345);
+  int agreed = 0, rejected_by_both = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string bytes = good;
+    const int edits = 1 + static_cast<int>(rng() % 4);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % bytes.size();
+      switch (rng() % 5) {
+        case 0:
+          bytes[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          bytes[at] = static_cast<char>(bytes[at] ^ (1 << (rng() % 8)));
+          break;
+        case 2:
+          bytes.erase(at, 1 + rng() % 8);
+          break;
+        case 3:
+          bytes.insert(at, 1, static_cast<char>(rng()));
+          break;
+        default:
+          bytes.resize(at);
+          break;
+      }
+      if (bytes.empty()) bytes = good;
+    }
+    const Reference ref = ParseWithLibprotobuf(bytes);
+    const Decoded got = Decode(bytes);
+    if (ref.parsed) {
+      ExpectSame(ref, got);
+      if (HasFailure()) {
+        ADD_FAILURE() << "iteration " << iter;
+        return;
+      }
+      ++agreed;
+    } else if (!got.ok()) {
+      ++rejected_by_both;
+    }
+  }
+  EXPECT_GT(agreed, 1000);
+  EXPECT_GT(rejected_by_both, 1000);
+}
+
+}  // namespace
+}  // namespace kp
