@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run_fuzz.sh [SECONDS] [BUILD_DIR]: builds the libFuzzer target (clang, ASan+UBSan) in
-# BUILD_DIR (default build-fuzz), seeds a corpus with the shipped example traces and the
-# robustness reproducers, and fuzzes for SECONDS (default 150). Exits non-zero on any finding;
-# the crashing input is left in BUILD_DIR/findings/. docs/robustness.md describes a longer run.
+# BUILD_DIR (default build-fuzz), seeds a corpus with the shipped example traces, the inputs
+# that once failed (fuzz/regressions/) and the robustness reproducers, and fuzzes for SECONDS
+# (default 150). Exits non-zero on any finding; the crashing input is left in
+# BUILD_DIR/findings/. docs/robustness.md describes a longer run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-150}
@@ -26,6 +27,8 @@ corpus="$build/corpus"
 findings="$build/findings"
 mkdir -p "$corpus" "$findings"
 cp examples/*.kptrace "$corpus/"
+# Inputs that once failed (fuzz/regressions/README.md): each run starts by replaying them.
+cp fuzz/regressions/*.kptrace "$corpus/"
 repro=$(mktemp -d)
 trap 'rm -rf "$repro"' EXIT
 "$build/tests/robustness/make_reproducers" examples/pytorch_h200.kptrace "$repro"

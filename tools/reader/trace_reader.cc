@@ -114,7 +114,11 @@ struct TraceReader::Impl {
   std::map<uint64_t, uint64_t> gaps;
   IdTable<std::string> strings;
   IdTable<KernelShape> shapes;
-  std::string unknown;  // backing store for "<unknown string N>"
+  // Backing store for "<unknown string N>", one node per id so that every view Str() returned
+  // stays valid while the reader lives (a caller may hold two at once); at most
+  // kMaxUnknownStrings ids, later ones share one text without the id.
+  static constexpr size_t kMaxUnknownStrings = 4096;
+  std::unordered_map<uint32_t, std::string> unknown;
 
   // Records a chunk's sequence; returns how it relates to those read before.
   enum class Order { kInOrder, kDuplicate, kReordered, kReused };
@@ -441,8 +445,10 @@ std::string_view TraceReader::Str(uint32_t id) {
   const std::string* s = impl_->strings.Get(id);
   if (s != nullptr) return *s;
   ++stats_.unknown_string_ids;
-  impl_->unknown = "<unknown string " + std::to_string(id) + ">";
-  return impl_->unknown;
+  auto it = impl_->unknown.find(id);
+  if (it != impl_->unknown.end()) return it->second;
+  if (impl_->unknown.size() >= Impl::kMaxUnknownStrings) return "<unknown string>";
+  return impl_->unknown.emplace(id, "<unknown string " + std::to_string(id) + ">").first->second;
 }
 
 const KernelShape* TraceReader::Shape(uint32_t id) {
