@@ -157,9 +157,8 @@ TEST(ExternalIntervalSort, SpilledRunsMergeIntoTheInMemoryOrder) {
     return a.key != b.key ? a.key < b.key : a.start < b.start;
   });
   std::vector<KeyedInterval> got;
-  std::string error;
-  ASSERT_TRUE(sorter.ForEachSorted([&](const KeyedInterval& iv) { got.push_back(iv); }, &error))
-      << error;
+  const Status sorted = sorter.ForEachSorted([&](const KeyedInterval& iv) { got.push_back(iv); });
+  ASSERT_TRUE(sorted.ok()) << sorted.message();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i].key, want[i].key) << i;

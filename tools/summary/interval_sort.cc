@@ -96,17 +96,15 @@ void ExternalIntervalSort::Spill() {
   buffer_.clear();
 }
 
-bool ExternalIntervalSort::ForEachSorted(const std::function<void(const KeyedInterval&)>& f,
-                                         std::string* error) {
+Status ExternalIntervalSort::ForEachSorted(const std::function<void(const KeyedInterval&)>& f) {
   SortRun(&buffer_);
   if (run_sizes_.empty()) {
     for (const KeyedInterval& iv : buffer_) f(iv);
     std::vector<KeyedInterval>().swap(buffer_);
-    return true;
+    return Status();
   }
   if (std::fflush(file_) != 0) {
-    *error = std::string("summary: temporary sort file: ") + std::strerror(errno);
-    return false;
+    return Status::Error(std::string("summary: temporary sort file: ") + std::strerror(errno));
   }
   struct Run {
     uint64_t offset, left;  // entries not yet read into `data`
@@ -163,8 +161,8 @@ bool ExternalIntervalSort::ForEachSorted(const std::function<void(const KeyedInt
   size_ = 0;
   std::fclose(file_);
   file_ = nullptr;
-  if (!ok) *error = std::string("summary: temporary sort file could not be read back");
-  return ok;
+  if (!ok) return Status::Error("summary: temporary sort file could not be read back");
+  return Status();
 }
 
 }  // namespace kp

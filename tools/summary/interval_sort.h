@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "common/status.h"
+
 namespace kp {
 
 struct KeyedInterval {
@@ -33,9 +35,9 @@ class ExternalIntervalSort {
     if (buffer_.size() >= run_entries_) Spill();
   }
   uint64_t size() const { return size_ + buffer_.size(); }
-  // Calls `f` on every interval in (key, start) order, then empties the sorter. False (with
-  // *error) if a temporary file could not be read back.
-  bool ForEachSorted(const std::function<void(const KeyedInterval&)>& f, std::string* error);
+  // Calls `f` on every interval in (key, start) order, then empties the sorter. An error if a
+  // temporary file could not be read back.
+  Status ForEachSorted(const std::function<void(const KeyedInterval&)>& f);
   // Set when the disk could not take a run and memory was used instead.
   bool spill_failed() const { return spill_failed_; }
 

@@ -528,31 +528,28 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       b.fraction = b.span_ns > 0 ? b.busy_ns / b.span_ns : 0;
       sum.busy.push_back(b);
     };
-    std::string sort_error;
-    const bool sorted = device_work.ForEachSorted(
-        [&](const KeyedInterval& iv) {
-          if (open && iv.key != device) {
-            close_device();
-            open = false;
-          }
-          if (!open) {
-            device = iv.key;
-            cs = iv.start;
-            ce = iv.end;
-            busy = 0;
-            open = true;
-          } else if (iv.start > ce) {
-            busy += static_cast<double>(ce - cs);
-            if (metrics_need_work) merged_work[static_cast<uint32_t>(device)].push_back({cs, ce});
-            cs = iv.start;
-            ce = iv.end;
-          } else {
-            ce = std::max(ce, iv.end);
-          }
-        },
-        &sort_error);
+    const Status sorted = device_work.ForEachSorted([&](const KeyedInterval& iv) {
+      if (open && iv.key != device) {
+        close_device();
+        open = false;
+      }
+      if (!open) {
+        device = iv.key;
+        cs = iv.start;
+        ce = iv.end;
+        busy = 0;
+        open = true;
+      } else if (iv.start > ce) {
+        busy += static_cast<double>(ce - cs);
+        if (metrics_need_work) merged_work[static_cast<uint32_t>(device)].push_back({cs, ce});
+        cs = iv.start;
+        ce = iv.end;
+      } else {
+        ce = std::max(ce, iv.end);
+      }
+    });
     close_device();
-    if (!sorted) sum.errors.push_back(sort_error);
+    if (!sorted.ok()) sum.errors.push_back(sorted.message());
   }
   // Launch gaps per stream: kernels in start order, a gap wherever the next starts after every
   // earlier one ended.
@@ -578,28 +575,25 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       sum.streams.push_back(g);
       gaps = DurationSketch();
     };
-    std::string sort_error;
-    const bool sorted = stream_kernels.ForEachSorted(
-        [&](const KeyedInterval& iv) {
-          if (open && iv.key != key) {
-            close_stream();
-            open = false;
-          }
-          if (!open) {
-            key = iv.key;
-            first_start = iv.start;
-            end = iv.end;
-            count = 1;
-            open = true;
-            return;
-          }
-          ++count;
-          if (iv.start > end) gaps.Add(static_cast<int64_t>(iv.start - end), &budget);
-          end = std::max(end, iv.end);
-        },
-        &sort_error);
+    const Status sorted = stream_kernels.ForEachSorted([&](const KeyedInterval& iv) {
+      if (open && iv.key != key) {
+        close_stream();
+        open = false;
+      }
+      if (!open) {
+        key = iv.key;
+        first_start = iv.start;
+        end = iv.end;
+        count = 1;
+        open = true;
+        return;
+      }
+      ++count;
+      if (iv.start > end) gaps.Add(static_cast<int64_t>(iv.start - end), &budget);
+      end = std::max(end, iv.end);
+    });
     close_stream();
-    if (!sorted) sum.errors.push_back(sort_error);
+    if (!sorted.ok()) sum.errors.push_back(sorted.message());
   }
   sum.idle_between_kernels_fraction = span_all > 0 ? idle_all / span_all : 0;
   for (auto& [key, acc] : metrics) {
