@@ -49,6 +49,9 @@ constexpr size_t kDeviceBufferPoolLimit = 1024;
 // waits have separate budgets, so a slow lock never eats the finish's time.
 constexpr uint32_t kSignalFinishTimeoutMs = 1000;
 constexpr uint32_t kSignalLockWaitMs = 500;
+// Within a signal's finish: how long a PM sampler still in its set-up is waited for (it ends its
+// session itself afterwards), so that the footer is still written inside the finish's budget.
+constexpr std::chrono::milliseconds kSignalPmSamplingWait(300);
 
 // Process-wide state. Deliberately never destroyed: CUPTI threads may still call back while
 // static destructors run at exit.
@@ -61,8 +64,8 @@ struct TracerState {
   ActivityDecoder* decoder = nullptr;
   EncoderThread* thread = nullptr;
   std::unique_ptr<MetricsCollector> collector;
-  ApiCallRecorder* api_calls = nullptr;   // KP_API=launch: API calls from callbacks
-  std::unique_ptr<PcSampler> pc_sampler;  // KP_PC_SAMPLING
+  ApiCallRecorder* api_calls = nullptr;     // KP_API=launch: API calls from callbacks
+  std::unique_ptr<PcSampler> pc_sampler;    // KP_PC_SAMPLING
   std::unique_ptr<PmSampling> pm_sampling;  // KP_PM_SAMPLING
   CUpti_SubscriberHandle subscriber = nullptr;
   std::unique_ptr<CaptureController> capture;  // null: no capture trigger, the whole run
@@ -262,15 +265,21 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
 // ---- exit ----
 
 // Flushes CUPTI, drains kp's queue, writes the footer and marks the manifest entry ended.
-// Caller holds g_shutdown_mutex.
-void FinishTrace(const std::string& reason) {
+// Caller holds g_shutdown_mutex. `on_signal`: a termination signal's finish (bounded waits).
+void FinishTrace(const std::string& reason, bool on_signal) {
   if (g_state == nullptr || g_in_fork_child.load() || g_exit_done.load()) return;
   const bool cupti_ok = CuptiUsable();
   if (cupti_ok && g_state->capture) g_state->capture->Finish();
   if (cupti_ok) {
     if (g_state->collector) g_state->collector->Shutdown();
     if (g_state->pc_sampler) g_state->pc_sampler->Shutdown();
-    if (g_state->pm_sampling) g_state->pm_sampling->Shutdown();
+    if (g_state->pm_sampling) {
+      if (on_signal) {
+        g_state->pm_sampling->Shutdown(kSignalPmSamplingWait);
+      } else {
+        g_state->pm_sampling->Shutdown();
+      }
+    }
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
   g_active.store(false);
@@ -309,7 +318,7 @@ void AtExit() {
     const bool exit_finishes = BeginExitFinish();
     if (g_state != nullptr && !g_in_fork_child.load() && !g_exit_done.load()) {
       std::lock_guard<std::mutex> lock(g_shutdown_mutex);
-      FinishTrace("exit");
+      FinishTrace("exit", /*on_signal=*/false);
     }
     if (exit_finishes) EndExitFinish();
   } catch (...) {
@@ -327,7 +336,7 @@ void FinishOnSignal(int signo) {
       if (Clock::now() >= deadline) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    FinishTrace(std::string("signal ") + TerminationSignalName(signo));
+    FinishTrace(std::string("signal ") + TerminationSignalName(signo), /*on_signal=*/true);
   } catch (...) {
   }
 }

@@ -356,9 +356,13 @@ void PmSampling::OnContextDestroying(CUcontext context) {
   ending->Finish(options_.destroy_wait);
 }
 
-void PmSampling::Shutdown() {
+void PmSampling::Shutdown() { Shutdown(options_.exit_wait); }
+
+void PmSampling::Shutdown(std::chrono::milliseconds wait) {
   if (g_forked.load() && g_exit_instance.load() == this) return;
   try {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point deadline = Clock::now() + wait;
     std::lock_guard<std::mutex> whole(shutdown_mu_);
     std::vector<DeviceSampler*> samplers;
     {
@@ -367,7 +371,12 @@ void PmSampling::Shutdown() {
       shut_down_ = true;
       for (auto& [device, sampler] : devices_) samplers.push_back(sampler.get());
     }
-    for (DeviceSampler* sampler : samplers) sampler->Finish(options_.exit_wait);
+    // One deadline for all GPUs: a sampler still setting up after it ends its session itself.
+    for (DeviceSampler* sampler : samplers) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::max(deadline - Clock::now(), Clock::duration::zero()));
+      sampler->Finish(left);
+    }
   } catch (...) {
   }
 }

@@ -80,8 +80,11 @@ class PmSampling {
   void OnContextCreated(CUcontext context, uint32_t device);
   void OnContextDestroying(CUcontext context);
   // Ends every GPU's sampling (Finish above); later contexts start nothing. Idempotent and
-  // thread-safe: a second caller waits for the first one's shutdown to end.
+  // thread-safe: a second caller waits for the first one's shutdown to end. A sampler still in
+  // its set-up is waited for until `wait` has passed in all (Options::exit_wait by default; a
+  // termination signal's finish passes less, to stay within its own budget).
   void Shutdown();
+  void Shutdown(std::chrono::milliseconds wait);
 
   // The exit hook: Shutdown of the process's instance, unless in a fork child.
   static void ExitHook();

@@ -286,6 +286,29 @@ TEST_F(PmSamplingLifecycle, ShutdownDuringSetUpIsBoundedAndTheThreadClosesItsSes
   EXPECT_EQ(after, (std::vector<std::string>{"start 0", "stop 0", "close 0", "free 0"}));
 }
 
+// A termination signal's finish passes a short wait: one deadline for all GPUs, not one each,
+// so two samplers stuck in their set-up cost the wait once.
+TEST_F(PmSamplingLifecycle, ShortShutdownWaitIsOneDeadlineForAllGpus) {
+  Gate gate;
+  script_.gate = &gate;
+  PmSampling::Options options;
+  options.exit_wait = 60s;  // the default path would wait this long: not taken here
+  auto sampling = Make(options);
+  sampling->OnContextCreated(Ctx(1), 0);
+  sampling->OnContextCreated(Ctx(2), 1);
+  ASSERT_TRUE(journal_.WaitFor("start 0"));
+  ASSERT_TRUE(journal_.WaitFor("start 1"));
+  const auto t0 = std::chrono::steady_clock::now();
+  sampling->Shutdown(500ms);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(took, 450ms);
+  EXPECT_LT(took, 900ms);  // two waits of 500 ms each would take 1 s
+  gate.Open();
+  ASSERT_TRUE(journal_.WaitFor("close 0"));
+  ASSERT_TRUE(journal_.WaitFor("close 1"));
+  sampling.reset();
+}
+
 TEST_F(PmSamplingLifecycle, BusyGpuSaysSoOnceAndSamplesWhenFree) {
   script_.starts = {StartAs::kBusy, StartAs::kBusy, StartAs::kStarted};
   auto sampling = Make();
