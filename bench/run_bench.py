@@ -566,6 +566,8 @@ class Bench:
                                 "kp": True, "workloads": ("launch_loop", "torch")},
             "kp_api_all": {"env": {"KP_API": "all"}, "kp": True,
                            "workloads": ("launch_loop", "torch")},
+            # Its floor: every runtime and driver call as API activity, copy kinds from the start.
+            "floor_api_all": floor("kernel,memcpy,memset,nvtx,runtime,driver"),
             # The launch loop has no NVTX ranges, so metrics there would measure nothing.
             "kp_nvtx_metrics": {"env": {"KP_METRICS": metrics,
                                         "KP_METRICS_RANGES": "forward,backward,optimizer"},
@@ -806,7 +808,8 @@ METRICS = (
 )
 TOOL_ORDER = ("none", "floor", "kp", "torch_prof_cuda", "floor_no_cb_api", "kp_api_none",
               "kp_direct", "kp_flush_off", "floor_kernel", "floor_old_defaults",
-              "kp_old_defaults", "kp_api_all", "kp_nvtx_metrics", "torch_prof_cpu_cuda")
+              "kp_old_defaults", "kp_api_all", "floor_api_all", "kp_nvtx_metrics",
+              "torch_prof_cpu_cuda")
 # The four after torch_prof_cuda run the launch loop only (about 2 s a round each): they split
 # kp's launch-loop cost above the floor's (launch_attribution()).
 DEFAULT_TOOLS = ["none", "floor", "kp", "torch_prof_cuda", "floor_no_cb_api", "kp_api_none",
@@ -1138,7 +1141,8 @@ def main(argv=None):
     parser.add_argument("--tools", default="",
                         help="comma list of optional tools to add to none, floor, kp and "
                              "torch_prof_cuda: floor_kernel, floor_old_defaults, "
-                             "kp_old_defaults, kp_api_all, kp_nvtx_metrics, torch_prof_cpu_cuda")
+                             "kp_old_defaults, kp_api_all, floor_api_all, kp_nvtx_metrics, "
+                             "torch_prof_cpu_cuda")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds = 1
