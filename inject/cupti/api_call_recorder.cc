@@ -59,15 +59,24 @@ struct ThreadState {
 thread_local ThreadState t_state = {nullptr, nullptr, 0, 0, 0};
 
 // Touched once per thread, when it takes a ring: at thread exit it hands the ring back for a
-// later thread to reuse; the encoder thread still drains what is left in it.
+// later thread to reuse; the encoder thread still drains what is left in it. The thread forgets
+// the ring first: CUDA calls made by thread-exit destructors that run after this one (an
+// application's thread_local handle, cudart's own clean-up) would otherwise keep writing into a
+// ring another thread may already own; they take a ring of their own instead (left in use).
 struct RingRelease {
   std::atomic<bool>* in_use = nullptr;
-  ~RingRelease() {
-    if (in_use != nullptr) in_use->store(false, std::memory_order_release);
-  }
+  ~RingRelease();
 };
 thread_local RingRelease t_ring_release;
 uint32_t g_process_id = 0;
+
+RingRelease::~RingRelease() {
+  if (in_use == nullptr) return;
+  t_state.owner = nullptr;
+  t_state.ring = nullptr;
+  in_use->store(false, std::memory_order_release);
+  in_use = nullptr;
+}
 
 // A driver call inside a recorded runtime call that shares its correlation id: the runtime
 // record already links the GPU work. One with an id of its own is recorded.

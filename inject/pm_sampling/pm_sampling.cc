@@ -59,6 +59,13 @@ class PmSampling::DeviceSampler {
         stop_ = true;
         wake_.notify_all();
         ready = done_.wait_for(lock, wait, [this] { return sampled_; });
+        // A thread past its set-up leaves its loop at this wake-up (its decode in progress, if
+        // any, is bounded): wait for it even when `wait` is spent, so its last samples are not
+        // lost. Only a thread still inside its set-up is left to end its session itself.
+        if (!ready && in_loop_) {
+          done_.wait(lock, [this] { return sampled_; });
+          ready = true;
+        }
         if (!ready) abandoned_ = true;
       }
       if (!ready) {
@@ -151,6 +158,11 @@ class PmSampling::DeviceSampler {
       retry = std::min(retry * 2, options.busy_retry_max);
     }
     running_ = true;
+    {
+      // From here on Finish waits for this thread however long its wait (see Finish).
+      std::lock_guard<std::mutex> lock(mu_);
+      in_loop_ = true;
+    }
     owner_->SamplingStarted(/*decoded=*/false);
     if (said_busy) {
       LogNotice(LogSeverity::kInfo, kComponent,
@@ -260,6 +272,7 @@ class PmSampling::DeviceSampler {
   bool stop_ = false;
   bool sampled_ = false;    // Sample() has returned
   bool abandoned_ = false;  // Finish stopped waiting: the thread ends its session itself
+  bool in_loop_ = false;    // the set-up is over: Finish waits for the thread, never abandons it
   bool exited_ = false;     // Run() is about to return; nothing touches `this` after it
   std::mutex finish_mu_;
   bool finished_ = false;
@@ -320,10 +333,14 @@ void PmSampling::ExitHook() {
   if (PmSampling* sampling = g_exit_instance.load()) sampling->Shutdown();
 }
 
+// Every GPU's set-up and first decode may make libcupti/libnvperf register exit destructors of
+// their own (per chip, lazily), so the hook is registered again after each of them: the last
+// registration runs first at exit. Shutdown is idempotent, so the extra calls do nothing.
 void PmSampling::SamplingStarted(bool decoded) {
+  static_cast<void>(decoded);
   if (!options_.register_exit_hook) return;
   try {
-    std::call_once(decoded ? hook_at_decode_ : hook_at_start_, options_.register_exit_hook);
+    options_.register_exit_hook();
   } catch (...) {
   }
 }

@@ -9,13 +9,14 @@
 //
 // Ending a GPU's sampling (Finish, at the last context's destruction or in Shutdown) always
 // goes: the thread leaves its loop and is joined, then on the caller's thread Stop, one last
-// decode, Disable, free. A thread still inside its set-up (CUPTI calls that cannot be
-// interrupted) is waited for a bounded time; if it is not done by then, it ends the session
-// itself when the set-up returns, posting nothing. Nothing here throws or terminates.
+// decode, Disable, free. A thread past its set-up is always waited for (it leaves its loop at the
+// wake-up). A thread still inside its set-up (CUPTI calls that cannot be interrupted) is waited
+// for a bounded time; if it is not done by then, it ends the session itself when the set-up
+// returns. Nothing here throws or terminates.
 //
 // Exit: the tracer's finish sequence (FinishTrace) calls Shutdown before the last activity flush
-// and the footer. Shutdown also runs from an exit hook that the sampler thread registers with
-// atexit once sampling has started and once more after the first decode: exit handlers run
+// and the footer. Shutdown also runs from an exit hook that each GPU's sampler thread registers
+// with atexit once its sampling has started and once more after its first decode: exit handlers run
 // last-registered first, and libcupti loads libnvperf_* (and builds its own profiler state) only
 // during that set-up, after kp's exit handler was registered at cuInit, so their destructors
 // would otherwise run while the sampler still decodes. The hook ends sampling before them.
@@ -99,7 +100,6 @@ class PmSampling {
   uint64_t interval_ns_ = 0;
   Post post_;
   Options options_;
-  std::once_flag hook_at_start_, hook_at_decode_;
   std::mutex shutdown_mu_;  // held for a whole Shutdown
   std::mutex mu_;           // guards the maps and shut_down_
   std::map<uint32_t, std::unique_ptr<DeviceSampler>> devices_;

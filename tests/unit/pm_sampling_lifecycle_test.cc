@@ -239,6 +239,23 @@ TEST_F(PmSamplingLifecycle, ShutdownStopsDecodesOnceMoreThenCloses) {
   EXPECT_EQ(journal_.Count("close 0"), 1u);
 }
 
+// A spent wait abandons only a sampler still in its set-up: samplers already decoding are
+// waited for, and each ends with its last decode (its samples are not lost). Every GPU's start
+// and first decode registers the exit hook again (libnvperf may register per chip).
+TEST_F(PmSamplingLifecycle, NoWaitLeftStillEndsDecodingSamplersWithTheirLastDecode) {
+  auto sampling = Make();
+  sampling->OnContextCreated(Ctx(1), 0);
+  sampling->OnContextCreated(Ctx(2), 1);
+  ASSERT_TRUE(journal_.WaitFor("decode 0", 2));
+  ASSERT_TRUE(journal_.WaitFor("decode 1", 2));
+  EXPECT_EQ(hooks_.load(), 4);
+  sampling->Shutdown(0ms);
+  // GPU 0 ends first, then GPU 1, each in the documented order.
+  EXPECT_EQ(journal_.From("stop 0"),
+            (std::vector<std::string>{"stop 0", "decode 0", "close 0", "free 0", "stop 1",
+                                      "decode 1", "close 1", "free 1"}));
+}
+
 TEST_F(PmSamplingLifecycle, SamplesReachTheEncoderAfterTheConfig) {
   auto sampling = Make();
   sampling->OnContextCreated(Ctx(1), 0);
