@@ -62,6 +62,42 @@ const Types& TheTypes() {
   return types;
 }
 
+// The fields kernels, copies and memsets share (their numbers come from each message type).
+template <typename R>
+bool SetGpuRecordField(R* m, uint64_t n, uint64_t v) {
+  switch (n) {
+    case R::kStartFieldNumber:
+      m->set_start(S64(v));
+      return true;
+    case R::kDurationFieldNumber:
+      m->set_duration(S64(v));
+      return true;
+    case R::kStreamFieldNumber:
+      m->set_stream(U32(v));
+      return true;
+    case R::kCorrelationFieldNumber:
+      m->set_correlation(S64(v));
+      return true;
+    case R::kContextFieldNumber:
+      m->set_context(U32(v));
+      return true;
+    case R::kDeviceFieldNumber:
+      m->set_device(U32(v));
+      return true;
+    case R::kFlagsFieldNumber:
+      m->set_flags(U32(v));
+      return true;
+    case R::kGraphIdFieldNumber:
+      m->set_graph_id(U32(v));
+      return true;
+    case R::kGraphNodeIdFieldNumber:
+      m->set_graph_node_id(v);
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Decodes the fields of one record of type M in p[0..end). `set(m, number, value)` stores a
 // varint field the decoder knows and returns true; `other(m, tag, &p)` may take a field of
 // another wire type (returns 1 taken, 0 not taken, -1 error). Everything else goes to the budget.
@@ -244,36 +280,10 @@ bool DecodeRecord(ChunkBudget& b, uint64_t number, uint8_t* p, const uint8_t* en
       return DecodeFields(
           b, t, p, end, c->add_kernels(), d,
           [](K* m, uint64_t n, uint64_t v) {
+            if (SetGpuRecordField(m, n, v)) return true;
             switch (n) {
-              case K::kStartFieldNumber:
-                m->set_start(S64(v));
-                return true;
-              case K::kDurationFieldNumber:
-                m->set_duration(S64(v));
-                return true;
               case K::kShapeFieldNumber:
                 m->set_shape(U32(v));
-                return true;
-              case K::kStreamFieldNumber:
-                m->set_stream(U32(v));
-                return true;
-              case K::kCorrelationFieldNumber:
-                m->set_correlation(S64(v));
-                return true;
-              case K::kContextFieldNumber:
-                m->set_context(U32(v));
-                return true;
-              case K::kDeviceFieldNumber:
-                m->set_device(U32(v));
-                return true;
-              case K::kGraphIdFieldNumber:
-                m->set_graph_id(U32(v));
-                return true;
-              case K::kGraphNodeIdFieldNumber:
-                m->set_graph_node_id(v);
-                return true;
-              case K::kFlagsFieldNumber:
-                m->set_flags(U32(v));
                 return true;
               case K::kLaunchTypeFieldNumber:
                 m->set_launch_type(U32(v));
@@ -292,13 +302,8 @@ bool DecodeRecord(ChunkBudget& b, uint64_t number, uint8_t* p, const uint8_t* en
       return DecodeFields(
           b, t, p, end, c->add_memcpys(), d,
           [](M* m, uint64_t n, uint64_t v) {
+            if (SetGpuRecordField(m, n, v)) return true;
             switch (n) {
-              case M::kStartFieldNumber:
-                m->set_start(S64(v));
-                return true;
-              case M::kDurationFieldNumber:
-                m->set_duration(S64(v));
-                return true;
               case M::kBytesFieldNumber:
                 m->set_bytes(v);
                 return true;
@@ -310,27 +315,6 @@ bool DecodeRecord(ChunkBudget& b, uint64_t number, uint8_t* p, const uint8_t* en
                 return true;
               case M::kDstKindFieldNumber:
                 m->set_dst_kind(Enum<MemoryKind>(v));
-                return true;
-              case M::kStreamFieldNumber:
-                m->set_stream(U32(v));
-                return true;
-              case M::kCorrelationFieldNumber:
-                m->set_correlation(S64(v));
-                return true;
-              case M::kContextFieldNumber:
-                m->set_context(U32(v));
-                return true;
-              case M::kDeviceFieldNumber:
-                m->set_device(U32(v));
-                return true;
-              case M::kFlagsFieldNumber:
-                m->set_flags(U32(v));
-                return true;
-              case M::kGraphIdFieldNumber:
-                m->set_graph_id(U32(v));
-                return true;
-              case M::kGraphNodeIdFieldNumber:
-                m->set_graph_node_id(v);
                 return true;
               case M::kPeerFieldNumber:
                 m->set_peer(Bool(v));
@@ -364,13 +348,8 @@ bool DecodeRecord(ChunkBudget& b, uint64_t number, uint8_t* p, const uint8_t* en
       return DecodeFields(
           b, t, p, end, c->add_memsets(), d,
           [](M* m, uint64_t n, uint64_t v) {
+            if (SetGpuRecordField(m, n, v)) return true;
             switch (n) {
-              case M::kStartFieldNumber:
-                m->set_start(S64(v));
-                return true;
-              case M::kDurationFieldNumber:
-                m->set_duration(S64(v));
-                return true;
               case M::kBytesFieldNumber:
                 m->set_bytes(v);
                 return true;
@@ -379,27 +358,6 @@ bool DecodeRecord(ChunkBudget& b, uint64_t number, uint8_t* p, const uint8_t* en
                 return true;
               case M::kMemoryKindFieldNumber:
                 m->set_memory_kind(Enum<MemoryKind>(v));
-                return true;
-              case M::kStreamFieldNumber:
-                m->set_stream(U32(v));
-                return true;
-              case M::kCorrelationFieldNumber:
-                m->set_correlation(S64(v));
-                return true;
-              case M::kContextFieldNumber:
-                m->set_context(U32(v));
-                return true;
-              case M::kDeviceFieldNumber:
-                m->set_device(U32(v));
-                return true;
-              case M::kFlagsFieldNumber:
-                m->set_flags(U32(v));
-                return true;
-              case M::kGraphIdFieldNumber:
-                m->set_graph_id(U32(v));
-                return true;
-              case M::kGraphNodeIdFieldNumber:
-                m->set_graph_node_id(v);
                 return true;
               case M::kChannelFieldNumber:
                 m->set_channel(U32(v));
