@@ -98,6 +98,33 @@ bool SetGpuRecordField(R* m, uint64_t n, uint64_t v) {
   }
 }
 
+// The fields NVTX ranges and marks share.
+template <typename R>
+bool SetNvtxField(R* m, uint64_t n, uint64_t v) {
+  switch (n) {
+    case R::kNameFieldNumber:
+      m->set_name(U32(v));
+      return true;
+    case R::kDomainFieldNumber:
+      m->set_domain(U32(v));
+      return true;
+    case R::kThreadIdFieldNumber:
+      m->set_thread_id(U32(v));
+      return true;
+    case R::kCategoryFieldNumber:
+      m->set_category(U32(v));
+      return true;
+    case R::kColorFieldNumber:
+      m->set_color(U32(v));
+      return true;
+    case R::kHasColorFieldNumber:
+      m->set_has_color(Bool(v));
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Decodes the fields of one record of type M in p[0..end). `set(m, number, value)` stores a
 // varint field the decoder knows and returns true; `other(m, tag, &p)` may take a field of
 // another wire type (returns 1 taken, 0 not taken, -1 error). Everything else goes to the budget.
@@ -409,6 +436,7 @@ bool DecodeRecord(ChunkBudget& b, uint64_t number, uint8_t* p, const uint8_t* en
       return DecodeFields(
           b, t, p, end, c->add_nvtx_ranges(), d,
           [](R* m, uint64_t n, uint64_t v) {
+            if (SetNvtxField(m, n, v)) return true;
             switch (n) {
               case R::kStartFieldNumber:
                 m->set_start(S64(v));
@@ -416,26 +444,8 @@ bool DecodeRecord(ChunkBudget& b, uint64_t number, uint8_t* p, const uint8_t* en
               case R::kDurationFieldNumber:
                 m->set_duration(S64(v));
                 return true;
-              case R::kNameFieldNumber:
-                m->set_name(U32(v));
-                return true;
-              case R::kDomainFieldNumber:
-                m->set_domain(U32(v));
-                return true;
-              case R::kThreadIdFieldNumber:
-                m->set_thread_id(U32(v));
-                return true;
               case R::kEndThreadIdFieldNumber:
                 m->set_end_thread_id(U32(v));
-                return true;
-              case R::kCategoryFieldNumber:
-                m->set_category(U32(v));
-                return true;
-              case R::kColorFieldNumber:
-                m->set_color(U32(v));
-                return true;
-              case R::kHasColorFieldNumber:
-                m->set_has_color(Bool(v));
                 return true;
               case R::kFlagsFieldNumber:
                 m->set_flags(U32(v));
@@ -456,27 +466,10 @@ bool DecodeRecord(ChunkBudget& b, uint64_t number, uint8_t* p, const uint8_t* en
       return DecodeFields(
           b, t, p, end, c->add_nvtx_marks(), d,
           [](K* m, uint64_t n, uint64_t v) {
+            if (SetNvtxField(m, n, v)) return true;
             switch (n) {
               case K::kTimeFieldNumber:
                 m->set_time(S64(v));
-                return true;
-              case K::kNameFieldNumber:
-                m->set_name(U32(v));
-                return true;
-              case K::kDomainFieldNumber:
-                m->set_domain(U32(v));
-                return true;
-              case K::kThreadIdFieldNumber:
-                m->set_thread_id(U32(v));
-                return true;
-              case K::kCategoryFieldNumber:
-                m->set_category(U32(v));
-                return true;
-              case K::kColorFieldNumber:
-                m->set_color(U32(v));
-                return true;
-              case K::kHasColorFieldNumber:
-                m->set_has_color(Bool(v));
                 return true;
               default:
                 return false;
