@@ -163,7 +163,7 @@ class PmSampling::DeviceSampler {
       std::lock_guard<std::mutex> lock(mu_);
       in_loop_ = true;
     }
-    owner_->SamplingStarted(/*decoded=*/false);
+    owner_->RegisterExitHook();  // after this GPU's set-up
     if (said_busy) {
       LogNotice(LogSeverity::kInfo, kComponent,
                 Gpu(device_) + "the other session ended; sampling from now on");
@@ -197,7 +197,7 @@ class PmSampling::DeviceSampler {
       const StatusOr<PmDecode> r = DecodeAndPost();
       if (Is(r, PmDecode::kOk) && !decoded) {
         decoded = true;
-        owner_->SamplingStarted(/*decoded=*/true);
+        owner_->RegisterExitHook();  // after this GPU's first decode
       }
       failures = r.ok() ? 0 : failures + 1;
       if (Is(r, PmDecode::kOverflow)) break;  // the buffer stays unusable: said once, counted
@@ -336,8 +336,7 @@ void PmSampling::ExitHook() {
 // Every GPU's set-up and first decode may make libcupti/libnvperf register exit destructors of
 // their own (per chip, lazily), so the hook is registered again after each of them: the last
 // registration runs first at exit. Shutdown is idempotent, so the extra calls do nothing.
-void PmSampling::SamplingStarted(bool decoded) {
-  static_cast<void>(decoded);
+void PmSampling::RegisterExitHook() {
   if (!options_.register_exit_hook) return;
   try {
     options_.register_exit_hook();

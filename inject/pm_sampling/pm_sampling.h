@@ -93,7 +93,7 @@ class PmSampling {
  private:
   class DeviceSampler;
   PmSampling(const Config& config, Post post, Options options);
-  void SamplingStarted(bool decoded);
+  void RegisterExitHook();  // again after each GPU's set-up and first decode (see Exit above)
 
   std::vector<std::string> counters_;
   bool gpu_set_ = false;
