@@ -9,11 +9,13 @@
 //
 // The kernel is PTX text (L2SweepPtx) JIT-compiled by the driver at the first use, so the
 // injector needs no device code at build time. It loads only 16-byte words with .cg (L2, not
-// L1) and stores nothing unless the buffer, zeroed once, holds a non-zero word, which it never
-// does: it leaves no dirty line of its own. Its kernel record is marked profiler-internal by name
-// (kL2SweepKernelName); its driver calls appear in the trace as API calls of the thread that
-// opened the range. Cost on the H200: one ~30-70 us kernel and a stream synchronization, and
-// 2 x L2 of device memory (about 100 MB on the H200), allocated at the first sweep.
+// L1) and stores nothing unless the buffer, zeroed once (by kL2ZeroKernelName, at set-up), holds
+// a non-zero word, which it never does: it leaves no dirty line of its own. Both kernel records
+// are marked profiler-internal by name. Its driver calls are made inside kp's CUPTI callbacks,
+// where the default API recorder (KP_API=launch) records nothing, so they are not in the trace;
+// the sweep puts no other GPU record there (no memset). Cost on the H200: one ~30-70 us kernel and
+// a stream synchronization, and 2 x L2 of device memory (about 100 MB on the H200), allocated at
+// the first sweep.
 //
 // Everything runs on a non-blocking stream of kp's own, with the thread's stream-capture mode
 // set to relaxed for the duration: an application capturing a CUDA graph meanwhile is neither
@@ -33,8 +35,10 @@
 namespace kp {
 
 inline constexpr const char* kL2SweepKernelName = "kp_l2_sweep";
+inline constexpr const char* kL2ZeroKernelName = "kp_l2_zero";
 
-// The PTX module (one entry, kL2SweepKernelName(u64 words16, u64 count, u64 sink)).
+// The PTX module: kL2SweepKernelName(u64 words16, u64 count, u64 sink) and
+// kL2ZeroKernelName(u64 words16, u64 count).
 const char* L2SweepPtx();
 
 class L2Sweep {

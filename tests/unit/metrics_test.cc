@@ -462,10 +462,20 @@ TEST(L2Sweep, PtxAssemblesForHopperAndAmpere) {
   if (ptxas.empty())
     GTEST_SKIP() << "ptxas not found (no CUDA toolkit in CUDA_HOME, /usr/local/cuda or PATH)";
   std::string ptx = L2SweepPtx();
-  EXPECT_NE(ptx.find(std::string(".entry ") + kL2SweepKernelName + "("), std::string::npos);
-  // Loads through L2 only, and the one store is behind the "non-zero XOR" branch.
-  EXPECT_NE(ptx.find("ld.global.cg.v4.u32"), std::string::npos);
-  EXPECT_LT(ptx.find("@%p2 bra END"), ptx.find("st.global"));
+  const size_t sweep = ptx.find(std::string(".entry ") + kL2SweepKernelName + "(");
+  const size_t zero = ptx.find(std::string(".entry ") + kL2ZeroKernelName + "(");
+  ASSERT_NE(sweep, std::string::npos);
+  ASSERT_NE(zero, std::string::npos);
+  ASSERT_LT(sweep, zero);
+  // The sweep loads through L2 only, and its one store is behind the "non-zero XOR" branch.
+  const std::string sweep_body = ptx.substr(sweep, zero - sweep);
+  EXPECT_NE(sweep_body.find("ld.global.cg.v4.u32"), std::string::npos);
+  EXPECT_LT(sweep_body.find("@%p2 bra END"), sweep_body.find("st.global"));
+  EXPECT_EQ(sweep_body.find("st.global"), sweep_body.rfind("st.global"));
+  // The zeroing kernel stores zeros and loads nothing.
+  const std::string zero_body = ptx.substr(zero);
+  EXPECT_NE(zero_body.find("st.global.v4.u32"), std::string::npos);
+  EXPECT_EQ(zero_body.find("ld.global"), std::string::npos);
   char dir[] = "/tmp/kp-ptx-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string file = std::string(dir) + "/sweep.ptx";
