@@ -8,6 +8,7 @@
 #include <cupti_target.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "common/metric_plan.h"
 #include "common/pm_counters.h"
@@ -21,15 +22,18 @@ namespace {
 // Hardware buffer the GPU writes raw samples to, drained by every decode (Kineto's size; a
 // sample takes several KB there, so this holds about a second at 100 us).
 constexpr size_t kHardwareBufferBytes = 64u << 20;
-// Samples the counter-data image holds (tens of KB each). Decoding every quarter of that keeps a
-// late decode from filling it: a full image loses the samples beyond it.
-constexpr uint32_t kMaxSamplesPerDecode = 2048;
 
 // The GPU's counters are held by another session: on the H200, a second process's
 // cuptiPmSamplingGetCounterAvailability returns HARDWARE_BUSY while the first one samples;
 // a second Enable on one device returns INVALID_OPERATION.
 bool IsBusy(CUptiResult r) {
   return r == CUPTI_ERROR_HARDWARE_BUSY || r == CUPTI_ERROR_INVALID_OPERATION;
+}
+
+uint64_t SteadyNs() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
 }
 
 uint64_t TraceNow() {
@@ -74,6 +78,15 @@ class CuptiPmSession final : public PmSession {
  private:
   void CloseSession() {
     Stop();
+    if (object_ != nullptr && timing_.decodes > 0) {
+      Log(LogSeverity::kDebug,
+          "pm sampling: GPU %u decoding: %llu decodes, %llu samples; DecodeData %.1f ms, sample "
+          "info %.1f ms, evaluate %.1f ms, image initialize %.1f ms (image %zu bytes, %u samples)",
+          device_, static_cast<unsigned long long>(timing_.decodes),
+          static_cast<unsigned long long>(timing_.samples), timing_.decode_ns / 1e6,
+          timing_.info_ns / 1e6, timing_.evaluate_ns / 1e6, timing_.initialize_ns / 1e6,
+          image_.size(), PmImageSamples(interval_ns_));
+    }
     if (object_ != nullptr) {
       CUpti_PmSampling_Disable_Params dp{};
       dp.structSize = CUpti_PmSampling_Disable_Params_STRUCT_SIZE;
@@ -198,7 +211,8 @@ class CuptiPmSession final : public PmSession {
     cs.pPmSamplingObject = object_;
     cs.pMetricNames = name_ptrs_.data();
     cs.numMetrics = name_ptrs_.size();
-    cs.maxSamples = kMaxSamplesPerDecode;
+    // Tens of KB per sample; see PmImageSamples for the size.
+    cs.maxSamples = PmImageSamples(interval_ns_);
     if (Status s = CheckCuptiCall("cuptiPmSamplingGetCounterDataSize",
                                   cuptiPmSamplingGetCounterDataSize(&cs));
         !s.ok())
@@ -217,13 +231,15 @@ class CuptiPmSession final : public PmSession {
   }
 
   Status InitializeImage() {
+    const uint64_t t0 = SteadyNs();
     CUpti_PmSampling_CounterDataImage_Initialize_Params ii{};
     ii.structSize = CUpti_PmSampling_CounterDataImage_Initialize_Params_STRUCT_SIZE;
     ii.pPmSamplingObject = object_;
     ii.counterDataSize = image_.size();
     ii.pCounterData = image_.data();
-    return CheckCuptiCall("cuptiPmSamplingCounterDataImageInitialize",
-                          cuptiPmSamplingCounterDataImageInitialize(&ii));
+    const CUptiResult r = cuptiPmSamplingCounterDataImageInitialize(&ii);
+    timing_.initialize_ns += SteadyNs() - t0;
+    return CheckCuptiCall("cuptiPmSamplingCounterDataImageInitialize", r);
   }
 
   // Drains the hardware buffer into the image and the image into `batch`.
@@ -236,7 +252,10 @@ class CuptiPmSession final : public PmSession {
       dd.pPmSamplingObject = object_;
       dd.pCounterDataImage = image_.data();
       dd.counterDataImageSize = image_.size();
+      const uint64_t t0 = SteadyNs();
       const CUptiResult r = cuptiPmSamplingDecodeData(&dd);
+      timing_.decode_ns += SteadyNs() - t0;
+      ++timing_.decodes;
       if (dd.overflow != 0) ++batch->overflows;  // KEEP_LATEST: the oldest records were lost
       if (r == CUPTI_ERROR_OUT_OF_MEMORY) {
         // The hardware buffer overflowed: decoding fails from here on until the session is
@@ -270,7 +289,11 @@ class CuptiPmSession final : public PmSession {
       si.pCounterDataImage = image_.data();
       si.counterDataImageSize = image_.size();
       si.sampleIndex = i;
-      if (cuptiPmSamplingCounterDataGetSampleInfo(&si) != CUPTI_SUCCESS) {
+      const uint64_t t0 = SteadyNs();
+      const CUptiResult info = cuptiPmSamplingCounterDataGetSampleInfo(&si);
+      timing_.info_ns += SteadyNs() - t0;
+      ++timing_.samples;
+      if (info != CUPTI_SUCCESS) {
         ++batch->dropped;
         continue;
       }
@@ -293,8 +316,11 @@ class CuptiPmSession final : public PmSession {
         last_end_ = si.endTimestamp;
         continue;
       }
-      if (EvaluateToGpuValues(plan_.host->raw(), image_, i, name_ptrs_, values.data()) !=
-          CUPTI_SUCCESS) {
+      const uint64_t t1 = SteadyNs();
+      const CUptiResult evaluated =
+          EvaluateToGpuValues(plan_.host->raw(), image_, i, name_ptrs_, values.data());
+      timing_.evaluate_ns += SteadyNs() - t1;
+      if (evaluated != CUPTI_SUCCESS) {
         ++batch->dropped;
         continue;
       }
@@ -326,6 +352,11 @@ class CuptiPmSession final : public PmSession {
   bool busy_ = false;  // the last Start failed because another session holds the counters
   bool first_seen_ = false;
   uint64_t last_end_ = 0;
+  // Where the decoding time goes (logged at debug level when the session closes).
+  struct {
+    uint64_t decodes = 0, samples = 0;
+    uint64_t decode_ns = 0, info_ns = 0, evaluate_ns = 0, initialize_ns = 0;
+  } timing_;
 };
 
 std::unique_ptr<PmSession> MakeCuptiPmSession(uint32_t device, std::vector<std::string> counters,

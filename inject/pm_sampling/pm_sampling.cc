@@ -16,8 +16,6 @@ namespace {
 constexpr const char* kComponent = "pm sampling";
 constexpr const char* kOff = "PM sampling is off for this GPU, tracing goes on";
 constexpr int kMaxDecodeFailures = 10;
-// Decodes per counter-data image (pm_sampler.cc holds 2048 samples): every quarter of it.
-constexpr uint64_t kSamplesPerDecodePeriod = 512;
 
 // The instance the exit hook ends (the injector's; never destroyed while the process runs).
 std::atomic<PmSampling*> g_exit_instance{nullptr};
@@ -184,8 +182,7 @@ class PmSampling::DeviceSampler {
     auto id = config_id_;
     owner_->post_([id, info](TraceEncoder& enc) { *id = enc.AddPmSampleConfig(info); });
 
-    const uint64_t period_ms = std::clamp<uint64_t>(
-        owner_->interval_ns_ * kSamplesPerDecodePeriod / 1000000, uint64_t{10}, uint64_t{200});
+    const uint64_t period_ms = PmDecodePeriodMs(owner_->interval_ns_);
     int failures = 0;  // consecutive failed decodes
     bool decoded = false;
     while (true) {

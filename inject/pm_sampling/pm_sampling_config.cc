@@ -105,7 +105,8 @@ void ParsePmSamplingConfig(const GetEnvFn& get, Config* c, std::vector<ConfigErr
       AddPmError(errors, "KP_PM_INTERVAL_US", v,
                  "expected a whole number of microseconds from " +
                      std::to_string(kPmIntervalMinUs) + " to " + std::to_string(kPmIntervalMaxUs) +
-                     " (default " + std::to_string(Config().pm_interval_us) + ")");
+                     " (default " + std::to_string(Config().pm_interval_us) +
+                     "; faster, decoding the samples cannot keep up and most are lost)");
       c->pm_sampling.clear();
     } else {
       c->pm_interval_us = static_cast<uint32_t>(n);

@@ -14,7 +14,10 @@
 
 namespace kp {
 
-constexpr uint32_t kPmIntervalMinUs = 10;
+// Below 100 us the samples come faster than one thread can decode them: on the H200 host CUPTI
+// takes about 50 us of CPU per sample in cuptiPmSamplingDecodeData and 25 us to evaluate it
+// (10 counters), so at 50 us 28 % and at 20 us most of the samples were lost.
+constexpr uint32_t kPmIntervalMinUs = 100;
 constexpr uint32_t kPmIntervalMaxUs = 1000000;
 
 // Reads both variables through `get` into `config` (pm_sampling, pm_sampling_gpu_set,

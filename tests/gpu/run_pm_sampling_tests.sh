@@ -8,7 +8,9 @@
 #              inside the trace span and the samples aligned with the kernels (best shift within
 #              two intervals of 0); the Perfetto, Chrome and CSV exports carry the counters, and
 #              the summary has the per-range table (copy, idle, fma)
-#   fast       the same program at 20 us: the same checks
+#              and at most 1 % of the samples lost (Stats.pm_samples_dropped, kptrace info)
+#   too_fast   KP_PM_INTERVAL_US=20, below the 100 us minimum (decoding cannot keep up): one
+#              line names the range, PM sampling is off, the program and its trace are unharmed
 #   two_procs  two copies of the program at once on one GPU: one samples, the other says in one
 #              line that another process samples the GPU; both exit 0 with their traces
 #   reset      the program ending with cudaDeviceReset: the sampling ends at the context's
@@ -51,7 +53,7 @@ main() {
   fi
 
   fidelity fidelity 100
-  fidelity fast 20
+  too_fast
   two_procs
   device_reset
   with_metrics
@@ -119,6 +121,14 @@ fidelity() {
     return
   fi
   count_checks "$PYTHON" "$REPO/tests/gpu/check_pm_sampling.py" "$T/${name}_csv" "$T/$name.out"
+  local info samples dropped
+  info=$("$KPTRACE" info "$T/$name.kptrace" 2>&1)
+  samples=$(awk '$1 == "pm_samples" {print $2}' <<<"$info")
+  dropped=$(awk '$1 == "pm_samples_dropped" {print $2}' <<<"$info")
+  samples=${samples:-0} dropped=${dropped:-0}
+  [[ $samples -gt 0 && $((dropped * 100)) -le $samples ]] &&
+    pass "$name/losses" "$dropped of $samples samples lost (limit 1 %)" ||
+    fail "$name/losses" "$dropped of $samples samples lost (limit 1 %)"
   local c
   c=$(grep -o '"ph":"C","name":"GPU 0 dram__bytes_read.sum.per_second"' "$T/$name.json" | wc -l)
   [[ $c -gt 10 ]] && pass "$name/chrome" "$c counter events for GPU 0 dram__bytes_read.sum.per_second" ||
@@ -193,6 +203,18 @@ with_metrics() {
   [[ $rc -eq 0 && $lines -eq 1 && $samples -eq 0 && $ranges -gt 0 ]] &&
     pass metrics/refused "one line refuses the combination; metrics measured $ranges ranges" ||
     fail metrics/refused "exit $rc, $lines refusal lines, $samples samples, $ranges metric ranges"
+}
+
+too_fast() {
+  kp too_fast KP_PM_SAMPLING=gpu KP_PM_INTERVAL_US=20 -- "$T/pm_sampling" --pause-ms 500 --reps 5
+  local rc=$? line kernels samples
+  line=$(grep -c 'KP_PM_INTERVAL_US="20".*from 100 to 1000000.*PM sampling is off' "$T/too_fast.err")
+  "$KPTRACE" convert "$T/too_fast.kptrace" --to csv -o "$T/too_fast_csv" --no-progress >/dev/null 2>&1
+  kernels=$(($(wc -l <"$T/too_fast_csv/kernels.csv") - 1))
+  samples=$(($(wc -l <"$T/too_fast_csv/pm_samples.csv") - 1))
+  [[ $rc -eq 0 && $line -eq 1 && $kernels -gt 0 && $samples -eq 0 ]] &&
+    pass too_fast "one line refuses 20 us and names the range; $kernels kernels traced, no samples" ||
+    fail too_fast "exit $rc, $line matching lines, $kernels kernels, $samples samples"
 }
 
 bad_name() {

@@ -16,6 +16,8 @@
 
 #include "common/pm_counters.h"
 #include "inject/config/config.h"
+#include "inject/pm_sampling/pm_sampling_config.h"
+#include "inject/pm_sampling/pm_session.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "tools/kptrace/commands.h"
@@ -46,11 +48,11 @@ TEST(PmSamplingConfig, OffByDefaultGpuSetAndLists) {
   EXPECT_TRUE(c.pm_sampling.empty());
   EXPECT_EQ(c.pm_interval_us, 1000u);
 
-  c = ParseVars({{"KP_PM_SAMPLING", "gpu"}, {"KP_PM_INTERVAL_US", "20"}}, &errors);
+  c = ParseVars({{"KP_PM_SAMPLING", "gpu"}, {"KP_PM_INTERVAL_US", "100"}}, &errors);
   EXPECT_TRUE(errors.empty());
   EXPECT_EQ(c.pm_sampling, PmGpuCounterSet());
   EXPECT_TRUE(c.pm_sampling_gpu_set);
-  EXPECT_EQ(c.pm_interval_us, 20u);
+  EXPECT_EQ(c.pm_interval_us, 100u);
 
   c = ParseVars(
       {{"KP_PM_SAMPLING", " dram__bytes_read.sum, sm__cycles_active.avg,dram__bytes_read.sum"}},
@@ -78,8 +80,10 @@ TEST(PmSamplingConfig, BadValuesTurnSamplingOffNotTracing) {
            {"KP_PM_SAMPLING", "gpu,DRAM", "\"DRAM\" is not a counter name"},
            {"KP_PM_SAMPLING", "sm__cycles_active.avg,on", "\"on\" is not a counter name"},
            {"KP_PM_SAMPLING", "dram__bytes_read.sum,,", "\"(empty)\" is not a counter name"},
-           {"KP_PM_INTERVAL_US", "5", "from 10 to 1000000"},
-           {"KP_PM_INTERVAL_US", "1ms", "from 10 to 1000000"}}) {
+           {"KP_PM_INTERVAL_US", "5", "from 100 to 1000000"},
+           {"KP_PM_INTERVAL_US", "99", "cannot keep up"},
+           {"KP_PM_INTERVAL_US", "1000001", "from 100 to 1000000"},
+           {"KP_PM_INTERVAL_US", "1ms", "from 100 to 1000000"}}) {
     std::vector<ConfigError> errors;
     std::map<std::string, std::string> vars = {{"KP_PM_SAMPLING", "gpu"}};
     vars[var] = value;
@@ -282,6 +286,25 @@ TEST(PmSamplingCsv, OneColumnPerCounterWithRates) {
   }
   EXPECT_EQ(rows, 30);
   EXPECT_TRUE(saw_copy);
+}
+
+TEST(PmSamplingDecode, PeriodAndImageFollowTheInterval) {
+  // 512 intervals per decode, clamped to 10..200 ms; the image holds two periods, 64..2048.
+  EXPECT_EQ(PmDecodePeriodMs(100'000), 51u);
+  EXPECT_EQ(PmImageSamples(100'000), 1020u);
+  EXPECT_EQ(PmDecodePeriodMs(1'000'000), 200u);  // the default 1 ms: 200 samples per decode
+  EXPECT_EQ(PmImageSamples(1'000'000), 400u);
+  EXPECT_EQ(PmDecodePeriodMs(1'000'000'000), 200u);
+  EXPECT_EQ(PmImageSamples(1'000'000'000), 64u);
+  EXPECT_EQ(PmDecodePeriodMs(10'000), 10u);  // faster than the configurable minimum
+  EXPECT_EQ(PmImageSamples(10'000), 2000u);
+  EXPECT_EQ(PmImageSamples(1'000), 2048u);
+  // Every configurable interval: the image holds at least two periods' samples (or 2048).
+  for (uint64_t us = kPmIntervalMinUs; us <= kPmIntervalMaxUs; us = us * 3 / 2) {
+    const uint64_t ns = us * 1000;
+    const uint64_t per_period = PmDecodePeriodMs(ns) * 1000000 / ns;
+    EXPECT_GE(PmImageSamples(ns), std::min<uint64_t>(2 * per_period, 2048)) << us;
+  }
 }
 
 }  // namespace

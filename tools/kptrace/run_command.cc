@@ -37,7 +37,7 @@ const FlagVariable kFlags[] = {
     {"--metrics-nvtx-include", nullptr, "KP_METRICS_NVTX_INCLUDE",
      "measure kernels inside these NVTX ranges (globs)"},
     {"--pm-sampling", nullptr, "KP_PM_SAMPLING", "off | gpu | PM-sampling counter names"},
-    {"--pm-interval-us", nullptr, "KP_PM_INTERVAL_US", "PM sampling interval, 10..1000000 us"},
+    {"--pm-interval-us", nullptr, "KP_PM_INTERVAL_US", "PM sampling interval, 100..1000000 us"},
     {"--flush-ms", nullptr, "KP_FLUSH_MS", "ms between chunk writes"},
     {"--buffer-mb", nullptr, "KP_BUFFER_MB", "cap on CUPTI buffer memory"},
     {"--compression", nullptr, "KP_COMPRESSION", "zstd[:level] | none"},
