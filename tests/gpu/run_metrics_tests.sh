@@ -25,11 +25,24 @@
 # lost data. The checker accepts that only where told to, `expect allow_untimed_kernels=1`,
 # which this script adds for the kernel-mode runs alone.
 #
+# (k) "cache" section (CACHE_TESTS=1, the default; ONLY=cache runs it alone, ~150 s on an H200):
+# kernel mode must start every measured kernel from a flushed L2, as ncu's default
+# --cache-control all does. tests/gpu/programs/metrics_cache.cu runs write_heavy (512 MiB of
+# writes: an L2 full of dirty lines), read_only, reduction, atomic_hist and a cuBLAS SGEMM 4096^3,
+# each in an NVTX range of its name, with NO l2_clean between them; metrics_cache_triton.py runs a
+# Triton fp16 matmul 4096^3 after a 512 MiB torch fill_. Both run under ncu --clock-control none
+# --cache-control all (sol + lts__t_bytes.sum) and under kp kernel mode with a one-pass set (dram
+# bytes, time, lts__t_bytes.sum) and with sol,lts__t_bytes.sum (9 passes); metrics_cache also in
+# range mode (one-pass set, --metrics-cache range). compare_cache.py: per kernel (median over its
+# launches, warm-up dropped) and metric, PASS within 2 % of ncu, or within 1 MB for byte metrics.
+#
 # Logs to $OUT/metrics_tests.log ($OUT: a fresh temporary directory if unset) with PASS/FAIL/
 # KNOWN lines and a final "N passed, M failed, K known"; traces, CSVs and summaries go to
 # $OUT/metrics_traces.tar.gz. With no usable GPU it prints "SKIP: no GPU (<reason>)", exits 0.
 #
-# Environment: OUT, KP_NVIDIA_SMI, NVCC, NCU, PYTHON, KP_TRACE_EXPECT, REPS (default 12).
+# Environment: OUT, KP_NVIDIA_SMI, NVCC, NCU, PYTHON, KP_TRACE_EXPECT, REPS (default 12);
+# CACHE_TESTS (1: run the cache section, 0: skip it), ONLY (cache: run only the cache section),
+# CACHE_REPS (default 3), CACHE_KERNEL_FLAGS (extra kptrace run flags for its kernel-mode runs).
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -49,6 +62,15 @@ TRAIN_STEPS=30
 RANGES=mem,mma,mma_tiled
 NCU_KERNELS='vec_add|gemm|matmul_tiled'
 OWN_KERNELS='fill_values|vec_add|matmul_tiled|l2_clean'
+CACHE_TESTS=${CACHE_TESTS:-1}
+ONLY=${ONLY:-}
+CACHE_REPS=${CACHE_REPS:-3}
+CACHE_KERNEL_FLAGS=${CACHE_KERNEL_FLAGS:-}
+CACHE_M1=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,lts__t_bytes.sum
+CACHE_MSOL="$SOL_NAMES,lts__t_bytes.sum"  # what KP_METRICS=sol,lts__t_bytes.sum expands to
+CACHE_RANGES=write_heavy,read_only,reduction,atomic_hist,gemm_cublas
+CACHE_KERNELS='write_heavy|read_only|reduction|atomic_hist|gemm'
+TRITON_KERNEL=kp_triton_matmul
 
 passed=0
 failed=0
@@ -166,6 +188,126 @@ kernel_records() {
     --own-regex "$OWN_KERNELS" --library-regex gemm --library-calls "${calls:-0}" --label "$name"
 }
 
+# cache_ncu NAME -k regex:RE CMD...: ncu --clock-control none --cache-control all with the sol
+# set plus lts__t_bytes.sum on CMD, profiling only the kernels matching RE; raw-page CSV in base
+# units to $T/NAME.csv (compare_metrics.py's read_ncu reads it). 200 s limit.
+cache_ncu() {
+  local name=$1
+  shift
+  echo
+  echo "=== $name: ncu --clock-control none --cache-control all --metrics \$CACHE_MSOL $*"
+  local start=$SECONDS
+  timeout 200 "$NCU" --clock-control none --cache-control all --metrics "$CACHE_MSOL" --csv \
+    --page raw --print-units base "$@" >"$T/$name.csv" 2>"$T/$name.err"
+  local rc=$?
+  grep -v '^"' "$T/$name.csv" | grep -v '^expect ' | tail -n 15 | sed 's/^/    out: /'
+  tail -n 10 "$T/$name.err" | sed 's/^/    err: /'
+  echo "    exit status $rc after $((SECONDS - start)) s, $(grep -c '^"' "$T/$name.csv") CSV lines"
+  if [[ $rc -ne 0 ]]; then
+    fail "$name/run" "ncu exit status $rc"
+    return 1
+  fi
+  pass "$name/run" "exit status 0"
+}
+
+# cache_results LABEL PROGRAM: the program checked its own results under kp ("checks ok").
+cache_results() {
+  if grep -q "^info $2: .*checks ok" "$T/$1.out"; then
+    pass "$1/results" "the program's results are right under kp"
+  else
+    fail "$1/results" "$(grep "^info $2" "$T/$1.out" | tail -n 3)"
+  fi
+}
+
+# cache_compare LABEL MODE METRICS NCU_NAME [compare_cache.py flags...]: kp's run LABEL (its CSV
+# directory $T/LABEL_csv) against ncu's $T/NCU_NAME.csv, kernel by kernel.
+cache_compare() {
+  local label=$1 mode=$2 metrics=$3 ncu_name=$4
+  shift 4
+  echo "--- $label against $ncu_name (compare_cache.py, $mode mode)"
+  count_checks "$PYTHON" "$REPO/tests/gpu/compare_cache.py" --label "$label" --mode "$mode" \
+    --kp "$T/${label}_csv" --ncu "$T/$ncu_name.csv" --metrics "$metrics" "$@"
+}
+
+# (k) The cache section: kernel mode starts every measured kernel from a flushed L2, as ncu's
+# default --cache-control all does (header; metrics_cache.cu's header says what each kernel
+# leaves in L2 for the next). ncu profiles CACHE_REPS + 1 launches of each kernel and kp's
+# kernel-mode runs measure as many (the first, a warm-up outside the ranges, is dropped on both
+# sides); the range-mode run gets one repetition more, since KP_METRICS_SKIP=1 skips the first
+# occurrence of each range.
+cache_section() {
+  echo
+  echo "=== cache: kernel mode from a flushed L2 against ncu --cache-control all"
+  if "$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$BIN/metrics_cache" \
+    "$REPO/tests/gpu/programs/metrics_cache.cu" -ldl >"$WORK/build-cache.log" 2>&1; then
+    pass build/metrics_cache
+  else
+    fail build/metrics_cache "$(tail -n 5 "$WORK/build-cache.log")"
+    return 1
+  fi
+  local ncu_ok=0 kflags=()
+  # Word-split on purpose: CACHE_KERNEL_FLAGS holds flags such as "--metrics-cache range".
+  read -r -a kflags <<<"$CACHE_KERNEL_FLAGS"
+  if [[ -z $NCU ]]; then
+    fail cache_ncu "ncu not found (set NCU=/path/to/ncu)"
+  elif cache_ncu cache_ncu -k regex:"$CACHE_KERNELS" "$BIN/metrics_cache" --reps "$CACHE_REPS"; then
+    ncu_ok=1
+  fi
+
+  # kp kernel mode: LABEL, kp's --metrics, the names compared (sol expanded).
+  local label kp_metrics names
+  for label in cache_kernel1 cache_kernel_sol; do
+    kp_metrics=$CACHE_M1
+    names=$CACHE_M1
+    if [[ $label == cache_kernel_sol ]]; then
+      kp_metrics=sol,lts__t_bytes.sum
+      names=$CACHE_MSOL
+    fi
+    if kp_case "$label" --metrics "$kp_metrics" --metrics-mode kernel \
+      --metrics-kernels regex:"$CACHE_KERNELS" ${kflags[@]+"${kflags[@]}"} -- "$BIN/metrics_cache" \
+      --reps "$CACHE_REPS"; then
+      cache_results "$label" metrics_cache
+      check_trace "$label" allow_untimed_kernels=1
+      if [[ $ncu_ok -eq 1 ]]; then cache_compare "$label" kernel "$names" cache_ncu; fi
+    fi
+  done
+
+  if kp_case cache_range --metrics "$CACHE_M1" --metrics-ranges "$CACHE_RANGES" \
+    --metrics-cache range -- "$BIN/metrics_cache" --reps "$((CACHE_REPS + 1))"; then
+    check_trace cache_range
+    cache_results cache_range metrics_cache
+    if [[ $ncu_ok -eq 1 ]]; then cache_compare cache_range range "$CACHE_M1" cache_ncu; fi
+  fi
+
+  # Triton: one fp16 matmul kernel launched through the driver API, after a torch fill_.
+  if ! "$PYTHON" -c 'import torch, triton' >/dev/null 2>&1; then
+    fail cache_triton "$PYTHON cannot import torch and triton"
+    return 1
+  fi
+  local triton=("$PYTHON" "$REPO/tests/gpu/metrics_cache_triton.py" --reps "$CACHE_REPS")
+  ncu_ok=0
+  if [[ -n $NCU ]] && cache_ncu cache_ncu_triton -k regex:"$TRITON_KERNEL" "${triton[@]}"; then
+    ncu_ok=1
+  fi
+  for label in cache_triton1 cache_triton_sol; do
+    kp_metrics=$CACHE_M1
+    names=$CACHE_M1
+    if [[ $label == cache_triton_sol ]]; then
+      kp_metrics=sol,lts__t_bytes.sum
+      names=$CACHE_MSOL
+    fi
+    if kp_case "$label" --metrics "$kp_metrics" --metrics-mode kernel \
+      --metrics-kernels regex:"$TRITON_KERNEL" ${kflags[@]+"${kflags[@]}"} -- "${triton[@]}"; then
+      cache_results "$label" metrics_cache_triton
+      if [[ $ncu_ok -eq 1 ]]; then
+        cache_compare "$label" kernel "$names" cache_ncu_triton \
+          --kernel "gemm_triton=$TRITON_KERNEL"
+      fi
+    fi
+  done
+  return 0
+}
+
 main() {
   echo "kp metrics GPU tests: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(hostname)"
   local smi_out
@@ -210,6 +352,21 @@ main() {
   BIN="$WORK/bin"
   T="$WORK/metrics"
   mkdir -p "$BIN" "$T"
+
+  case "$ONLY" in
+    "") ;;
+    cache)
+      echo "ONLY=cache: the cache section alone"
+      cache_section
+      finish
+      [[ $failed -eq 0 ]]
+      return
+      ;;
+    *)
+      echo "FAIL: ONLY='$ONLY' is not a section (known: cache)"
+      return 2
+      ;;
+  esac
 
   echo
   echo "=== building metrics_sol with $NVCC (cuBLAS is dlopen'ed at run time: no -lcublas)"
@@ -451,6 +608,13 @@ main() {
     fi
   else
     fail pytorch "$PYTHON cannot import torch"
+  fi
+
+  if [[ $CACHE_TESTS == 1 ]]; then
+    cache_section
+  else
+    echo
+    echo "=== cache: skipped (CACHE_TESTS=$CACHE_TESTS)"
   fi
   finish
   [[ $failed -eq 0 ]]
