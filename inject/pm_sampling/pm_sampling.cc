@@ -182,15 +182,19 @@ class PmSampling::DeviceSampler {
     auto id = config_id_;
     owner_->post_([id, info](TraceEncoder& enc) { *id = enc.AddPmSampleConfig(info); });
 
-    const uint64_t period_ms = PmDecodePeriodMs(owner_->interval_ns_);
+    const std::chrono::milliseconds period(PmDecodePeriodMs(owner_->interval_ns_));
     int failures = 0;  // consecutive failed decodes
     bool decoded = false;
+    // Decodes on a fixed cadence: a decode that took long shortens the next wait instead of
+    // adding to it (at 100 us a decode takes about as long as the period).
+    auto next = std::chrono::steady_clock::now() + period;
     while (true) {
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (wake_.wait_for(lock, std::chrono::milliseconds(period_ms), [this] { return stop_; }))
+        if (wake_.wait_until(lock, next, [this] { return stop_; }))
           return;  // Finish (or the abandoned path) ends the session
       }
+      next = std::max(next + period, std::chrono::steady_clock::now());
       const StatusOr<PmDecode> r = DecodeAndPost();
       if (Is(r, PmDecode::kOk) && !decoded) {
         decoded = true;

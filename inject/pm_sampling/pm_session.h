@@ -62,13 +62,13 @@ inline uint64_t PmDecodePeriodMs(uint64_t interval_ns) {
   return ms < 10 ? 10 : ms > 200 ? 200 : ms;
 }
 
-// Samples the counter-data image holds: two decode periods' worth (a decode that comes late
+// Samples the counter-data image holds: four decode periods' worth (a decode that comes late
 // still fits), from 64 to 2048. Initializing the image before each decode costs in proportion to
 // its size (about 20 ms for 2048 samples of the `gpu` set on the H200 host), so it is not sized
 // for the worst case.
 inline uint32_t PmImageSamples(uint64_t interval_ns) {
   const uint64_t per_period = PmDecodePeriodMs(interval_ns) * 1000000 / interval_ns;
-  const uint64_t n = 2 * per_period;
+  const uint64_t n = 4 * per_period;
   return static_cast<uint32_t>(n < 64 ? 64 : n > 2048 ? 2048 : n);
 }
 

@@ -289,21 +289,21 @@ TEST(PmSamplingCsv, OneColumnPerCounterWithRates) {
 }
 
 TEST(PmSamplingDecode, PeriodAndImageFollowTheInterval) {
-  // 512 intervals per decode, clamped to 10..200 ms; the image holds two periods, 64..2048.
+  // 512 intervals per decode, clamped to 10..200 ms; the image holds four periods, 64..2048.
   EXPECT_EQ(PmDecodePeriodMs(100'000), 51u);
-  EXPECT_EQ(PmImageSamples(100'000), 1020u);
+  EXPECT_EQ(PmImageSamples(100'000), 2040u);
   EXPECT_EQ(PmDecodePeriodMs(1'000'000), 200u);  // the default 1 ms: 200 samples per decode
-  EXPECT_EQ(PmImageSamples(1'000'000), 400u);
+  EXPECT_EQ(PmImageSamples(1'000'000), 800u);
   EXPECT_EQ(PmDecodePeriodMs(1'000'000'000), 200u);
   EXPECT_EQ(PmImageSamples(1'000'000'000), 64u);
   EXPECT_EQ(PmDecodePeriodMs(10'000), 10u);  // faster than the configurable minimum
-  EXPECT_EQ(PmImageSamples(10'000), 2000u);
+  EXPECT_EQ(PmImageSamples(10'000), 2048u);
   EXPECT_EQ(PmImageSamples(1'000), 2048u);
   // Every configurable interval: the image holds at least two periods' samples (or 2048).
   for (uint64_t us = kPmIntervalMinUs; us <= kPmIntervalMaxUs; us = us * 3 / 2) {
     const uint64_t ns = us * 1000;
     const uint64_t per_period = PmDecodePeriodMs(ns) * 1000000 / ns;
-    EXPECT_GE(PmImageSamples(ns), std::min<uint64_t>(2 * per_period, 2048)) << us;
+    EXPECT_GE(PmImageSamples(ns), std::min<uint64_t>(4 * per_period, 2048)) << us;
   }
 }
 
