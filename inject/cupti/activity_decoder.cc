@@ -207,7 +207,8 @@ void ActivityDecoder::DecodeKernel(const CUpti_ActivityKernel10& r) {
   if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
   if (r.isDeviceLaunched) k.flags |= RecordFlag::kDeviceLaunched;
   k.name = r.name != nullptr ? r.name : "<unknown>";
-  if (collector_ != nullptr && collector_->IsProfilerInternalKernel(k.name)) {
+  if (collector_ != nullptr && (collector_->IsProfilerInternalKernel(k.name) ||
+                                collector_->IsProfilerInternalLaunch(r.correlationId))) {
     k.flags |= RecordFlag::kProfilerInternal;
     ++encoder_->stats().profiler_internal_kernels;
   }

@@ -2,13 +2,16 @@
 // (cupti_range_profiler.h) and the Profiler Host API (common/metric_plan.h). Every call that can
 // fail returns one message naming the call and, for counter-access results, the fix.
 #include <cupti.h>
+#include <cupti_checkpoint.h>
 #include <cupti_profiler_target.h>
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
+#include <dlfcn.h>
 
 #include <cmath>
 #include <cstdio>
 #include <mutex>
+#include <string>
 
 #include "common/metric_plan.h"
 #include "inject/cupti/driver_symbol.h"
@@ -25,6 +28,31 @@ double MsSince(std::chrono::steady_clock::time_point t0) {
 }
 
 Status Call(const char* name, CUptiResult r) { return CheckCuptiCall(name, r); }
+
+// CUPTI's checkpoint API lives in libcheckpoint.so (next to libcupti; kp's install bundles it),
+// loaded at the first multi-pass kernel kp replays itself.
+struct CheckpointApi {
+  using Fn = CUptiResult (*)(NV::Cupti::Checkpoint::CUpti_Checkpoint*);
+  Fn save = nullptr, restore = nullptr, free = nullptr;
+};
+
+StatusOr<const CheckpointApi*> LoadCheckpointApi() {
+  static const CheckpointApi api = [] {
+    CheckpointApi a;
+    void* lib = dlopen("libcheckpoint.so", RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return a;
+    a.save = reinterpret_cast<CheckpointApi::Fn>(dlsym(lib, "cuptiCheckpointSave"));
+    a.restore = reinterpret_cast<CheckpointApi::Fn>(dlsym(lib, "cuptiCheckpointRestore"));
+    a.free = reinterpret_cast<CheckpointApi::Fn>(dlsym(lib, "cuptiCheckpointFree"));
+    return a;
+  }();
+  if (!api.save || !api.restore || !api.free)
+    return Status::Error(
+        "kernel replay: CUPTI's checkpoint library (libcheckpoint.so) was not found; kernel mode "
+        "needs it for a multi-pass set: put it next to libkpinject.so (kp's install does), or "
+        "use a single-pass set or KP_METRICS_CACHE=none");
+  return &api;
+}
 
 class CuptiProfilerSession final : public ProfilerSession {
  public:
@@ -80,8 +108,8 @@ class CuptiProfilerSession final : public ProfilerSession {
   }
 
  protected:
-  Status DoEnable(MetricsMode mode, size_t max_ranges) override {
-    mode_ = mode;
+  Status DoEnable(RangeReplay replay, size_t max_ranges) override {
+    replay_ = replay;
     max_ranges_ = max_ranges;
     CUpti_RangeProfiler_Enable_Params en{};
     en.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
@@ -126,8 +154,9 @@ class CuptiProfilerSession final : public ProfilerSession {
     sc.pConfig = plan_.config_image.data();
     sc.counterDataImageSize = image_.size();
     sc.pCounterDataImage = image_.data();
-    sc.range = mode_ == MetricsMode::kKernel ? CUPTI_AutoRange : CUPTI_UserRange;
-    sc.replayMode = mode_ == MetricsMode::kKernel ? CUPTI_KernelReplay : CUPTI_UserReplay;
+    sc.range = replay_ == RangeReplay::kUserRangesUserReplay ? CUPTI_UserRange : CUPTI_AutoRange;
+    sc.replayMode =
+        replay_ == RangeReplay::kAutoRangesKernelReplay ? CUPTI_KernelReplay : CUPTI_UserReplay;
     sc.maxRangesPerPass = max_ranges_;
     sc.numNestingLevels = 1;
     sc.minNestingLevel = 1;
@@ -214,6 +243,52 @@ class CuptiProfilerSession final : public ProfilerSession {
     return out;
   }
 
+  Status DoSynchronizeContext() override {
+    static const auto push = FindDriverSymbol<CUresult (*)(CUcontext)>("cuCtxPushCurrent_v2");
+    static const auto pop = FindDriverSymbol<CUresult (*)(CUcontext*)>("cuCtxPopCurrent_v2");
+    static const auto sync = FindDriverSymbol<CUresult (*)()>("cuCtxSynchronize");
+    if (!push || !pop || !sync) return Status::Error("kernel replay: no cuCtxSynchronize");
+    if (push(ctx_) != CUDA_SUCCESS) return Status::Error("kernel replay: cuCtxPushCurrent failed");
+    const CUresult r = sync();
+    CUcontext popped = nullptr;
+    pop(&popped);
+    if (r != CUDA_SUCCESS)
+      return Status::Error("kernel replay: cuCtxSynchronize failed (CUresult " +
+                           std::to_string(static_cast<int>(r)) + ")");
+    return Status();
+  }
+
+  Status DoSaveMemory() override {
+    using NV::Cupti::Checkpoint::CUpti_Checkpoint;
+    if (!checkpoint_saved_) {
+      checkpoint_ = CUpti_Checkpoint{};
+      checkpoint_.structSize = CUpti_Checkpoint_STRUCT_SIZE;
+      checkpoint_.ctx = ctx_;
+      checkpoint_.allowOverwrite = 1;
+    }
+    StatusOr<const CheckpointApi*> api = LoadCheckpointApi();
+    if (!api.ok()) return api.status();
+    if (Status s = Call("cuptiCheckpointSave", api.value()->save(&checkpoint_)); !s.ok()) return s;
+    checkpoint_saved_ = true;
+    return Status();
+  }
+
+  Status DoRestoreMemory() override {
+    if (!checkpoint_saved_) return Status::Error("kernel replay: no checkpoint to restore");
+    StatusOr<const CheckpointApi*> api = LoadCheckpointApi();
+    if (!api.ok()) return api.status();
+    return Call("cuptiCheckpointRestore", api.value()->restore(&checkpoint_));
+  }
+
+  void DoFreeMemory() override {
+    if (!checkpoint_saved_) return;
+    checkpoint_saved_ = false;
+    if (StatusOr<const CheckpointApi*> api = LoadCheckpointApi(); api.ok())
+      api.value()->free(&checkpoint_);
+  }
+
+  Status DoRelaunch(const KernelLaunch& launch) override { return kp::Relaunch(launch); }
+
   Status DoDisable() override {
     CUpti_RangeProfiler_Disable_Params d{};
     d.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE;
@@ -224,13 +299,15 @@ class CuptiProfilerSession final : public ProfilerSession {
 
  private:
   CUcontext ctx_;
-  MetricsMode mode_ = MetricsMode::kRange;
+  RangeReplay replay_ = RangeReplay::kUserRangesUserReplay;
   size_t max_ranges_ = 0;
   MetricPlan plan_;
   std::vector<const char*> metric_ptrs_;
   CUpti_RangeProfiler_Object* obj_ = nullptr;
   std::vector<uint8_t> image_;
   L2Sweep sweep_;
+  NV::Cupti::Checkpoint::CUpti_Checkpoint checkpoint_{};
+  bool checkpoint_saved_ = false;
 };
 
 class CuptiProfilerBackend final : public ProfilerBackend {

@@ -15,7 +15,14 @@
 namespace kp {
 
 struct KernelLaunch {
-  enum class Form { kKernel, kKernelPtsz, kKernelEx, kKernelExPtsz, kCooperative, kCooperativePtsz };
+  enum class Form {
+    kKernel,
+    kKernelPtsz,
+    kKernelEx,
+    kKernelExPtsz,
+    kCooperative,
+    kCooperativePtsz
+  };
   Form form = Form::kKernel;
   CUfunction function = nullptr;
   unsigned grid[3] = {1, 1, 1}, block[3] = {1, 1, 1};

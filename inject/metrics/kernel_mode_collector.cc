@@ -1,5 +1,6 @@
 #include "inject/metrics/kernel_mode_collector.h"
 
+#include <chrono>
 #include <cstdlib>
 
 #include "inject/log/log.h"
@@ -13,6 +14,23 @@ thread_local int t_runtime_launch_depth = 0;
 // inside it (which has the name), still before the kernel runs.
 thread_local bool t_deferred_to_driver = false;
 
+// kp's own replay, per thread: the outermost runtime launch's decision, and the driver launch
+// being measured between its entry and exit callbacks.
+struct OwnReplayThread {
+  int runtime_depth = 0;
+  bool runtime_selected = false;  // measure the driver launch inside it
+  bool runtime_deferred = false;  // no symbol name: decide at the driver launch inside it
+  std::string runtime_name;
+  uint32_t runtime_correlation = 0;
+  void* measuring = nullptr;  // KernelContext*, its mu locked by this thread
+  KernelLaunch launch;
+};
+thread_local OwnReplayThread t_own;
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 struct KernelModeCollector::KernelContext : Context {
@@ -22,11 +40,14 @@ struct KernelModeCollector::KernelContext : Context {
   uint64_t graph_launches = 0;
   uint64_t index_mismatches = 0;
   uint64_t range_number_mismatches = 0;  // CUPTI's range number != launch number
+  Result measuring;                      // kp's own replay: the kernel between entry and exit
+  uint64_t failed_launches = 0;          // kp's own replay: the application's launch failed
 };
 
 KernelModeCollector::KernelModeCollector(const Config& config, std::vector<std::string> metrics,
                                          EncoderPost post, std::unique_ptr<ProfilerBackend> backend)
     : ProfilerCollector(config, std::move(metrics), std::move(post), std::move(backend)),
+      own_replay_(config.metrics_cache != MetricsCache::kNone),
       selector_(config),
       nvtx_include_(config.metrics_nvtx_include) {}
 
@@ -87,6 +108,10 @@ Status KernelModeCollector::FlushLocked(Context* c, std::vector<Result>* results
 void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                    const CUpti_CallbackData* data) {
   if (!data) return;
+  if (own_replay_) {
+    OnLaunchOwnReplay(domain, cbid, data);
+    return;
+  }
   bool kernel = IsKernelLaunch(domain, cbid);
   bool graph = !kernel && IsGraphLaunch(domain, cbid);
   if (!kernel && !graph) return;
@@ -172,6 +197,229 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
   if (!status.ok()) Fail(status);
 }
 
+// ---- kp's own replay ----
+
+bool KernelModeCollector::Admissible(bool count_capture_skip) {
+  if (off_.load(std::memory_order_relaxed)) return false;
+  if (torn_down_.load(std::memory_order_acquire)) return false;
+  if (gate_.active()) {
+    if (count_capture_skip) skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  return true;
+}
+
+void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                                            const CUpti_CallbackData* data) {
+  const bool kernel = IsKernelLaunch(domain, cbid);
+  if (!kernel && !IsGraphLaunch(domain, cbid)) return;
+  OwnReplayThread& t = t_own;
+  const bool exit = data->callbackSite == CUPTI_API_EXIT;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    if (exit) {
+      if (t.runtime_depth > 0 && --t.runtime_depth == 0)
+        t.runtime_selected = t.runtime_deferred = false;
+      return;
+    }
+    if (t.runtime_depth++ > 0 || !kernel) return;  // graphs are not measured per kernel
+    if (!Admissible(/*count_capture_skip=*/true)) return;
+    const char* symbol = data->symbolName;
+    if (selector_.active()) {
+      if (!symbol || !*symbol) {
+        t.runtime_deferred = true;
+        return;
+      }
+      if (!selector_.Select(symbol, selector_.wants_nvtx() && InIncludedRange())) {
+        NotSelected(data->context);
+        return;
+      }
+    }
+    t.runtime_selected = true;
+    t.runtime_name = symbol ? symbol : "";
+    t.runtime_correlation = data->correlationId;
+    return;
+  }
+  // Driver domain.
+  if (exit) {
+    if (kernel && t.measuring != nullptr) FinishOwnReplay(data);
+    return;
+  }
+  if (!kernel || t.measuring != nullptr) return;
+  std::string name;
+  uint32_t correlation = 0;
+  if (t.runtime_depth > 0) {
+    // The driver launch inside a runtime launch: the runtime call decided (or deferred).
+    if (t.runtime_deferred) {
+      t.runtime_deferred = false;
+      if (!Admissible(/*count_capture_skip=*/false)) return;
+      if (!selector_.Select(data->symbolName, selector_.wants_nvtx() && InIncludedRange())) {
+        NotSelected(data->context);
+        return;
+      }
+      name = data->symbolName ? data->symbolName : "";
+    } else if (t.runtime_selected) {
+      t.runtime_selected = false;
+      name = !t.runtime_name.empty() || !data->symbolName ? t.runtime_name : data->symbolName;
+    } else {
+      return;
+    }
+    correlation = t.runtime_correlation;  // the kernel record carries the runtime call's id
+  } else {
+    if (!Admissible(/*count_capture_skip=*/true)) return;
+    if (selector_.active() &&
+        !selector_.Select(data->symbolName, selector_.wants_nvtx() && InIncludedRange())) {
+      NotSelected(data->context);
+      return;
+    }
+    name = data->symbolName ? data->symbolName : "";
+    correlation = data->correlationId;
+  }
+  KernelLaunch launch;
+  if (!ReadKernelLaunch(cbid, data->functionParams, &launch)) {
+    unreplayable_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  auto* p = static_cast<KernelContext*>(ProfilerFor(data->context));
+  if (!p) return;
+  if (BeginOwnReplay(p, name, correlation, launch)) {
+    t.measuring = p;
+    t.launch = launch;
+  }
+}
+
+Status KernelModeCollector::BeginPass(KernelContext* p) {
+  if (Status s = p->session->SynchronizeContext(); !s.ok()) return s;
+  // The sweep runs before the Start: with auto ranges every kernel launched while the profiler
+  // runs is a range.
+  auto t0 = std::chrono::steady_clock::now();
+  const Status swept = p->session->SweepL2();
+  p->session->AddTime(SessionCall::kSweep, MsSince(t0));
+  if (!swept.ok()) return swept;
+  return p->session->Start();
+}
+
+bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& name,
+                                         uint32_t correlation, const KernelLaunch&) {
+  p->mu.lock();
+  if (p->closed || gate_.active()) {
+    p->mu.unlock();
+    return false;
+  }
+  Status status;
+  if (p->setup.num_passes > 1) {
+    // The memory the first pass starts from, for the others (after a synchronize, so that the
+    // application's earlier work is in it).
+    status = p->session->SynchronizeContext();
+    if (status.ok()) status = p->session->SaveMemory();
+  }
+  if (status.ok()) status = BeginPass(p);
+  if (!status.ok()) {
+    p->closed = true;
+    p->session->Disable();
+    p->mu.unlock();
+    Fail(status);
+    return false;
+  }
+  Result& r = p->measuring;
+  r = Result();
+  r.name = name;
+  r.occurrence = p->launch_index++;
+  r.occurrences_used = 1;
+  r.start = r.end = backend_->Now();
+  r.thread_id = ThreadId();
+  r.device = p->setup.device;
+  r.context = p->setup.context_id;
+  r.correlation = correlation;
+  if (p->setup.num_passes > 1) {
+    std::lock_guard<std::mutex> lock(internal_mu_);
+    internal_launches_[correlation] =
+        Relaunched{false, static_cast<uint32_t>(p->setup.num_passes - 1)};
+    any_internal_launch_.store(true, std::memory_order_release);
+  }
+  return true;  // p->mu stays locked until the launch's exit
+}
+
+void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
+  OwnReplayThread& t = t_own;
+  auto* p = static_cast<KernelContext*>(t.measuring);
+  t.measuring = nullptr;
+  const bool launched = data->functionReturnValue == nullptr ||
+                        *static_cast<const CUresult*>(data->functionReturnValue) == CUDA_SUCCESS;
+  Status status;
+  StatusOr<bool> all = p->session->Stop();
+  if (!all.ok()) status = all.status();
+  size_t passes = 1;
+  while (status.ok() && launched && !all.value()) {
+    if (passes++ > p->setup.num_passes) {
+      status = Status::Error("kernel replay: CUPTI wanted more than the " +
+                             std::to_string(p->setup.num_passes) + " passes of the set");
+      break;
+    }
+    status = p->session->RestoreMemory();
+    if (status.ok()) status = BeginPass(p);
+    if (status.ok()) status = p->session->Relaunch(t.launch);
+    if (status.ok()) {
+      all = p->session->Stop();
+      if (!all.ok()) status = all.status();
+    }
+  }
+  if (passes - 1 < p->setup.num_passes - 1 && p->setup.num_passes > 1) {
+    // Fewer relaunches than announced (a failure, a failed launch): expect only those.
+    std::lock_guard<std::mutex> lock(internal_mu_);
+    auto it = internal_launches_.find(p->measuring.correlation);
+    if (it != internal_launches_.end()) {
+      it->second.relaunches = static_cast<uint32_t>(passes - 1);
+      if (passes == 1 && it->second.first_seen) internal_launches_.erase(it);
+    }
+  }
+  p->session->FreeMemory();
+  std::vector<Result> results;
+  if (status.ok() && p->session->started()) {
+    StatusOr<bool> stopped = p->session->Stop();
+    if (!stopped.ok()) status = stopped.status();
+  }
+  if (status.ok()) {
+    // Decoding also re-arms the image: an unfinished cycle (a failed launch) is dropped there.
+    uint64_t dropped = 0;
+    StatusOr<std::vector<DecodedRange>> decoded =
+        p->session->Decode([](size_t i, const std::string&) { return i == 0; }, &dropped);
+    if (!decoded.ok()) {
+      status = decoded.status();
+    } else if (!launched) {
+      ++p->failed_launches;
+    } else if (decoded.value().empty()) {
+      ++p->ranges_dropped;
+    } else {
+      Result r = std::move(p->measuring);
+      r.values = std::move(decoded.value().front().values);
+      results.push_back(std::move(r));
+    }
+  }
+  if (!status.ok()) {
+    p->closed = true;
+    p->session->Disable();
+  }
+  p->mu.unlock();
+  PostResults(p, std::move(results));
+  if (!status.ok()) Fail(status);
+}
+
+bool KernelModeCollector::IsProfilerInternalLaunch(uint32_t correlation) const {
+  if (!any_internal_launch_.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(internal_mu_);
+  auto it = internal_launches_.find(correlation);
+  if (it == internal_launches_.end()) return false;
+  Relaunched& r = it->second;
+  if (!r.first_seen) {  // the application's own launch (the first pass) completes first
+    r.first_seen = true;
+    if (r.relaunches == 0) internal_launches_.erase(it);
+    return false;
+  }
+  if (r.relaunches == 0) return false;
+  if (--r.relaunches == 0) internal_launches_.erase(it);
+  return true;
+}
+
 void KernelModeCollector::NotSelected(CUcontext ctx) {
   if (selector_.done()) {
     // The launch count is reached: flush and disable every context's profiler, once.
@@ -239,6 +487,14 @@ void KernelModeCollector::OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* da
 }
 
 void KernelModeCollector::ShutdownNotices() {
+  if (const uint64_t n = unreplayable_.load(); n > 0) {
+    std::string msg = std::to_string(n) +
+                      " selected kernel launch(es) not measured: launched with a driver call kp "
+                      "cannot issue again for its own replay (cuLaunchGrid and similar); "
+                      "KP_METRICS_CACHE=none measures them with CUPTI's kernel replay";
+    Log(LogSeverity::kWarning, "metrics: %s", msg.c_str());
+    Notice(kNoticeWarning, msg);
+  }
   if (!selector_.active() || selector_.launches_selected() > 0) return;
   std::string msg = "no kernel launch was selected by " + selector_.Describe() + " (" +
                     std::to_string(selector_.launches_seen()) + " launch(es) seen, " +
@@ -250,6 +506,9 @@ void KernelModeCollector::ShutdownNotices() {
 
 void KernelModeCollector::FinalNotices(Context* c, std::vector<std::string>* warnings) {
   auto* p = static_cast<KernelContext*>(c);
+  if (p->failed_launches)
+    warnings->push_back(std::to_string(p->failed_launches) +
+                        " measured kernel launch(es) failed in the application; no values");
   if (p->ranges_dropped || p->graph_launches || p->index_mismatches || p->range_number_mismatches)
     warnings->push_back(
         std::to_string(p->ranges_dropped) + " measured range(s) dropped or incomplete, " +

@@ -1,23 +1,38 @@
-// kernel_mode_collector.h: KP_METRICS_MODE=kernel. CUPTI's range profiler with auto ranges and
-// kernel replay, started at the first launch; each range is one kernel, in launch order,
-// matched to the launch callbacks (correlation id, symbol name). Every kKernelsPerBatch
-// launches the batch is stopped, decoded and posted. Kernels are serialized and replayed once
-// per pass: ncu-like values at ncu-like cost. Graph launches are not measured per kernel (the
-// batch is closed before them). No L2 sweep: CUPTI replays each kernel internally and nothing
-// can run between its passes; with a multi-pass set every kernel reads ~8-23 MB more
-// dram__bytes_write on the H200 than with a single-pass one (a warning says so at set-up).
+// kernel_mode_collector.h: KP_METRICS_MODE=kernel. Each measured kernel is one range, matched to
+// its launch (correlation id, symbol name). Two ways, chosen by KP_METRICS_CACHE:
 //
-// Stream capture (capture_gate.h): at a capture begin the batch is stopped (a started profiler
-// would invalidate the capture) and decoded at the next launch after the capture, so the
-// application's cudaStreamBeginCapture callback makes one CUPTI call at most; launches during
-// a capture are not measured (counted, a notice at exit).
+//  - kp's own replay (KP_METRICS_CACHE=pass or range, the default): user ranges and user replay.
+//    The profiler runs with auto ranges (CUPTI brackets each kernel itself, so time and
+//    throughput cover the kernel alone) and user replay (kp decides what runs between passes).
+//    At the entry of the kernel's driver launch kp waits for the context (cuCtxSynchronize),
+//    saves its device memory when the set needs several passes (CUPTI checkpoint), reads the L2
+//    out (l2_sweep.h: the kernel starts from an L2 holding no dirty line, as under ncu's
+//    default --cache-control all) and starts the profiler; the application's launch is the
+//    first pass. At the launch's exit kp stops the profiler; for each further pass it restores
+//    the memory, sweeps the L2 again, starts, launches the kernel again itself (same function,
+//    grid, arguments and stream; kernel_launch.h) and stops, then decodes the one range. The
+//    application's launch keeps its timestamps; CUPTI gives the relaunches the application
+//    call's correlation id, and kp marks every record of that id after the first one
+//    profiler-internal. The context's mutex is held from the entry to the exit, so measured
+//    kernels are serialized like under ncu. A launch whose callback carries no parameters is
+//    counted and not measured.
+//  - CUPTI's kernel replay (KP_METRICS_CACHE=none): auto ranges, started at the first launch;
+//    every kKernelsPerBatch launches the batch is stopped, decoded and posted. CUPTI replays
+//    each kernel internally with no cache control between kernels or passes; replayed kernels
+//    have no timestamps.
+//
+// Graph launches are not measured per kernel.
+//
+// Stream capture (capture_gate.h): launches during a capture are not measured (counted, a
+// notice at exit); with CUPTI's replay, at a capture begin the batch is stopped (a started
+// profiler would invalidate the capture) and decoded at the next launch after the capture.
 //
 // Targeting (kernel_selector.h: KP_METRICS_KERNELS, KP_METRICS_LAUNCH_*,
 // KP_METRICS_NVTX_INCLUDE): a launch not selected makes no profiler call and sets up no
-// session; if its context's profiler is running (the previous launch was selected), the
-// profiler is stopped first (as before a capture), so the launch runs unserialized and
-// unreplayed. Once a global launch count is reached every context's profiler is flushed and
-// disabled at the next launch, and later launches cost one atomic load.
+// session; with CUPTI's replay, if its context's profiler is running (the previous launch was
+// selected), the profiler is stopped first (as before a capture), so the launch runs
+// unserialized and unreplayed. Once a global launch count is reached every context's profiler
+// is flushed and disabled at the next launch, and later launches cost one atomic load.
 //
 // Locking: see profiler_collector.h; a context's batch is under its Context::mu. The selector
 // and the NVTX stacks have mutexes of their own, never held across a call out of this class.
@@ -45,12 +60,18 @@ class KernelModeCollector final : public ProfilerCollector {
   void OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* data) override;
   void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                 const CUpti_CallbackData* data) override;
+  bool IsProfilerInternalLaunch(uint32_t correlation) const override;
 
  private:
   struct KernelContext;
 
   std::unique_ptr<Context> NewContext() override;
-  size_t MaxRanges(const SessionSetup&) const override { return 2 * kKernelsPerBatch; }
+  size_t MaxRanges(const SessionSetup&) const override {
+    return own_replay_ ? 2 : 2 * kKernelsPerBatch;
+  }
+  RangeReplay replay() const override {
+    return own_replay_ ? RangeReplay::kAutoRangesUserReplay : RangeReplay::kAutoRangesKernelReplay;
+  }
   Status AfterEnable(Context*) override { return Status(); }  // started at a launch
   Status BeforeCapture(Context* p, std::vector<Result>* results) override;
   Status FlushLocked(Context* p, std::vector<Result>* results) override;
@@ -66,6 +87,31 @@ class KernelModeCollector final : public ProfilerCollector {
   // Whether a KP_METRICS_NVTX_INCLUDE range is open on the calling thread.
   bool InIncludedRange();
 
+  // kp's own replay (see the top of this file).
+  void OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                         const CUpti_CallbackData* data);
+  // Whether launches may be measured now; counts a kernel launch skipped during a capture.
+  bool Admissible(bool count_capture_skip);
+  // A selected driver launch's entry: the first pass begins (p->mu is locked here and stays
+  // locked until FinishOwnReplay). False when nothing was begun (p->mu then unlocked).
+  bool BeginOwnReplay(KernelContext* p, const std::string& name, uint32_t correlation,
+                      const KernelLaunch& launch);
+  // Sync, L2 sweep, Start: one pass up to the launch (p->mu held).
+  Status BeginPass(KernelContext* p);
+  // The launch's exit: the remaining passes, the decode, the result (unlocks p->mu).
+  void FinishOwnReplay(const CUpti_CallbackData* data);
+
+  const bool own_replay_;                  // KP_METRICS_CACHE is not none
+  std::atomic<uint64_t> unreplayable_{0};  // selected launches of a form kp cannot relaunch
+  // Correlation ids of measured launches whose records follow (IsProfilerInternalLaunch): the
+  // first record is the application's, the next `relaunches` are kp's.
+  struct Relaunched {
+    bool first_seen = false;
+    uint32_t relaunches = 0;
+  };
+  mutable std::mutex internal_mu_;  // guards internal_launches_
+  mutable std::unordered_map<uint32_t, Relaunched> internal_launches_;
+  std::atomic<bool> any_internal_launch_{false};
   KernelSelector selector_;
   RangeSelector nvtx_include_;
   NvtxRangeEvents nvtx_;

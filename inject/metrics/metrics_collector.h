@@ -56,6 +56,12 @@ class MetricsCollector {
   // True for kernels the profiler itself launched, so the tracer marks them
   // RECORD_FLAG_PROFILER_INTERNAL (called on the encoder thread with the mangled name).
   virtual bool IsProfilerInternalKernel(const char* name) const = 0;
+  // The same for a kernel record by its correlation id, asked for each kernel record in the
+  // order the records arrive (encoder thread): kp's own kernel replay (kernel mode with cache
+  // control) relaunches a kernel from inside the application's launch call, and CUPTI gives
+  // the relaunches that call's correlation id; the first record of such an id is the
+  // application's own launch, the following ones are kp's.
+  virtual bool IsProfilerInternalLaunch(uint32_t /*correlation*/) const { return false; }
 
   // The stream-capture begin/end callback ids of `domain` (runtime or driver), and whether
   // `cbid` is one that begins a capture.

@@ -130,7 +130,7 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
 
   auto t_enable = std::chrono::steady_clock::now();
   // On a failure here the session (RAII) disables what it enabled when `p` goes.
-  Status enabled = p->session->Enable(mode_, p->max_ranges);
+  Status enabled = p->session->Enable(replay(), p->max_ranges);
   if (enabled.ok()) enabled = AfterEnable(p.get());
   if (!enabled.ok()) {
     Fail(enabled);
@@ -158,16 +158,16 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
                 p->multi_pass ? "; passes rotate over repeated occurrences of each range" : "");
   Notice(kNoticeInfo, msg);
   if (debug_) Log(LogSeverity::kDebug, "metrics: %s", msg);
-  if (mode_ == MetricsMode::kKernel && s.num_passes > 1) {
+  if (replay() == RangeReplay::kAutoRangesKernelReplay && s.num_passes > 1) {
     bool dram = false;
     for (const auto& n : s.names) dram |= n.rfind("dram__", 0) == 0;
     if (dram) {
       std::string warn =
           "kernel mode with a " + std::to_string(s.num_passes) +
-          "-pass set: CUPTI replays each kernel once per pass with no cache control between "
-          "passes, and DRAM traffic reads high (on the H200, dram__bytes_write 8-23 MB more per "
-          "kernel than with a single-pass set); for exact DRAM bytes per kernel measure them in "
-          "a single-pass set, or use range mode";
+          "-pass set and KP_METRICS_CACHE=none: CUPTI replays each kernel once per pass with no "
+          "cache control between passes, and DRAM traffic reads high (on the H200, "
+          "dram__bytes_write 8-23 MB more per kernel than with a single-pass set); the default "
+          "KP_METRICS_CACHE=pass starts every pass from a flushed L2";
       Notice(kNoticeWarning, warn);
       if (debug_) Log(LogSeverity::kDebug, "metrics: %s", warn.c_str());
     }

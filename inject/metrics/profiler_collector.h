@@ -97,6 +97,8 @@ class ProfilerCollector : public MetricsCollector {
   virtual Status AfterEnable(Context* p) = 0;
   // p->mu held, the gate not yet raised: what must happen before a capture starts.
   virtual Status BeforeCapture(Context* p, std::vector<Result>* results) = 0;
+  // How the sessions are configured (range mode: user ranges and user replay).
+  virtual RangeReplay replay() const { return RangeReplay::kUserRangesUserReplay; }
   // p->mu held: stop and collect everything pending (context destroy, Shutdown).
   virtual Status FlushLocked(Context* p, std::vector<Result>* results) = 0;
   // p->mu held, at the final flush: warnings about what could not be measured.

@@ -6,8 +6,8 @@
 
 namespace kp {
 
-Status ProfilerSession::Enable(MetricsMode mode, size_t max_ranges) {
-  if (Status enabled = DoEnable(mode, max_ranges); !enabled.ok()) return enabled;
+Status ProfilerSession::Enable(RangeReplay replay, size_t max_ranges) {
+  if (Status enabled = DoEnable(replay, max_ranges); !enabled.ok()) return enabled;
   enabled_ = true;
   Status armed = DoSizeImage();
   if (armed.ok()) armed = DoInitImage();
@@ -53,7 +53,30 @@ StatusOr<std::vector<DecodedRange>> ProfilerSession::Decode(
   return decoded;
 }
 
+Status ProfilerSession::SynchronizeContext() {
+  Timer timer(this, SessionCall::kSync);
+  return DoSynchronizeContext();
+}
+
+Status ProfilerSession::SaveMemory() {
+  Timer timer(this, SessionCall::kSave);
+  return DoSaveMemory();
+}
+
+Status ProfilerSession::RestoreMemory() {
+  Timer timer(this, SessionCall::kRestore);
+  return DoRestoreMemory();
+}
+
+void ProfilerSession::FreeMemory() { DoFreeMemory(); }
+
+Status ProfilerSession::Relaunch(const KernelLaunch& launch) {
+  Timer timer(this, SessionCall::kRelaunch);
+  return DoRelaunch(launch);
+}
+
 void ProfilerSession::Disable() {
+  FreeMemory();
   if (!enabled_) return;
   // Failures here change nothing (the session is closed either way): KP_LOG=debug shows them.
   if (started_) {
@@ -69,8 +92,12 @@ void ProfilerSession::Disable() {
 
 std::string ProfilerSession::FormatCallTimes() const {
   static constexpr const char* kNames[static_cast<int>(SessionCall::kCount)] = {
-      "Start",   "Stop", "PushRange", "PopRange", "decode+evaluate", "image re-init+SetConfig",
-      "L2 sweep"};
+      "Start",           "Stop",
+      "PushRange",       "PopRange",
+      "decode+evaluate", "image re-init+SetConfig",
+      "L2 sweep",        "context synchronize",
+      "memory save",     "memory restore",
+      "kernel relaunch"};
   std::string out;
   for (int i = 0; i < static_cast<int>(SessionCall::kCount); ++i) {
     const CallTimes& t = times_[i];

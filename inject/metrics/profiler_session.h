@@ -24,11 +24,30 @@
 
 #include "common/status.h"
 #include "inject/config/config.h"
+#include "inject/metrics/kernel_launch.h"
 
 namespace kp {
 
 // The calls whose host time is accounted and reported in the final notice.
-enum class SessionCall { kStart, kStop, kPush, kPop, kDecode, kRearm, kSweep, kCount };
+enum class SessionCall {
+  kStart,
+  kStop,
+  kPush,
+  kPop,
+  kDecode,
+  kRearm,
+  kSweep,
+  kSync,      // kp's replay: cuCtxSynchronize before a measured kernel
+  kSave,      // kp's replay: checkpoint of the context's memory before a multi-pass kernel
+  kRestore,   // kp's replay: the checkpoint restored before each further pass
+  kRelaunch,  // kp's replay: the kernel launched again for a further pass
+  kCount
+};
+
+// How the range profiler is configured: user ranges with user replay (range mode), auto ranges
+// with user replay (kernel mode when kp replays each kernel itself, with cache control between
+// passes), or auto ranges with CUPTI's kernel replay (kernel mode with KP_METRICS_CACHE=none).
+enum class RangeReplay { kUserRangesUserReplay, kAutoRangesUserReplay, kAutoRangesKernelReplay };
 
 struct CallTimes {
   uint64_t count = 0;
@@ -66,9 +85,9 @@ class ProfilerSession {
   // with common/metric_plan.h). No range-profiler state is created yet.
   virtual StatusOr<SessionSetup> Plan(const std::vector<std::string>& metrics) = 0;
   // Enables the range profiler on the context, sizes and initializes the counter-data image for
-  // `max_ranges` and sets the config: user ranges with user replay (range mode) or auto ranges
-  // with kernel replay (kernel mode). On failure everything enabled so far is disabled again.
-  Status Enable(MetricsMode mode, size_t max_ranges);
+  // `max_ranges` and sets the config (`replay`). On failure everything enabled so far is
+  // disabled again.
+  Status Enable(RangeReplay replay, size_t max_ranges);
   Status Start();
   // True when CUPTI has every pass of the set (multi-pass user replay). The session counts as
   // stopped even when the call fails.
@@ -83,6 +102,17 @@ class ProfilerSession {
   // Reads 2x the L2 on a stream of its own and waits (l2_sweep.h). Driver calls: the caller
   // holds no mutex of the collector.
   virtual Status SweepL2() = 0;
+  // kp's own kernel replay (kernel mode with cache control; each call timed):
+  // waits for all work on the context;
+  Status SynchronizeContext();
+  // saves the context's device memory (CUPTI checkpoint; replaces the previous save);
+  Status SaveMemory();
+  // restores it, so that a further pass starts from the memory the first one started from;
+  Status RestoreMemory();
+  // frees the saved copy (idempotent; also done by Disable);
+  void FreeMemory();
+  // issues the launch again (kernel_launch.h).
+  Status Relaunch(const KernelLaunch& launch);
   // Disables the range profiler if this session enabled it (stopping it first if started).
   // Idempotent; a failure to disable is logged at KP_LOG=debug (the session is closed anyway).
   void Disable();
@@ -99,7 +129,7 @@ class ProfilerSession {
   // The range-profiler calls, one each (cupti_profiler_session.cc; the CPU tests script them).
   // The public functions above own the state (enabled, started), the call times and the
   // clean-up on failure, so every implementation disables what it enabled.
-  virtual Status DoEnable(MetricsMode mode, size_t max_ranges) = 0;  // the profiler object
+  virtual Status DoEnable(RangeReplay replay, size_t max_ranges) = 0;  // the profiler object
   virtual Status DoSizeImage() = 0;  // the counter-data image for the metrics and max_ranges
   virtual Status DoInitImage() = 0;
   virtual Status DoSetConfig() = 0;
@@ -110,6 +140,11 @@ class ProfilerSession {
   virtual StatusOr<std::vector<DecodedRange>> DoDecode(
       const std::function<bool(size_t, const std::string&)>& want, uint64_t* dropped) = 0;
   virtual Status DoDisable() = 0;
+  virtual Status DoSynchronizeContext() = 0;
+  virtual Status DoSaveMemory() = 0;
+  virtual Status DoRestoreMemory() = 0;
+  virtual void DoFreeMemory() = 0;
+  virtual Status DoRelaunch(const KernelLaunch& launch) = 0;
 
  private:
   // Adds the time from construction to destruction to one call's times.

@@ -53,6 +53,9 @@ struct Script {
   std::atomic<bool> capture_open{false};  // set by the test strictly inside a capture
   std::atomic<int> pushes{0}, pops{0}, starts{0}, stops{0}, decodes{0}, sweeps{0}, disables{0};
   std::atomic<int> set_configs{0};
+  // kp's own kernel replay: the calls, and the replay kind of the latest Enable.
+  std::atomic<int> syncs{0}, saves{0}, restores{0}, frees{0}, relaunches{0};
+  std::atomic<bool> kernel_replay{false};
   std::mutex mu;
   std::vector<std::string> pushed_names;
   class ScriptedSession* current = nullptr;  // the latest session (kernel mode's auto ranges)
@@ -100,8 +103,9 @@ class ScriptedSession final : public ProfilerSession {
   }
 
  protected:
-  Status DoEnable(MetricsMode, size_t) override {
+  Status DoEnable(RangeReplay replay, size_t) override {
     if (Status s = s_->Fails("Enable"); !s.ok()) return s;
+    s_->kernel_replay = replay == RangeReplay::kAutoRangesKernelReplay;
     EXPECT_FALSE(enabled_) << "enabled twice";
     enabled_ = true;
     ++s_->sessions_enabled;
@@ -118,6 +122,7 @@ class ScriptedSession final : public ProfilerSession {
   Status DoSetConfig() override {
     EXPECT_TRUE(enabled_);
     ++s_->set_configs;
+    pass_ = 0;  // SetConfig starts the pass cycle again (passIndex 0)
     return s_->Fails("SetConfig");
   }
   Status DoStart() override {
@@ -176,6 +181,30 @@ class ScriptedSession final : public ProfilerSession {
     image_.clear();
     return out;
   }
+  Status DoSynchronizeContext() override {
+    ++s_->syncs;
+    return s_->Fails("Synchronize");
+  }
+  Status DoSaveMemory() override {
+    ++s_->saves;
+    saved_ = true;
+    return s_->Fails("Save");
+  }
+  Status DoRestoreMemory() override {
+    EXPECT_TRUE(saved_) << "restored without a save";
+    ++s_->restores;
+    return s_->Fails("Restore");
+  }
+  void DoFreeMemory() override {
+    if (saved_) ++s_->frees;
+    saved_ = false;
+  }
+  Status DoRelaunch(const KernelLaunch&) override {
+    ++s_->relaunches;
+    if (Status s = s_->Fails("Relaunch"); !s.ok()) return s;
+    KernelLaunched();
+    return Status();
+  }
   Status DoDisable() override {
     EXPECT_TRUE(enabled_) << "disabled without being enabled";
     EXPECT_FALSE(disable_failed_) << "a failed disable retried";
@@ -203,6 +232,7 @@ class ScriptedSession final : public ProfilerSession {
   uint64_t auto_ranges_ = 0;
   bool enabled_ = false;
   bool disable_failed_ = false;
+  bool saved_ = false;
   uint64_t pass_ = 0;
   std::vector<std::string> image_;
 };
@@ -327,6 +357,40 @@ class Harness {
     d.callbackSite = CUPTI_API_EXIT;
     collector_->OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API,
                          CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &d);
+  }
+  // kp's own kernel replay sees the driver launch: a cudaLaunchKernel (`via_runtime`) with the
+  // cuLaunchKernel inside it, or a cuLaunchKernel alone (`correlation` is then the driver
+  // call's). `params` false: the driver callback carries no parameters. `result`: what the
+  // application's launch returned.
+  void DriverLaunch(const char* symbol, uint32_t correlation, bool via_runtime = true,
+                    bool params = true, CUresult result = CUDA_SUCCESS) {
+    static int function;
+    cuLaunchKernel_params p{};
+    p.f = reinterpret_cast<CUfunction>(&function);
+    p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimX = p.blockDimY = p.blockDimZ = 1;
+    CUpti_CallbackData rt{};
+    rt.context = kCtx;
+    rt.symbolName = symbol;
+    rt.correlationId = correlation;
+    rt.callbackSite = CUPTI_API_ENTER;
+    if (via_runtime)
+      collector_->OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API,
+                           CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &rt);
+    CUpti_CallbackData drv{};
+    drv.context = kCtx;
+    drv.symbolName = symbol;
+    drv.correlationId = via_runtime ? correlation + 1000 : correlation;
+    drv.functionParams = params ? &p : nullptr;
+    drv.callbackSite = CUPTI_API_ENTER;
+    collector_->OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &drv);
+    if (script.current && result == CUDA_SUCCESS) script.current->KernelLaunched();
+    drv.callbackSite = CUPTI_API_EXIT;
+    drv.functionReturnValue = &result;
+    collector_->OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &drv);
+    rt.callbackSite = CUPTI_API_EXIT;
+    if (via_runtime)
+      collector_->OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API,
+                           CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &rt);
   }
   // cudaStreamBeginCapture / cudaStreamEndCapture, as the runtime reports them (status 0).
   void Capture(bool begin, int site_mask = 3) {
@@ -1036,7 +1100,7 @@ TEST(ProfilerSession, AFailedStepOfEnableDisablesWhatWasEnabled) {
     script.fail_call = call;
     {
       ScriptedSession session(&script);
-      const Status enabled = session.Enable(MetricsMode::kRange, 8);
+      const Status enabled = session.Enable(RangeReplay::kUserRangesUserReplay, 8);
       EXPECT_EQ(enabled.message(), "cuptiRangeProfiler" + call + " failed: scripted");
       EXPECT_FALSE(session.enabled()) << call;
       EXPECT_EQ(script.sessions_enabled.load(), 0) << call;
@@ -1050,7 +1114,7 @@ TEST(ProfilerSession, DestroyingAStartedSessionStopsAndDisablesItOnce) {
   Script script;
   {
     ScriptedSession session(&script);
-    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    ASSERT_TRUE(session.Enable(RangeReplay::kUserRangesUserReplay, 8).ok());
     ASSERT_TRUE(session.Start().ok());
     EXPECT_TRUE(session.started());
     session.Disable();
@@ -1066,7 +1130,7 @@ TEST(ProfilerSession, FailedStartAndStopLeaveItStopped) {
   script.fail_call = "Start";
   {
     ScriptedSession session(&script);
-    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    ASSERT_TRUE(session.Enable(RangeReplay::kUserRangesUserReplay, 8).ok());
     EXPECT_FALSE(session.Start().ok());
     EXPECT_FALSE(session.started());
   }
@@ -1075,7 +1139,7 @@ TEST(ProfilerSession, FailedStartAndStopLeaveItStopped) {
   script.fail_call = "Stop";
   {
     ScriptedSession session(&script);
-    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    ASSERT_TRUE(session.Enable(RangeReplay::kUserRangesUserReplay, 8).ok());
     ASSERT_TRUE(session.Start().ok());
     const StatusOr<bool> stopped = session.Stop();
     EXPECT_EQ(stopped.status().message(), "cuptiRangeProfilerStop failed: scripted");
@@ -1090,7 +1154,7 @@ TEST(ProfilerSession, AFailedReArmAfterADecodeIsTheDecodesError) {
   script.fail_call = "SetConfig";
   script.fail_after = 1;  // the set-up's SetConfig works, the re-arm's fails
   ScriptedSession session(&script);
-  ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+  ASSERT_TRUE(session.Enable(RangeReplay::kUserRangesUserReplay, 8).ok());
   ASSERT_TRUE(session.Start().ok());
   ASSERT_TRUE(session.PushRange("step").ok());
   ASSERT_TRUE(session.PopRange().ok());
@@ -1109,7 +1173,7 @@ TEST(ProfilerSession, AFailedDisableIsNotRetried) {
   script.fail_call = "Disable";
   {
     ScriptedSession session(&script);
-    ASSERT_TRUE(session.Enable(MetricsMode::kRange, 8).ok());
+    ASSERT_TRUE(session.Enable(RangeReplay::kUserRangesUserReplay, 8).ok());
     session.Disable();
     EXPECT_FALSE(session.enabled());
   }
@@ -1355,6 +1419,147 @@ TEST(MetricsCollectorCreate, NoMetricsIsNoCollectorAndBadNamesAreOneLine) {
   created = MetricsCollector::CreateWithBackend(
       empty, [](auto) {}, nullptr);
   EXPECT_EQ(created.status().message(), "KP_METRICS: no metric names given (e.g. KP_METRICS=sol)");
+}
+
+// --- kernel mode, kp's own replay (KP_METRICS_CACHE=pass/range) ---
+
+TEST(KernelModeOwnReplay, OnePassSetSweepsBeforeEachKernelAndKeepsTheLaunchCorrelation) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  OnThread([&] {
+    h.DriverLaunch("k", 7);                         // cudaLaunchKernel -> cuLaunchKernel
+    h.DriverLaunch("t", 9, /*via_runtime=*/false);  // a driver launch (Triton, cuBLAS)
+  });
+  h.Finish();
+  EXPECT_FALSE(h.script.kernel_replay.load());  // user ranges, user replay
+  ASSERT_EQ(h.ranges.size(), 2u);
+  EXPECT_EQ(h.Name(h.ranges[0]), "k");
+  EXPECT_EQ(h.ranges[0].correlation(), 7);  // the runtime call's, as on the kernel record
+  EXPECT_EQ(h.Name(h.ranges[1]), "t");
+  EXPECT_EQ(h.ranges[1].correlation(), 9);
+  EXPECT_EQ(h.ranges[0].occurrence(), 0u);
+  EXPECT_EQ(h.ranges[1].occurrence(), 1u);
+  EXPECT_EQ(h.script.syncs.load(), 2);
+  EXPECT_EQ(h.script.sweeps.load(), 2);
+  EXPECT_EQ(h.script.starts.load(), 2);
+  EXPECT_EQ(h.script.stops.load(), 2);
+  EXPECT_EQ(h.script.decodes.load(), 2);
+  EXPECT_EQ(h.script.saves.load(), 0);  // one pass: the application's launch is all of it
+  EXPECT_EQ(h.script.relaunches.load(), 0);
+  EXPECT_EQ(h.script.pushes.load(), 0);  // auto ranges: CUPTI brackets the kernel itself
+  // One pass: nothing is relaunched, so no record is kp's.
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+}
+
+TEST(KernelModeOwnReplay, MultiPassSetRestoresMemoryAndRelaunchesForEachFurtherPass) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  h.script.num_passes = 3;
+  OnThread([&] { h.DriverLaunch("gemm", 7); });
+  EXPECT_EQ(h.script.saves.load(), 1);
+  EXPECT_EQ(h.script.restores.load(), 2);
+  EXPECT_EQ(h.script.relaunches.load(), 2);
+  EXPECT_EQ(h.script.frees.load(), 1);  // the saved memory is not kept between kernels
+  EXPECT_EQ(h.script.starts.load(), 3);
+  EXPECT_EQ(h.script.stops.load(), 3);
+  EXPECT_EQ(h.script.sweeps.load(), 3);   // every pass starts from a swept L2
+  EXPECT_EQ(h.script.syncs.load(), 4);    // before the save, and before each pass
+  EXPECT_EQ(h.script.decodes.load(), 1);  // once, after the last pass
+  // The records of correlation 7 in arrival order: the application's launch, then kp's two.
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(1007));  // the driver call's own id: not used
+  EXPECT_TRUE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_TRUE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));  // a later launch's record
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.Name(h.ranges[0]), "gemm");
+  EXPECT_EQ(h.ranges[0].correlation(), 7);
+}
+
+TEST(KernelModeOwnReplay, ADirectDriverLaunchIsKeyedByItsOwnCorrelation) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  h.script.num_passes = 2;
+  OnThread([&] { h.DriverLaunch("triton_mm", 9, /*via_runtime=*/false); });
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(9));
+  EXPECT_TRUE(h.c().IsProfilerInternalLaunch(9));
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(9));
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.ranges[0].correlation(), 9);
+}
+
+TEST(KernelModeOwnReplay, CacheNoneKeepsCuptisKernelReplay) {
+  Harness h(KernelConfig(), MetricsCache::kNone);
+  OnThread([&] { h.Launch("k", 1); });
+  h.Finish();
+  EXPECT_TRUE(h.script.kernel_replay.load());
+  EXPECT_EQ(h.script.syncs.load(), 0);
+  EXPECT_EQ(h.ranges.size(), 1u);
+}
+
+TEST(KernelModeOwnReplay, ALaunchWithoutParametersIsCountedNotMeasured) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  OnThread([&] {
+    h.DriverLaunch("k", 7, true, /*params=*/false);
+    h.DriverLaunch("k", 8);
+  });
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.ranges[0].correlation(), 8);
+  EXPECT_TRUE(h.Noticed("1 selected kernel launch(es) not measured"));
+}
+
+TEST(KernelModeOwnReplay, AFailedApplicationLaunchIsNotReplayedAndGivesNoValues) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  h.script.num_passes = 2;
+  OnThread([&] {
+    h.DriverLaunch("bad", 7, true, true, CUDA_ERROR_LAUNCH_FAILED);
+    h.DriverLaunch("good", 8);
+  });
+  h.Finish();
+  EXPECT_EQ(h.script.relaunches.load(), 1);  // only for "good"
+  // The failed launch left no record; its id expects none of kp's either.
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.Name(h.ranges[0]), "good");
+  EXPECT_TRUE(h.Noticed("1 measured kernel launch(es) failed in the application"));
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+}
+
+TEST(KernelModeOwnReplay, AFailedRelaunchTurnsMetricsOffAndDisablesTheSession) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  h.script.num_passes = 2;
+  h.script.fail_call = "Relaunch";
+  OnThread([&] {
+    h.DriverLaunch("k", 7);
+    h.DriverLaunch("k", 8);  // metrics are off: not measured
+  });
+  h.Finish();
+  EXPECT_EQ(h.script.relaunches.load(), 1);
+  EXPECT_EQ(h.script.starts.load(), 2);
+  EXPECT_TRUE(h.ranges.empty());
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+  EXPECT_EQ(h.script.frees.load(), 1);
+}
+
+TEST(KernelModeOwnReplay, TargetingSelectsWhichLaunchesAreReplayed) {
+  Config c = KernelConfig();
+  c.metrics_kernels = "regex:gemm";
+  Harness h(c, MetricsCache::kPass);
+  h.script.num_passes = 2;
+  OnThread([&] {
+    h.DriverLaunch("elementwise", 1);
+    h.DriverLaunch("gemm_a", 2);
+    h.DriverLaunch("elementwise", 3, /*via_runtime=*/false);
+    h.DriverLaunch("gemm_b", 4, /*via_runtime=*/false);
+  });
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 2u);
+  EXPECT_EQ(h.Name(h.ranges[0]), "gemm_a");
+  EXPECT_EQ(h.Name(h.ranges[1]), "gemm_b");
+  EXPECT_EQ(h.script.relaunches.load(), 2);
+  EXPECT_EQ(h.script.syncs.load(), 6);  // only the selected kernels are serialized
 }
 
 }  // namespace
