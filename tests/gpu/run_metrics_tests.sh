@@ -262,7 +262,7 @@ cache_section() {
       --metrics-kernels regex:"$CACHE_KERNELS" ${kflags[@]+"${kflags[@]}"} -- "$BIN/metrics_cache" \
       --reps "$CACHE_REPS"; then
       cache_results "$label" metrics_cache
-      check_trace "$label" allow_untimed_kernels=1
+      check_trace "$label"
       if [[ $ncu_ok -eq 1 ]]; then cache_compare "$label" kernel "$names" cache_ncu; fi
     fi
   done
