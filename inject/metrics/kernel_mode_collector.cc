@@ -42,6 +42,8 @@ struct KernelModeCollector::KernelContext : Context {
   uint64_t range_number_mismatches = 0;  // CUPTI's range number != launch number
   Result measuring;                      // kp's own replay: the kernel between entry and exit
   uint64_t failed_launches = 0;          // kp's own replay: the application's launch failed
+  uint64_t interloper_base = 0;          // kp's own replay: interlopers_ at the entry
+  uint64_t disturbed = 0;  // kp's own replay: dropped, another thread launched meanwhile
 };
 
 KernelModeCollector::KernelModeCollector(const Config& config, std::vector<std::string> metrics,
@@ -215,6 +217,9 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
   if (!kernel && !IsGraphLaunch(domain, cbid)) return;
   OwnReplayThread& t = t_own;
   const bool exit = data->callbackSite == CUPTI_API_EXIT;
+  if (!exit && domain == CUPTI_CB_DOMAIN_DRIVER_API && t.measuring == nullptr &&
+      measuring_.load(std::memory_order_acquire) > 0)
+    interlopers_.fetch_add(1, std::memory_order_acq_rel);
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
     if (exit) {
       if (t.runtime_depth > 0 && --t.runtime_depth == 0)
@@ -273,6 +278,12 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
     }
     name = data->symbolName ? data->symbolName : "";
     correlation = data->correlationId;
+  }
+  if (measuring_.load(std::memory_order_acquire) > 0) {
+    // Another thread is measuring a kernel: measuring this one would wait for it (kp never
+    // makes the application wait); it runs unmeasured, and the other measurement is dropped.
+    concurrent_skips_.fetch_add(1, std::memory_order_relaxed);
+    return;
   }
   KernelLaunch launch;
   if (!ReadKernelLaunch(cbid, data->functionParams, &launch)) {
@@ -336,6 +347,8 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
         Relaunched{false, static_cast<uint32_t>(p->setup.num_passes - 1)};
     any_internal_launch_.store(true, std::memory_order_release);
   }
+  measuring_.fetch_add(1, std::memory_order_acq_rel);
+  p->interloper_base = interlopers_.load(std::memory_order_acquire);
   return true;  // p->mu stays locked until the launch's exit
 }
 
@@ -387,6 +400,8 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
       status = decoded.status();
     } else if (!launched) {
       ++p->failed_launches;
+    } else if (interlopers_.load(std::memory_order_acquire) != p->interloper_base) {
+      ++p->disturbed;
     } else if (decoded.value().empty()) {
       ++p->ranges_dropped;
     } else {
@@ -399,6 +414,7 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
     p->closed = true;
     p->session->Disable();
   }
+  measuring_.fetch_sub(1, std::memory_order_acq_rel);
   p->mu.unlock();
   PostResults(p, std::move(results));
   if (!status.ok()) Fail(status);
@@ -487,6 +503,13 @@ void KernelModeCollector::OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* da
 }
 
 void KernelModeCollector::ShutdownNotices() {
+  if (const uint64_t n = concurrent_skips_.load(); n > 0) {
+    std::string msg = std::to_string(n) +
+                      " selected kernel launch(es) not measured: made while another thread's "
+                      "kernel was being measured";
+    Log(LogSeverity::kWarning, "metrics: %s", msg.c_str());
+    Notice(kNoticeWarning, msg);
+  }
   if (const uint64_t n = unreplayable_.load(); n > 0) {
     std::string msg = std::to_string(n) +
                       " selected kernel launch(es) not measured: launched with a driver call kp "
@@ -509,6 +532,10 @@ void KernelModeCollector::FinalNotices(Context* c, std::vector<std::string>* war
   if (p->failed_launches)
     warnings->push_back(std::to_string(p->failed_launches) +
                         " measured kernel launch(es) failed in the application; no values");
+  if (p->disturbed)
+    warnings->push_back(std::to_string(p->disturbed) +
+                        " measured kernel(s) dropped: another thread launched work while they "
+                        "were measured, which kernel mode would have counted into them");
   if (p->ranges_dropped || p->graph_launches || p->index_mismatches || p->range_number_mismatches)
     warnings->push_back(
         std::to_string(p->ranges_dropped) + " measured range(s) dropped or incomplete, " +

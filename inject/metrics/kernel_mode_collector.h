@@ -14,8 +14,10 @@
 //    application's launch keeps its timestamps; CUPTI gives the relaunches the application
 //    call's correlation id, and kp marks every record of that id after the first one
 //    profiler-internal. The context's mutex is held from the entry to the exit, so measured
-//    kernels are serialized like under ncu. A launch whose callback carries no parameters is
-//    counted and not measured.
+//    kernels are serialized like under ncu. Another thread's kernel launch during a measurement
+//    is not made to wait (kp never blocks the application on its account) and is not measured;
+//    the measurement it may have disturbed is dropped; both are counted. A launch whose callback
+//    carries no parameters is counted and not measured.
 //  - CUPTI's kernel replay (KP_METRICS_CACHE=none): auto ranges, started at the first launch;
 //    every kKernelsPerBatch launches the batch is stopped, decoded and posted. CUPTI replays
 //    each kernel internally with no cache control between kernels or passes; replayed kernels
@@ -112,6 +114,12 @@ class KernelModeCollector final : public ProfilerCollector {
   mutable std::mutex internal_mu_;  // guards internal_launches_
   mutable std::unordered_map<uint32_t, Relaunched> internal_launches_;
   std::atomic<bool> any_internal_launch_{false};
+  std::atomic<int> measuring_{0};  // kernels between their launch's entry and exit
+  // Kernel and graph launches made by other threads while a kernel was being measured: such a
+  // launch may fall inside the measured kernel's passes (with auto ranges every kernel launched
+  // while the profiler runs is a range), so the measurement it overlapped is dropped.
+  std::atomic<uint64_t> interlopers_{0};
+  std::atomic<uint64_t> concurrent_skips_{0};  // selected launches made during another's
   KernelSelector selector_;
   RangeSelector nvtx_include_;
   NvtxRangeEvents nvtx_;

@@ -1562,5 +1562,44 @@ TEST(KernelModeOwnReplay, TargetingSelectsWhichLaunchesAreReplayed) {
   EXPECT_EQ(h.script.syncs.load(), 6);  // only the selected kernels are serialized
 }
 
+TEST(KernelModeOwnReplay, AnotherThreadsLaunchDuringAMeasurementDropsItAndIsNotMeasured) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  h.script.num_passes = 2;
+  static int function;
+  cuLaunchKernel_params params{};
+  params.f = reinterpret_cast<CUfunction>(&function);
+  params.gridDimX = params.gridDimY = params.gridDimZ = 1;
+  params.blockDimX = params.blockDimY = params.blockDimZ = 1;
+  CUpti_CallbackData a{};
+  a.context = kCtx;
+  a.symbolName = "measured";
+  a.correlationId = 7;
+  a.functionParams = &params;
+  std::atomic<bool> entered{false}, other_done{false};
+  std::thread measuring([&] {
+    a.callbackSite = CUPTI_API_ENTER;
+    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+    entered = true;
+    while (!other_done) std::this_thread::yield();
+    CUresult ok = CUDA_SUCCESS;
+    a.callbackSite = CUPTI_API_EXIT;
+    a.functionReturnValue = &ok;
+    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+  });
+  while (!entered) std::this_thread::yield();
+  // Another thread's launch while "measured" is between its entry and exit: it neither waits
+  // (this returns) nor is measured.
+  OnThread([&] { h.DriverLaunch("other", 9, /*via_runtime=*/false); });
+  other_done = true;
+  measuring.join();
+  OnThread([&] { h.DriverLaunch("after", 11, /*via_runtime=*/false); });
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.Name(h.ranges[0]), "after");
+  EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped: another thread launched work"));
+  EXPECT_TRUE(h.Noticed("1 selected kernel launch(es) not measured: made while another thread"));
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+}
+
 }  // namespace
 }  // namespace kp
