@@ -41,9 +41,15 @@ DEFAULT_KERNELS = [
     ("read_only", r"read_only"),
     ("reduction", r"reduction"),
     ("atomic_hist", r"atomic_hist"),
+    ("null_kernel", r"null_kernel"),
 ]
 # Printed in the program's launch order.
-PRINT_ORDER = ["write_heavy", "read_only", "reduction", "atomic_hist", "gemm_cublas"]
+PRINT_ORDER = ["write_heavy", "null_kernel", "read_only", "reduction", "atomic_hist",
+               "gemm_cublas"]
+# The kernel that reads and writes nothing: its DRAM bytes are the tool's own. Checked against
+# the bytes floor alone (its time and percentages are reported); ncu's value is printed as the
+# offset ncu adds to every kernel.
+NULL_KERNEL = "null_kernel"
 
 
 def configure(kernels, metrics):
@@ -208,6 +214,22 @@ def main():
             elif count[0] > 1:
                 report_only = (f" [range holds {count[0]} kernel launches, ncu measures kernels: "
                                "reported only]")
+        if key == NULL_KERNEL:
+            for m in metrics:
+                k, _ = cm.per_call(kp[key], m)
+                n, _ = cm.per_call(ncu[key], m)
+                detail = f"kp {k:.6g}, ncu {n:.6g} for a kernel that reads and writes nothing"
+                if "dram__bytes" in m:
+                    ok = math.isfinite(k) and abs(k) <= a.bytes_floor
+                    cm.out("PASS" if ok else "FAIL", f"{name}/{m}",
+                           f"{detail}; kp within the {a.bytes_floor:g}-byte floor of 0"
+                           if ok else f"{detail}; kp beyond the {a.bytes_floor:g}-byte floor")
+                    cm.out("INFO", f"{name}/{m}/ncu_offset",
+                           f"ncu reads {n:.6g} bytes here: the offset its replay adds to every "
+                           f"kernel's {m}")
+                else:
+                    cm.out("INFO", f"{name}/{m}", detail)
+            continue
         for m in metrics:
             k, how_k = cm.per_call(kp[key], m)
             n, how_n = cm.per_call(ncu[key], m)

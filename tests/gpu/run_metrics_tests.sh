@@ -26,8 +26,10 @@
 # (k) "cache" section (CACHE_TESTS=1, the default; ONLY=cache runs it alone, ~150 s on an H200):
 # kernel mode must start every measured kernel from a flushed L2, as ncu's default
 # --cache-control all does. tests/gpu/programs/metrics_cache.cu runs write_heavy (512 MiB of
-# writes: an L2 full of dirty lines), read_only, reduction, atomic_hist and a cuBLAS SGEMM 4096^3,
-# each in an NVTX range of its name, with NO l2_clean between them; metrics_cache_triton.py runs a
+# writes: an L2 full of dirty lines), null_kernel (reads and writes nothing: its DRAM bytes are
+# the tool's own; kp's must be within 1 MB of 0, ncu's are printed as ncu's per-kernel offset),
+# read_only, reduction, atomic_hist and a cuBLAS SGEMM 4096^3, each in an NVTX range of its name,
+# with NO l2_clean between them; metrics_cache_triton.py runs a
 # Triton fp16 matmul 4096^3 after a 512 MiB torch fill_. Both run under ncu --clock-control none
 # --cache-control all (sol + lts__t_bytes.sum) and under kp kernel mode with a one-pass set (dram
 # bytes, time, lts__t_bytes.sum) and with sol,lts__t_bytes.sum (9 passes); metrics_cache also in
@@ -63,8 +65,8 @@ CACHE_REPS=${CACHE_REPS:-3}
 CACHE_KERNEL_FLAGS=${CACHE_KERNEL_FLAGS:-}
 CACHE_M1=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,lts__t_bytes.sum
 CACHE_MSOL="$SOL_NAMES,lts__t_bytes.sum"  # what KP_METRICS=sol,lts__t_bytes.sum expands to
-CACHE_RANGES=write_heavy,read_only,reduction,atomic_hist,gemm_cublas
-CACHE_KERNELS='write_heavy|read_only|reduction|atomic_hist|gemm'
+CACHE_RANGES=write_heavy,null_kernel,read_only,reduction,atomic_hist,gemm_cublas
+CACHE_KERNELS='write_heavy|null_kernel|read_only|reduction|atomic_hist|gemm'
 TRITON_KERNEL=kp_triton_matmul
 
 passed=0
