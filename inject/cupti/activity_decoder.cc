@@ -202,13 +202,17 @@ void ActivityDecoder::DecodeKernel(const CUpti_ActivityKernel10& r) {
   SeeTime(r.end);
   KernelRecord k;
   k.flags = 0;
+  k.name = r.name != nullptr ? r.name : "<unknown>";
+  // Asked of every record, kept or not: kp's own replay tells its relaunches from the
+  // application's launch by the order of the records of one correlation id.
+  const bool internal =
+      collector_ != nullptr && (collector_->IsProfilerInternalKernel(k.name) ||
+                                collector_->IsProfilerInternalLaunch(r.correlationId));
   // Untimed records (start = end = 0) are kept whatever the window; the encoder flags and
   // counts them (RECORD_FLAG_NO_TIMING, zero_timestamp_records).
   if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
   if (r.isDeviceLaunched) k.flags |= RecordFlag::kDeviceLaunched;
-  k.name = r.name != nullptr ? r.name : "<unknown>";
-  if (collector_ != nullptr && (collector_->IsProfilerInternalKernel(k.name) ||
-                                collector_->IsProfilerInternalLaunch(r.correlationId))) {
+  if (internal) {
     k.flags |= RecordFlag::kProfilerInternal;
     ++encoder_->stats().profiler_internal_kernels;
   }

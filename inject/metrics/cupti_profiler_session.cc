@@ -265,6 +265,9 @@ class CuptiProfilerSession final : public ProfilerSession {
       checkpoint_.structSize = CUpti_Checkpoint_STRUCT_SIZE;
       checkpoint_.ctx = ctx_;
       checkpoint_.allowOverwrite = 1;
+      // Leaves the application room on the device (a launch that needs more local memory or
+      // heap); what does not fit is saved in host memory.
+      checkpoint_.reserveDeviceMB = 1024;
     }
     StatusOr<const CheckpointApi*> api = LoadCheckpointApi();
     if (!api.ok()) return api.status();

@@ -37,20 +37,6 @@ Status Checked(const char* name, CUresult r) {
 
 }  // namespace
 
-bool IsRelaunchableLaunch(CUpti_CallbackId cbid) {
-  switch (cbid) {
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel:
-    case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool ReadKernelLaunch(CUpti_CallbackId cbid, const void* function_params, KernelLaunch* out) {
   if (function_params == nullptr) return false;
   *out = KernelLaunch();

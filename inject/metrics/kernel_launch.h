@@ -33,9 +33,6 @@ struct KernelLaunch {
   const CUlaunchConfig* config = nullptr;  // the Ex forms
 };
 
-// Whether `cbid` (driver domain) is a launch form kp can issue again.
-bool IsRelaunchableLaunch(CUpti_CallbackId cbid);
-
 // The launch of a driver callback's `function_params` (CUpti_CallbackData::functionParams) for a
 // relaunchable `cbid`; false for any other call.
 bool ReadKernelLaunch(CUpti_CallbackId cbid, const void* function_params, KernelLaunch* out);

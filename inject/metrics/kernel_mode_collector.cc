@@ -22,7 +22,8 @@ struct OwnReplayThread {
   bool runtime_deferred = false;  // no symbol name: decide at the driver launch inside it
   std::string runtime_name;
   uint32_t runtime_correlation = 0;
-  void* measuring = nullptr;  // KernelContext*, its mu locked by this thread
+  void* measuring = nullptr;            // KernelContext*, its mu locked by this thread
+  CUpti_CallbackId measuring_cbid = 0;  // the driver launch whose exit ends the measurement
   KernelLaunch launch;
 };
 thread_local OwnReplayThread t_own;
@@ -40,10 +41,15 @@ struct KernelModeCollector::KernelContext : Context {
   uint64_t graph_launches = 0;
   uint64_t index_mismatches = 0;
   uint64_t range_number_mismatches = 0;  // CUPTI's range number != launch number
-  Result measuring;                      // kp's own replay: the kernel between entry and exit
-  uint64_t failed_launches = 0;          // kp's own replay: the application's launch failed
-  uint64_t interloper_base = 0;          // kp's own replay: interlopers_ at the entry
-  uint64_t disturbed = 0;  // kp's own replay: dropped, another thread launched meanwhile
+  Result measuring_result;       // kp's own replay: the kernel between its launch's entry and exit
+  uint64_t failed_launches = 0;  // kp's own replay: the application's launch failed
+  // kp's own replay: a kernel is being measured on this context (between its launch's entry
+  // and exit), and the kernel or graph launches other threads made on it meanwhile.
+  std::atomic<int> measuring{0};
+  std::atomic<uint64_t> interlopers{0};
+  uint64_t interloper_base = 0;  // interlopers at the entry
+  uint64_t disturbed = 0;        // dropped: another thread launched meanwhile
+  bool sweep_ready = false;      // the sweep's buffer is allocated (before the first save)
 };
 
 KernelModeCollector::KernelModeCollector(const Config& config, std::vector<std::string> metrics,
@@ -157,7 +163,7 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
   std::vector<Result> results;
   Status status;
   {
-    std::lock_guard<std::mutex> lock(p->mu);
+    std::lock_guard<std::timed_mutex> lock(p->mu);
     if (p->closed || gate_.active()) return;
     if (nested) {
       // The runtime's symbolName can be empty for some launch forms; the driver's has it.
@@ -218,8 +224,11 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
   OwnReplayThread& t = t_own;
   const bool exit = data->callbackSite == CUPTI_API_EXIT;
   if (!exit && domain == CUPTI_CB_DOMAIN_DRIVER_API && t.measuring == nullptr &&
-      measuring_.load(std::memory_order_acquire) > 0)
-    interlopers_.fetch_add(1, std::memory_order_acq_rel);
+      measuring_.load(std::memory_order_acquire) > 0) {
+    if (KernelContext* q = FindContext(data->context);
+        q != nullptr && q->measuring.load(std::memory_order_acquire) > 0)
+      q->interlopers.fetch_add(1, std::memory_order_acq_rel);
+  }
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
     if (exit) {
       if (t.runtime_depth > 0 && --t.runtime_depth == 0)
@@ -229,6 +238,7 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
     if (t.runtime_depth++ > 0 || !kernel) return;  // graphs are not measured per kernel
     if (!Admissible(/*count_capture_skip=*/true)) return;
     const char* symbol = data->symbolName;
+    t.runtime_correlation = data->correlationId;  // the kernel record carries this id
     if (selector_.active()) {
       if (!symbol || !*symbol) {
         t.runtime_deferred = true;
@@ -241,12 +251,11 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
     }
     t.runtime_selected = true;
     t.runtime_name = symbol ? symbol : "";
-    t.runtime_correlation = data->correlationId;
     return;
   }
   // Driver domain.
   if (exit) {
-    if (kernel && t.measuring != nullptr) FinishOwnReplay(data);
+    if (kernel && t.measuring != nullptr && cbid == t.measuring_cbid) FinishOwnReplay(data);
     return;
   }
   if (!kernel || t.measuring != nullptr) return;
@@ -279,12 +288,6 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
     name = data->symbolName ? data->symbolName : "";
     correlation = data->correlationId;
   }
-  if (measuring_.load(std::memory_order_acquire) > 0) {
-    // Another thread is measuring a kernel: measuring this one would wait for it (kp never
-    // makes the application wait); it runs unmeasured, and the other measurement is dropped.
-    concurrent_skips_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
   KernelLaunch launch;
   if (!ReadKernelLaunch(cbid, data->functionParams, &launch)) {
     unreplayable_.fetch_add(1, std::memory_order_relaxed);
@@ -292,10 +295,17 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
   }
   auto* p = static_cast<KernelContext*>(ProfilerFor(data->context));
   if (!p) return;
-  if (BeginOwnReplay(p, name, correlation, launch)) {
+  if (BeginOwnReplay(p, name, correlation)) {
     t.measuring = p;
+    t.measuring_cbid = cbid;
     t.launch = launch;
   }
+}
+
+KernelModeCollector::KernelContext* KernelModeCollector::FindContext(CUcontext ctx) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = profilers_.find(ctx);
+  return it == profilers_.end() ? nullptr : static_cast<KernelContext*>(it->second.get());
 }
 
 Status KernelModeCollector::BeginPass(KernelContext* p) {
@@ -310,112 +320,150 @@ Status KernelModeCollector::BeginPass(KernelContext* p) {
 }
 
 bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& name,
-                                         uint32_t correlation, const KernelLaunch&) {
-  p->mu.lock();
-  if (p->closed || gate_.active()) {
-    p->mu.unlock();
-    return false;
+                                         uint32_t correlation) {
+  std::unique_lock<std::timed_mutex> lock(p->mu, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    if (p->measuring.load(std::memory_order_acquire) > 0) {
+      // Another thread is measuring a kernel here: measuring this one would wait for it (kp
+      // does not make the application wait for a measurement); it runs unmeasured, and the
+      // other measurement, which it may enter, is dropped.
+      p->interlopers.fetch_add(1, std::memory_order_acq_rel);
+      concurrent_skips_.fetch_add(1, std::memory_order_relaxed);
+      return false;
+    }
+    lock.lock();  // a brief holder: a flush or a capture begin
   }
+  if (p->closed || gate_.active()) return false;
+  // Counted before anything runs, so that another thread's launch from here on is seen.
+  p->measuring.fetch_add(1, std::memory_order_acq_rel);
+  measuring_.fetch_add(1, std::memory_order_acq_rel);
+  p->interloper_base = p->interlopers.load(std::memory_order_acquire);
   Status status;
-  if (p->setup.num_passes > 1) {
-    // The memory the first pass starts from, for the others (after a synchronize, so that the
-    // application's earlier work is in it).
-    status = p->session->SynchronizeContext();
-    if (status.ok()) status = p->session->SaveMemory();
+  try {
+    if (p->setup.num_passes > 1) {
+      // The memory the first pass starts from, for the others: after a synchronize (the
+      // application's earlier work is in it) and after the sweep's buffer exists (the save
+      // may take most of the free device memory, and the buffer would no longer fit).
+      status = p->session->SynchronizeContext();
+      if (status.ok() && !p->sweep_ready) status = p->session->SweepL2();
+      if (status.ok()) p->sweep_ready = true;
+      if (status.ok()) status = p->session->SaveMemory();
+    }
+    if (status.ok()) status = BeginPass(p);
+    if (status.ok()) {
+      Result& r = p->measuring_result;
+      r = Result();
+      r.name = name;
+      r.occurrence = p->launch_index++;
+      r.occurrences_used = 1;
+      r.start = r.end = backend_->Now();
+      r.thread_id = ThreadId();
+      r.device = p->setup.device;
+      r.context = p->setup.context_id;
+      r.correlation = correlation;
+      if (p->setup.num_passes > 1) {
+        std::lock_guard<std::mutex> internal(internal_mu_);
+        // Bounded: entries whose records never came (kernel records off, a failed launch).
+        if (internal_launches_.size() >= kMaxRelaunchedIds) internal_launches_.clear();
+        internal_launches_[correlation] =
+            Relaunched{false, static_cast<uint32_t>(p->setup.num_passes - 1)};
+        any_internal_launch_.store(true, std::memory_order_release);
+      }
+    }
+  } catch (...) {
+    status = Status::Error("kernel replay: out of memory while beginning a measurement");
   }
-  if (status.ok()) status = BeginPass(p);
   if (!status.ok()) {
     p->closed = true;
     p->session->Disable();
-    p->mu.unlock();
+    p->measuring.fetch_sub(1, std::memory_order_acq_rel);
+    measuring_.fetch_sub(1, std::memory_order_acq_rel);
+    lock.unlock();
     Fail(status);
     return false;
   }
-  Result& r = p->measuring;
-  r = Result();
-  r.name = name;
-  r.occurrence = p->launch_index++;
-  r.occurrences_used = 1;
-  r.start = r.end = backend_->Now();
-  r.thread_id = ThreadId();
-  r.device = p->setup.device;
-  r.context = p->setup.context_id;
-  r.correlation = correlation;
-  if (p->setup.num_passes > 1) {
-    std::lock_guard<std::mutex> lock(internal_mu_);
-    internal_launches_[correlation] =
-        Relaunched{false, static_cast<uint32_t>(p->setup.num_passes - 1)};
-    any_internal_launch_.store(true, std::memory_order_release);
-  }
-  measuring_.fetch_add(1, std::memory_order_acq_rel);
-  p->interloper_base = interlopers_.load(std::memory_order_acquire);
-  return true;  // p->mu stays locked until the launch's exit
+  lock.release();  // p->mu stays locked until the launch's exit (FinishOwnReplay)
+  return true;
 }
 
 void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
   OwnReplayThread& t = t_own;
   auto* p = static_cast<KernelContext*>(t.measuring);
   t.measuring = nullptr;
+  // Adopts the lock BeginOwnReplay kept: released on every path, exceptions included.
+  std::unique_lock<std::timed_mutex> lock(p->mu, std::adopt_lock);
   const bool launched = data->functionReturnValue == nullptr ||
                         *static_cast<const CUresult*>(data->functionReturnValue) == CUDA_SUCCESS;
-  Status status;
-  StatusOr<bool> all = p->session->Stop();
-  if (!all.ok()) status = all.status();
-  size_t passes = 1;
-  while (status.ok() && launched && !all.value()) {
-    if (passes++ > p->setup.num_passes) {
-      status = Status::Error("kernel replay: CUPTI wanted more than the " +
-                             std::to_string(p->setup.num_passes) + " passes of the set");
-      break;
-    }
-    status = p->session->RestoreMemory();
-    if (status.ok()) status = BeginPass(p);
-    if (status.ok()) status = p->session->Relaunch(t.launch);
-    if (status.ok()) {
-      all = p->session->Stop();
-      if (!all.ok()) status = all.status();
-    }
-  }
-  if (passes - 1 < p->setup.num_passes - 1 && p->setup.num_passes > 1) {
-    // Fewer relaunches than announced (a failure, a failed launch): expect only those.
-    std::lock_guard<std::mutex> lock(internal_mu_);
-    auto it = internal_launches_.find(p->measuring.correlation);
-    if (it != internal_launches_.end()) {
-      it->second.relaunches = static_cast<uint32_t>(passes - 1);
-      if (passes == 1 && it->second.first_seen) internal_launches_.erase(it);
-    }
-  }
-  p->session->FreeMemory();
   std::vector<Result> results;
-  if (status.ok() && p->session->started()) {
-    StatusOr<bool> stopped = p->session->Stop();
-    if (!stopped.ok()) status = stopped.status();
-  }
-  if (status.ok()) {
-    // Decoding also re-arms the image: an unfinished cycle (a failed launch) is dropped there.
-    uint64_t dropped = 0;
-    StatusOr<std::vector<DecodedRange>> decoded =
-        p->session->Decode([](size_t i, const std::string&) { return i == 0; }, &dropped);
-    if (!decoded.ok()) {
-      status = decoded.status();
-    } else if (!launched) {
-      ++p->failed_launches;
-    } else if (interlopers_.load(std::memory_order_acquire) != p->interloper_base) {
-      ++p->disturbed;
-    } else if (decoded.value().empty()) {
-      ++p->ranges_dropped;
-    } else {
-      Result r = std::move(p->measuring);
-      r.values = std::move(decoded.value().front().values);
-      results.push_back(std::move(r));
+  Status status;
+  size_t passes = 1;  // the application's launch
+  try {
+    StatusOr<bool> all = p->session->Stop();
+    if (!all.ok()) status = all.status();
+    while (status.ok() && launched && !all.value()) {
+      if (passes >= p->setup.num_passes) {
+        status = Status::Error("kernel replay: CUPTI wanted more than the " +
+                               std::to_string(p->setup.num_passes) + " passes of the set");
+        break;
+      }
+      ++passes;
+      // The pass before is over on the GPU before its memory is put back.
+      status = p->session->SynchronizeContext();
+      if (status.ok()) status = p->session->RestoreMemory();
+      if (status.ok()) status = BeginPass(p);
+      if (status.ok()) status = p->session->Relaunch(t.launch);
+      if (status.ok()) {
+        all = p->session->Stop();
+        if (!all.ok()) status = all.status();
+      }
     }
+    if (p->setup.num_passes > 1 && passes < p->setup.num_passes) {
+      // Fewer relaunches than announced (a failure, a failed launch): expect only those.
+      std::lock_guard<std::mutex> internal(internal_mu_);
+      auto it = internal_launches_.find(p->measuring_result.correlation);
+      if (it != internal_launches_.end()) {
+        it->second.relaunches = static_cast<uint32_t>(passes - 1);
+        if (passes == 1 && it->second.first_seen) internal_launches_.erase(it);
+      }
+    }
+    p->session->FreeMemory();
+    if (status.ok() && p->session->started()) {
+      StatusOr<bool> stopped = p->session->Stop();
+      if (!stopped.ok()) status = stopped.status();
+    }
+    if (status.ok()) {
+      // Decoding also re-arms the image: an unfinished cycle (a failed launch) is dropped.
+      uint64_t dropped = 0;
+      StatusOr<std::vector<DecodedRange>> decoded =
+          p->session->Decode([](size_t, const std::string&) { return true; }, &dropped);
+      p->ranges_dropped += dropped;
+      if (!decoded.ok()) {
+        status = decoded.status();
+      } else if (!launched) {
+        ++p->failed_launches;
+      } else if (decoded.value().size() > 1 ||
+                 p->interlopers.load(std::memory_order_acquire) != p->interloper_base) {
+        // Another kernel ran while the profiler did (another thread's launch): its range or
+        // its counters are mixed into this one's.
+        ++p->disturbed;
+      } else if (decoded.value().empty()) {
+        ++p->ranges_dropped;
+      } else {
+        Result r = std::move(p->measuring_result);
+        r.values = std::move(decoded.value().front().values);
+        results.push_back(std::move(r));
+      }
+    }
+  } catch (...) {
+    status = Status::Error("kernel replay: out of memory while measuring a kernel");
   }
   if (!status.ok()) {
     p->closed = true;
     p->session->Disable();
   }
+  p->measuring.fetch_sub(1, std::memory_order_acq_rel);
   measuring_.fetch_sub(1, std::memory_order_acq_rel);
-  p->mu.unlock();
+  lock.unlock();
   PostResults(p, std::move(results));
   if (!status.ok()) Fail(status);
 }
@@ -466,7 +514,7 @@ void KernelModeCollector::NotSelected(CUcontext ctx) {
   if (!p) return;
   Status status;
   {
-    std::lock_guard<std::mutex> lock(p->mu);
+    std::lock_guard<std::timed_mutex> lock(p->mu);
     if (p->closed || !p->session || !p->session->started()) return;
     // Stopped, not decoded: the batch is decoded at the next selected launch or the flush.
     status = StopSession(p);
@@ -512,9 +560,9 @@ void KernelModeCollector::ShutdownNotices() {
   }
   if (const uint64_t n = unreplayable_.load(); n > 0) {
     std::string msg = std::to_string(n) +
-                      " selected kernel launch(es) not measured: launched with a driver call kp "
-                      "cannot issue again for its own replay (cuLaunchGrid and similar); "
-                      "KP_METRICS_CACHE=none measures them with CUPTI's kernel replay";
+                      " selected kernel launch(es) not measured: their launch callback carried "
+                      "no launch parameters for kp's own replay; KP_METRICS_CACHE=none measures "
+                      "them with CUPTI's kernel replay";
     Log(LogSeverity::kWarning, "metrics: %s", msg.c_str());
     Notice(kNoticeWarning, msg);
   }

@@ -14,9 +14,11 @@
 //    application's launch keeps its timestamps; CUPTI gives the relaunches the application
 //    call's correlation id, and kp marks every record of that id after the first one
 //    profiler-internal. The context's mutex is held from the entry to the exit, so measured
-//    kernels are serialized like under ncu. Another thread's kernel launch during a measurement
-//    is not made to wait (kp never blocks the application on its account) and is not measured;
-//    the measurement it may have disturbed is dropped; both are counted. A launch whose callback
+//    kernels are serialized like under ncu. Another thread's kernel launch on the context during
+//    a measurement is not made to wait and is not measured; the measurement it may have entered
+//    is dropped (also when the decode finds more than one range); both are counted. A capture
+//    begin and a flush do wait for the measured kernel (the final flush at most
+//    kFinalFlushWait). A launch whose callback
 //    carries no parameters is counted and not measured.
 //  - CUPTI's kernel replay (KP_METRICS_CACHE=none): auto ranges, started at the first launch;
 //    every kKernelsPerBatch launches the batch is stopped, decoded and posted. CUPTI replays
@@ -96,8 +98,9 @@ class KernelModeCollector final : public ProfilerCollector {
   bool Admissible(bool count_capture_skip);
   // A selected driver launch's entry: the first pass begins (p->mu is locked here and stays
   // locked until FinishOwnReplay). False when nothing was begun (p->mu then unlocked).
-  bool BeginOwnReplay(KernelContext* p, const std::string& name, uint32_t correlation,
-                      const KernelLaunch& launch);
+  bool BeginOwnReplay(KernelContext* p, const std::string& name, uint32_t correlation);
+  // The context's state if it has a profiler (never sets one up).
+  KernelContext* FindContext(CUcontext ctx);
   // Sync, L2 sweep, Start: one pass up to the launch (p->mu held).
   Status BeginPass(KernelContext* p);
   // The launch's exit: the remaining passes, the decode, the result (unlocks p->mu).
@@ -114,12 +117,13 @@ class KernelModeCollector final : public ProfilerCollector {
   mutable std::mutex internal_mu_;  // guards internal_launches_
   mutable std::unordered_map<uint32_t, Relaunched> internal_launches_;
   std::atomic<bool> any_internal_launch_{false};
-  std::atomic<int> measuring_{0};  // kernels between their launch's entry and exit
-  // Kernel and graph launches made by other threads while a kernel was being measured: such a
-  // launch may fall inside the measured kernel's passes (with auto ranges every kernel launched
-  // while the profiler runs is a range), so the measurement it overlapped is dropped.
-  std::atomic<uint64_t> interlopers_{0};
+  // Kernels between their launch's entry and exit, all contexts (a hint: each context counts
+  // its own, with the launches other threads made on it meanwhile, which may fall inside the
+  // measured kernel's passes: with auto ranges every kernel launched while the profiler runs is
+  // a range, so such a measurement is dropped).
+  std::atomic<int> measuring_{0};
   std::atomic<uint64_t> concurrent_skips_{0};  // selected launches made during another's
+  static constexpr size_t kMaxRelaunchedIds = 65536;
   KernelSelector selector_;
   RangeSelector nvtx_include_;
   NvtxRangeEvents nvtx_;

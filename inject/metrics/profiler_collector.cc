@@ -224,7 +224,7 @@ void ProfilerCollector::OnStreamCapture(CUpti_CallbackDomain domain, CUpti_Callb
     for (auto& [ctx, p] : profilers_) all.push_back(p.get());
   }
   std::sort(all.begin(), all.end());  // one lock order for concurrent begins
-  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<std::unique_lock<std::timed_mutex>> locks;
   locks.reserve(all.size());
   for (Context* p : all) locks.emplace_back(p->mu);
   std::vector<std::pair<Context*, std::vector<Result>>> posts;
@@ -251,7 +251,18 @@ void ProfilerCollector::FlushContext(Context* p, bool final) {
   Status status;
   uint64_t dropped = 0;
   {
-    std::lock_guard<std::mutex> lock(p->mu);
+    std::unique_lock<std::timed_mutex> lock(p->mu, std::defer_lock);
+    if (!lock.try_lock_for(kFinalFlushWait)) {
+      // Kernel mode's own replay is measuring a kernel on this context and has not come back
+      // (a kernel that does not end): the trace is finished without this context's values.
+      std::string msg = "device " + std::to_string(p->setup.device) + " (context " +
+                        std::to_string(p->setup.context_id) + "): a kernel was still being " +
+                        "measured after " + std::to_string(kFinalFlushWait.count()) +
+                        " ms; this context's pending values are not in the trace";
+      Log(LogSeverity::kWarning, "metrics: %s", msg.c_str());
+      Notice(kNoticeWarning, msg);
+      return;
+    }
     if (p->closed) return;
     status = FlushLocked(p, &results);
     if (final) {

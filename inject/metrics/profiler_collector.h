@@ -18,7 +18,11 @@
 //  - Context::mu guards one context's state and its session, and is held across the session's
 //    range-profiler calls (which never call back into kp), so that a flush from another thread
 //    (context destroy, Shutdown) or a capture begin cannot interleave with a push, pop or
-//    launch. It is never held across a driver call that may launch work (the L2 sweep).
+//    launch. Range mode never holds it across a driver call that may launch work (the L2
+//    sweep). Kernel mode's own replay (kernel_mode_collector.h) is the exception: it holds it
+//    from a measured launch's entry callback to its exit callback, across its synchronize,
+//    memory save/restore, sweeps and relaunches, so a capture begin or a flush waits for the
+//    measured kernel; the final flush waits at most kFinalFlushWait.
 //  - setup_mu_ serializes the one-time per-context set-up and capture begins, so a capture
 //    never starts while a set-up is in flight. Order: setup_mu_, then Context::mu (several:
 //    in address order), then mu_.
@@ -30,6 +34,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,8 +78,12 @@ class ProfilerCollector : public MetricsCollector {
     std::shared_ptr<uint32_t> config_id = std::make_shared<uint32_t>(0);
     int sm_clock_index = -1;      // metric giving the SM clock in Hz, if the user asked for one
     uint64_t ranges_dropped = 0;  // NaN-only results and ranges CUPTI dropped
-    std::mutex mu;
+    // Timed: kernel mode's own replay holds it from a launch's entry to its exit, and the
+    // final flush waits for that at most kFinalFlushWait.
+    std::timed_mutex mu;
   };
+  // How long the final flush of a context waits for a kernel still being measured on it.
+  static constexpr std::chrono::milliseconds kFinalFlushWait{3000};
 
   ProfilerCollector(const Config& config, std::vector<std::string> metrics, EncoderPost post,
                     std::unique_ptr<ProfilerBackend> backend);

@@ -56,6 +56,7 @@ struct Script {
   // kp's own kernel replay: the calls, and the replay kind of the latest Enable.
   std::atomic<int> syncs{0}, saves{0}, restores{0}, frees{0}, relaunches{0};
   std::atomic<bool> kernel_replay{false};
+  bool never_all_passes = false;  // Stop never says every pass was submitted
   std::mutex mu;
   std::vector<std::string> pushed_names;
   class ScriptedSession* current = nullptr;  // the latest session (kernel mode's auto ranges)
@@ -84,9 +85,17 @@ class ScriptedSession final : public ProfilerSession {
 
   // Kernel mode: CUPTI opens an auto range per kernel launched while the profiler runs,
   // numbered since it was enabled.
+  // With user replay (kp's own kernel replay) the ranges are numbered within each pass, and a
+  // further pass adds to the ranges of the first.
   void KernelLaunched() {
     std::lock_guard<std::mutex> lock(image_mu_);
-    if (running_) image_.push_back(std::to_string(auto_ranges_++));
+    if (!running_) return;
+    if (s_->kernel_replay) {
+      image_.push_back(std::to_string(auto_ranges_++));
+      return;
+    }
+    const std::string name = std::to_string(pass_ranges_++);
+    if (std::find(image_.begin(), image_.end(), name) == image_.end()) image_.push_back(name);
   }
 
   StatusOr<SessionSetup> Plan(const std::vector<std::string>& metrics) override {
@@ -131,6 +140,7 @@ class ScriptedSession final : public ProfilerSession {
     if (Status s = s_->Fails("Start"); !s.ok()) return s;
     std::lock_guard<std::mutex> lock(image_mu_);
     running_ = true;
+    pass_ranges_ = 0;
     return Status();
   }
   StatusOr<bool> DoStop() override {
@@ -142,6 +152,7 @@ class ScriptedSession final : public ProfilerSession {
     }
     if (Status s = s_->Fails("Stop"); !s.ok()) return s;
     ++pass_;
+    if (s_->never_all_passes) return false;
     return pass_ % s_->num_passes == 0;
   }
   Status DoPushRange(const std::string& name) override {
@@ -230,6 +241,7 @@ class ScriptedSession final : public ProfilerSession {
   std::mutex image_mu_;
   bool running_ = false;
   uint64_t auto_ranges_ = 0;
+  uint64_t pass_ranges_ = 0;  // user replay: auto ranges opened in this pass
   bool enabled_ = false;
   bool disable_failed_ = false;
   bool saved_ = false;
@@ -363,21 +375,22 @@ class Harness {
   // call's). `params` false: the driver callback carries no parameters. `result`: what the
   // application's launch returned.
   void DriverLaunch(const char* symbol, uint32_t correlation, bool via_runtime = true,
-                    bool params = true, CUresult result = CUDA_SUCCESS) {
+                    bool params = true, CUresult result = CUDA_SUCCESS, CUcontext ctx = kCtx,
+                    const char* runtime_symbol = nullptr) {
     static int function;
     cuLaunchKernel_params p{};
     p.f = reinterpret_cast<CUfunction>(&function);
     p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimX = p.blockDimY = p.blockDimZ = 1;
     CUpti_CallbackData rt{};
-    rt.context = kCtx;
-    rt.symbolName = symbol;
+    rt.context = ctx;
+    rt.symbolName = runtime_symbol ? runtime_symbol : symbol;
     rt.correlationId = correlation;
     rt.callbackSite = CUPTI_API_ENTER;
     if (via_runtime)
       collector_->OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API,
                            CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, &rt);
     CUpti_CallbackData drv{};
-    drv.context = kCtx;
+    drv.context = ctx;
     drv.symbolName = symbol;
     drv.correlationId = via_runtime ? correlation + 1000 : correlation;
     drv.functionParams = params ? &p : nullptr;
@@ -1461,8 +1474,11 @@ TEST(KernelModeOwnReplay, MultiPassSetRestoresMemoryAndRelaunchesForEachFurtherP
   EXPECT_EQ(h.script.frees.load(), 1);  // the saved memory is not kept between kernels
   EXPECT_EQ(h.script.starts.load(), 3);
   EXPECT_EQ(h.script.stops.load(), 3);
-  EXPECT_EQ(h.script.sweeps.load(), 3);   // every pass starts from a swept L2
-  EXPECT_EQ(h.script.syncs.load(), 4);    // before the save, and before each pass
+  // Every pass starts from a swept L2; the first kernel sweeps once more before the save, so
+  // that the sweep's buffer is allocated before the checkpoint takes the free memory.
+  EXPECT_EQ(h.script.sweeps.load(), 4);
+  // Before the save, before each pass, and before each restore.
+  EXPECT_EQ(h.script.syncs.load(), 6);
   EXPECT_EQ(h.script.decodes.load(), 1);  // once, after the last pass
   // The records of correlation 7 in arrival order: the application's launch, then kp's two.
   EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
@@ -1559,7 +1575,7 @@ TEST(KernelModeOwnReplay, TargetingSelectsWhichLaunchesAreReplayed) {
   EXPECT_EQ(h.Name(h.ranges[0]), "gemm_a");
   EXPECT_EQ(h.Name(h.ranges[1]), "gemm_b");
   EXPECT_EQ(h.script.relaunches.load(), 2);
-  EXPECT_EQ(h.script.syncs.load(), 6);  // only the selected kernels are serialized
+  EXPECT_EQ(h.script.syncs.load(), 8);  // only the selected kernels are serialized (4 each)
 }
 
 TEST(KernelModeOwnReplay, AnotherThreadsLaunchDuringAMeasurementDropsItAndIsNotMeasured) {
@@ -1599,6 +1615,74 @@ TEST(KernelModeOwnReplay, AnotherThreadsLaunchDuringAMeasurementDropsItAndIsNotM
   EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped: another thread launched work"));
   EXPECT_TRUE(h.Noticed("1 selected kernel launch(es) not measured: made while another thread"));
   EXPECT_EQ(h.script.sessions_enabled.load(), 0);
+}
+
+TEST(KernelModeOwnReplay, ADeferredRuntimeLaunchKeepsItsOwnCorrelation) {
+  // Targeting with a runtime launch whose callback has no symbol name: decided at the driver
+  // launch inside it, still under the runtime call's correlation id.
+  Config c = KernelConfig();
+  c.metrics_kernels = "regex:gemm";
+  Harness h(c, MetricsCache::kPass);
+  h.script.num_passes = 2;
+  OnThread([&] {
+    h.DriverLaunch("gemm_a", 5);
+    h.DriverLaunch("gemm_b", 7, true, true, CUDA_SUCCESS, kCtx, /*runtime_symbol=*/"");
+  });
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 2u);
+  EXPECT_EQ(h.Name(h.ranges[1]), "gemm_b");
+  EXPECT_EQ(h.ranges[1].correlation(), 7);
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));  // the application's record
+  EXPECT_TRUE(h.c().IsProfilerInternalLaunch(7));   // kp's relaunch
+}
+
+TEST(KernelModeOwnReplay, NoMoreRelaunchesThanTheSetHasPasses) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  h.script.num_passes = 2;
+  h.script.never_all_passes = true;
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  h.Finish();
+  EXPECT_EQ(h.script.relaunches.load(), 1);  // 2 passes: the application's and one of kp's
+  EXPECT_TRUE(h.ranges.empty());
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0);  // metrics off after the error
+}
+
+TEST(KernelModeOwnReplay, ALaunchOnAnotherContextDoesNotDisturbAMeasurement) {
+  const CUcontext other = reinterpret_cast<CUcontext>(0x2000);
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  static int function;
+  cuLaunchKernel_params params{};
+  params.f = reinterpret_cast<CUfunction>(&function);
+  params.gridDimX = params.gridDimY = params.gridDimZ = 1;
+  params.blockDimX = params.blockDimY = params.blockDimZ = 1;
+  CUpti_CallbackData a{};
+  a.context = kCtx;
+  a.symbolName = "on_gpu0";
+  a.correlationId = 7;
+  a.functionParams = &params;
+  std::atomic<bool> entered{false}, other_done{false};
+  std::thread measuring([&] {
+    a.callbackSite = CUPTI_API_ENTER;
+    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+    ScriptedSession* mine = h.script.current;
+    mine->KernelLaunched();  // the application's kernel, on this context's session
+    entered = true;
+    while (!other_done) std::this_thread::yield();
+    CUresult ok = CUDA_SUCCESS;
+    a.callbackSite = CUPTI_API_EXIT;
+    a.functionReturnValue = &ok;
+    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+  });
+  while (!entered) std::this_thread::yield();
+  OnThread([&] { h.DriverLaunch("on_gpu1", 9, false, true, CUDA_SUCCESS, other); });
+  other_done = true;
+  measuring.join();
+  h.Finish();
+  std::vector<std::string> names;
+  for (const auto& r : h.ranges) names.push_back(h.Name(r));
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"on_gpu0", "on_gpu1"}));
+  EXPECT_FALSE(h.Noticed("dropped: another thread launched work"));
 }
 
 }  // namespace
