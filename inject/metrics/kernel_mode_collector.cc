@@ -163,7 +163,7 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
   std::vector<Result> results;
   Status status;
   {
-    std::lock_guard<std::timed_mutex> lock(p->mu);
+    std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed || gate_.active()) return;
     if (nested) {
       // The runtime's symbolName can be empty for some launch forms; the driver's has it.
@@ -321,7 +321,7 @@ Status KernelModeCollector::BeginPass(KernelContext* p) {
 
 bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& name,
                                          uint32_t correlation) {
-  std::unique_lock<std::timed_mutex> lock(p->mu, std::try_to_lock);
+  std::unique_lock<std::mutex> lock(p->mu, std::try_to_lock);
   if (!lock.owns_lock()) {
     if (p->measuring.load(std::memory_order_acquire) > 0) {
       // Another thread is measuring a kernel here: measuring this one would wait for it (kp
@@ -391,7 +391,7 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
   auto* p = static_cast<KernelContext*>(t.measuring);
   t.measuring = nullptr;
   // Adopts the lock BeginOwnReplay kept: released on every path, exceptions included.
-  std::unique_lock<std::timed_mutex> lock(p->mu, std::adopt_lock);
+  std::unique_lock<std::mutex> lock(p->mu, std::adopt_lock);
   const bool launched = data->functionReturnValue == nullptr ||
                         *static_cast<const CUresult*>(data->functionReturnValue) == CUDA_SUCCESS;
   std::vector<Result> results;
@@ -514,7 +514,7 @@ void KernelModeCollector::NotSelected(CUcontext ctx) {
   if (!p) return;
   Status status;
   {
-    std::lock_guard<std::timed_mutex> lock(p->mu);
+    std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed || !p->session || !p->session->started()) return;
     // Stopped, not decoded: the batch is decoded at the next selected launch or the flush.
     status = StopSession(p);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string_view>
+#include <thread>
 
 #include "common/metric_plan.h"
 #include "inject/log/log.h"
@@ -224,7 +225,7 @@ void ProfilerCollector::OnStreamCapture(CUpti_CallbackDomain domain, CUpti_Callb
     for (auto& [ctx, p] : profilers_) all.push_back(p.get());
   }
   std::sort(all.begin(), all.end());  // one lock order for concurrent begins
-  std::vector<std::unique_lock<std::timed_mutex>> locks;
+  std::vector<std::unique_lock<std::mutex>> locks;
   locks.reserve(all.size());
   for (Context* p : all) locks.emplace_back(p->mu);
   std::vector<std::pair<Context*, std::vector<Result>>> posts;
@@ -251,8 +252,14 @@ void ProfilerCollector::FlushContext(Context* p, bool final) {
   Status status;
   uint64_t dropped = 0;
   {
-    std::unique_lock<std::timed_mutex> lock(p->mu, std::defer_lock);
-    if (!lock.try_lock_for(kFinalFlushWait)) {
+    // Polled rather than a timed lock: ThreadSanitizer does not follow pthread_mutex_clocklock.
+    std::unique_lock<std::mutex> lock(p->mu, std::try_to_lock);
+    const auto deadline = std::chrono::steady_clock::now() + kFinalFlushWait;
+    while (!lock.owns_lock() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lock.try_lock();
+    }
+    if (!lock.owns_lock()) {
       // Kernel mode's own replay is measuring a kernel on this context and has not come back
       // (a kernel that does not end): the trace is finished without this context's values.
       std::string msg = "device " + std::to_string(p->setup.device) + " (context " +

@@ -78,9 +78,9 @@ class ProfilerCollector : public MetricsCollector {
     std::shared_ptr<uint32_t> config_id = std::make_shared<uint32_t>(0);
     int sm_clock_index = -1;      // metric giving the SM clock in Hz, if the user asked for one
     uint64_t ranges_dropped = 0;  // NaN-only results and ranges CUPTI dropped
-    // Timed: kernel mode's own replay holds it from a launch's entry to its exit, and the
-    // final flush waits for that at most kFinalFlushWait.
-    std::timed_mutex mu;
+    // Kernel mode's own replay holds it from a launch's entry to its exit; the final flush
+    // waits for that at most kFinalFlushWait.
+    std::mutex mu;
   };
   // How long the final flush of a context waits for a kernel still being measured on it.
   static constexpr std::chrono::milliseconds kFinalFlushWait{3000};

@@ -191,7 +191,7 @@ void RangeModeCollector::OnRangePush(const void* domain, const std::string& mess
     if (status.ok() && p->multi_pass) p->names_in_pass.insert(key);
   };
   {
-    std::lock_guard<std::timed_mutex> lock(p->mu);
+    std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed || gate_.active()) {
       if (!p->closed) skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
       t_open_ranges.push_back({domain, Slot::kNone});
@@ -234,7 +234,7 @@ void RangeModeCollector::OnRangePush(const void* domain, const std::string& mess
       Log(LogSeverity::kWarning, "metrics: %s", msg.c_str());
       Notice(kNoticeWarning, msg);
     }
-    std::lock_guard<std::timed_mutex> lock(p->mu);
+    std::lock_guard<std::mutex> lock(p->mu);
     p->session->AddTime(SessionCall::kSweep, sweep_ms);  // times are guarded by p->mu
     if (!swept.ok()) p->sweep_failed = true;
     if (p->closed || gate_.active()) {
@@ -283,7 +283,7 @@ void RangeModeCollector::OnRangePop(const void* domain) {
   std::vector<Result> results;
   Status status;
   {
-    std::lock_guard<std::timed_mutex> lock(p->mu);
+    std::lock_guard<std::mutex> lock(p->mu);
     if (p->closed) return;
     if (gate_.active()) {
       // Not during a capture: the owner closes it later (FinishDeferredPop).

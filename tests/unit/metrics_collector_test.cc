@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
@@ -1683,6 +1684,41 @@ TEST(KernelModeOwnReplay, ALaunchOnAnotherContextDoesNotDisturbAMeasurement) {
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"on_gpu0", "on_gpu1"}));
   EXPECT_FALSE(h.Noticed("dropped: another thread launched work"));
+}
+
+TEST(KernelModeOwnReplay, TheFinalFlushWaitsForAStuckMeasurementAtMostItsLimit) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  static int function;
+  cuLaunchKernel_params params{};
+  params.f = reinterpret_cast<CUfunction>(&function);
+  params.gridDimX = params.gridDimY = params.gridDimZ = 1;
+  params.blockDimX = params.blockDimY = params.blockDimZ = 1;
+  CUpti_CallbackData a{};
+  a.context = kCtx;
+  a.symbolName = "never_ends";
+  a.correlationId = 7;
+  a.functionParams = &params;
+  std::atomic<bool> entered{false}, finished{false};
+  std::thread measuring([&] {
+    a.callbackSite = CUPTI_API_ENTER;
+    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+    entered = true;
+    while (!finished) std::this_thread::yield();  // the launch has not returned yet
+    CUresult ok = CUDA_SUCCESS;
+    a.callbackSite = CUPTI_API_EXIT;
+    a.functionReturnValue = &ok;
+    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+  });
+  while (!entered) std::this_thread::yield();
+  const auto t0 = std::chrono::steady_clock::now();
+  h.Finish();  // the exit's flush: gives up on the context after kFinalFlushWait
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  finished = true;
+  measuring.join();
+  EXPECT_GE(waited, 2.9);
+  EXPECT_LT(waited, 10.0);
+  EXPECT_TRUE(h.Noticed("a kernel was still being measured after 3000 ms"));
 }
 
 }  // namespace
