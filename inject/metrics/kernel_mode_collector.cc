@@ -374,11 +374,7 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
     status = Status::Error("kernel replay: out of memory while beginning a measurement");
   }
   if (!status.ok()) {
-    p->closed = true;
-    p->session->Disable();
-    p->measuring.fetch_sub(1, std::memory_order_acq_rel);
-    measuring_.fetch_sub(1, std::memory_order_acq_rel);
-    lock.unlock();
+    EndMeasurement(p, std::move(lock), status);
     Fail(status);
     return false;
   }
@@ -457,6 +453,13 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
   } catch (...) {
     status = Status::Error("kernel replay: out of memory while measuring a kernel");
   }
+  EndMeasurement(p, std::move(lock), status);
+  PostResults(p, std::move(results));
+  if (!status.ok()) Fail(status);
+}
+
+void KernelModeCollector::EndMeasurement(KernelContext* p, std::unique_lock<std::mutex> lock,
+                                         const Status& status) {
   if (!status.ok()) {
     p->closed = true;
     p->session->Disable();
@@ -464,8 +467,6 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
   p->measuring.fetch_sub(1, std::memory_order_acq_rel);
   measuring_.fetch_sub(1, std::memory_order_acq_rel);
   lock.unlock();
-  PostResults(p, std::move(results));
-  if (!status.ok()) Fail(status);
 }
 
 bool KernelModeCollector::IsProfilerInternalLaunch(uint32_t correlation) const {

@@ -105,6 +105,9 @@ class KernelModeCollector final : public ProfilerCollector {
   Status BeginPass(KernelContext* p);
   // The launch's exit: the remaining passes, the decode, the result (unlocks p->mu).
   void FinishOwnReplay(const CUpti_CallbackData* data);
+  // The measurement on `p` is over: on a failure the session is closed; the counts of kernels
+  // being measured go down and p->mu (held by `lock`) is released.
+  void EndMeasurement(KernelContext* p, std::unique_lock<std::mutex> lock, const Status& status);
 
   const bool own_replay_;                  // KP_METRICS_CACHE is not none
   std::atomic<uint64_t> unreplayable_{0};  // selected launches of a form kp cannot relaunch

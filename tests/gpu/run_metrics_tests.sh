@@ -158,12 +158,20 @@ check_trace() {
 ncu_case() {
   local name=$1
   shift
+  ncu_run "$name" "ncu --clock-control none $* --metrics \$M" --clock-control none "$@" \
+    --metrics "$M" --csv --page raw --print-units base -k regex:"$NCU_KERNELS" \
+    "$BIN/metrics_sol" --reps 3
+}
+
+# ncu_run NAME TITLE ARGS...: ncu ARGS (200 s limit) with its CSV in $T/NAME.csv; logs the tail
+# of its output, PASS/FAIL NAME/run; returns 1 on failure.
+ncu_run() {
+  local name=$1 title=$2
+  shift 2
   echo
-  echo "=== $name: ncu --clock-control none $* --metrics \$M"
+  echo "=== $name: $title"
   local start=$SECONDS
-  timeout 200 "$NCU" --clock-control none "$@" --metrics "$M" --csv --page raw \
-    --print-units base -k regex:"$NCU_KERNELS" "$BIN/metrics_sol" --reps 3 \
-    >"$T/$name.csv" 2>"$T/$name.err"
+  timeout 200 "$NCU" "$@" >"$T/$name.csv" 2>"$T/$name.err"
   local rc=$?
   grep -v '^"' "$T/$name.csv" | grep -v '^expect ' | tail -n 15 | sed 's/^/    out: /'
   tail -n 10 "$T/$name.err" | sed 's/^/    err: /'
@@ -191,20 +199,9 @@ kernel_records() {
 cache_ncu() {
   local name=$1
   shift
-  echo
-  echo "=== $name: ncu --clock-control none --cache-control all --metrics \$CACHE_MSOL $*"
-  local start=$SECONDS
-  timeout 200 "$NCU" --clock-control none --cache-control all --metrics "$CACHE_MSOL" --csv \
-    --page raw --print-units base "$@" >"$T/$name.csv" 2>"$T/$name.err"
-  local rc=$?
-  grep -v '^"' "$T/$name.csv" | grep -v '^expect ' | tail -n 15 | sed 's/^/    out: /'
-  tail -n 10 "$T/$name.err" | sed 's/^/    err: /'
-  echo "    exit status $rc after $((SECONDS - start)) s, $(grep -c '^"' "$T/$name.csv") CSV lines"
-  if [[ $rc -ne 0 ]]; then
-    fail "$name/run" "ncu exit status $rc"
-    return 1
-  fi
-  pass "$name/run" "exit status 0"
+  ncu_run "$name" "ncu --clock-control none --cache-control all --metrics \$CACHE_MSOL $*" \
+    --clock-control none --cache-control all --metrics "$CACHE_MSOL" --csv --page raw \
+    --print-units base "$@"
 }
 
 # cache_results LABEL PROGRAM: the program checked its own results under kp ("checks ok").

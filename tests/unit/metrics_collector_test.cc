@@ -1435,6 +1435,33 @@ TEST(MetricsCollectorCreate, NoMetricsIsNoCollectorAndBadNamesAreOneLine) {
   EXPECT_EQ(created.status().message(), "KP_METRICS: no metric names given (e.g. KP_METRICS=sol)");
 }
 
+// A driver launch (cuLaunchKernel) whose entry and exit callbacks a test calls itself, from the
+// thread of its choice, to hold a kernel-mode measurement open.
+struct SplitLaunch {
+  SplitLaunch(const char* symbol, uint32_t correlation, CUcontext ctx = kCtx) {
+    static int function;
+    params.f = reinterpret_cast<CUfunction>(&function);
+    params.gridDimX = params.gridDimY = params.gridDimZ = 1;
+    params.blockDimX = params.blockDimY = params.blockDimZ = 1;
+    data.context = ctx;
+    data.symbolName = symbol;
+    data.correlationId = correlation;
+    data.functionParams = &params;
+  }
+  void Enter(MetricsCollector& c) {
+    data.callbackSite = CUPTI_API_ENTER;
+    c.OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+  }
+  void Exit(MetricsCollector& c) {
+    data.callbackSite = CUPTI_API_EXIT;
+    data.functionReturnValue = &result;
+    c.OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &data);
+  }
+  cuLaunchKernel_params params{};
+  CUpti_CallbackData data{};
+  CUresult result = CUDA_SUCCESS;
+};
+
 // --- kernel mode, kp's own replay (KP_METRICS_CACHE=pass/range) ---
 
 TEST(KernelModeOwnReplay, OnePassSetSweepsBeforeEachKernelAndKeepsTheLaunchCorrelation) {
@@ -1582,26 +1609,13 @@ TEST(KernelModeOwnReplay, TargetingSelectsWhichLaunchesAreReplayed) {
 TEST(KernelModeOwnReplay, AnotherThreadsLaunchDuringAMeasurementDropsItAndIsNotMeasured) {
   Harness h(KernelConfig(), MetricsCache::kPass);
   h.script.num_passes = 2;
-  static int function;
-  cuLaunchKernel_params params{};
-  params.f = reinterpret_cast<CUfunction>(&function);
-  params.gridDimX = params.gridDimY = params.gridDimZ = 1;
-  params.blockDimX = params.blockDimY = params.blockDimZ = 1;
-  CUpti_CallbackData a{};
-  a.context = kCtx;
-  a.symbolName = "measured";
-  a.correlationId = 7;
-  a.functionParams = &params;
+  SplitLaunch a("measured", 7);
   std::atomic<bool> entered{false}, other_done{false};
   std::thread measuring([&] {
-    a.callbackSite = CUPTI_API_ENTER;
-    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+    a.Enter(h.c());
     entered = true;
     while (!other_done) std::this_thread::yield();
-    CUresult ok = CUDA_SUCCESS;
-    a.callbackSite = CUPTI_API_EXIT;
-    a.functionReturnValue = &ok;
-    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+    a.Exit(h.c());
   });
   while (!entered) std::this_thread::yield();
   // Another thread's launch while "measured" is between its entry and exit: it neither waits
@@ -1651,28 +1665,15 @@ TEST(KernelModeOwnReplay, NoMoreRelaunchesThanTheSetHasPasses) {
 TEST(KernelModeOwnReplay, ALaunchOnAnotherContextDoesNotDisturbAMeasurement) {
   const CUcontext other = reinterpret_cast<CUcontext>(0x2000);
   Harness h(KernelConfig(), MetricsCache::kPass);
-  static int function;
-  cuLaunchKernel_params params{};
-  params.f = reinterpret_cast<CUfunction>(&function);
-  params.gridDimX = params.gridDimY = params.gridDimZ = 1;
-  params.blockDimX = params.blockDimY = params.blockDimZ = 1;
-  CUpti_CallbackData a{};
-  a.context = kCtx;
-  a.symbolName = "on_gpu0";
-  a.correlationId = 7;
-  a.functionParams = &params;
+  SplitLaunch a("on_gpu0", 7);
   std::atomic<bool> entered{false}, other_done{false};
   std::thread measuring([&] {
-    a.callbackSite = CUPTI_API_ENTER;
-    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+    a.Enter(h.c());
     ScriptedSession* mine = h.script.current;
     mine->KernelLaunched();  // the application's kernel, on this context's session
     entered = true;
     while (!other_done) std::this_thread::yield();
-    CUresult ok = CUDA_SUCCESS;
-    a.callbackSite = CUPTI_API_EXIT;
-    a.functionReturnValue = &ok;
-    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+    a.Exit(h.c());
   });
   while (!entered) std::this_thread::yield();
   OnThread([&] { h.DriverLaunch("on_gpu1", 9, false, true, CUDA_SUCCESS, other); });
@@ -1688,26 +1689,13 @@ TEST(KernelModeOwnReplay, ALaunchOnAnotherContextDoesNotDisturbAMeasurement) {
 
 TEST(KernelModeOwnReplay, TheFinalFlushWaitsForAStuckMeasurementAtMostItsLimit) {
   Harness h(KernelConfig(), MetricsCache::kPass);
-  static int function;
-  cuLaunchKernel_params params{};
-  params.f = reinterpret_cast<CUfunction>(&function);
-  params.gridDimX = params.gridDimY = params.gridDimZ = 1;
-  params.blockDimX = params.blockDimY = params.blockDimZ = 1;
-  CUpti_CallbackData a{};
-  a.context = kCtx;
-  a.symbolName = "never_ends";
-  a.correlationId = 7;
-  a.functionParams = &params;
+  SplitLaunch a("never_ends", 7);
   std::atomic<bool> entered{false}, finished{false};
   std::thread measuring([&] {
-    a.callbackSite = CUPTI_API_ENTER;
-    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+    a.Enter(h.c());
     entered = true;
     while (!finished) std::this_thread::yield();  // the launch has not returned yet
-    CUresult ok = CUDA_SUCCESS;
-    a.callbackSite = CUPTI_API_EXIT;
-    a.functionReturnValue = &ok;
-    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &a);
+    a.Exit(h.c());
   });
   while (!entered) std::this_thread::yield();
   const auto t0 = std::chrono::steady_clock::now();

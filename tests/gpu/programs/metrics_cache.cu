@@ -41,19 +41,10 @@
 #include <string>
 
 #include "expect_lines.h"
+#include "gemm_helpers.h"
 
 constexpr int kThreads = 256;
 constexpr uint32_t kBins = 65536;
-
-// Deterministic values in [-1, 1) from the index (metrics_sol.cu's), for the GEMM inputs.
-static __host__ __device__ inline float ValueAt(uint64_t i, uint32_t seed) {
-  uint32_t x = static_cast<uint32_t>(i) * 2654435761u ^ seed * 2246822519u ^
-               static_cast<uint32_t>(i >> 32) * 3266489917u;
-  x ^= x >> 15;
-  x *= 2246822519u;
-  x ^= x >> 13;
-  return static_cast<float>(x & 0xffff) / 32768.f - 1.f;
-}
 
 // Small integers -3..3: sums of any part of the buffer are exact in float, in any order.
 static __host__ __device__ inline float SmallAt(uint64_t i) {
@@ -163,52 +154,6 @@ __global__ void atomic_hist(const uint32_t* __restrict__ keys, uint64_t n,
   }
 }
 
-namespace {
-
-long ArgValue(int argc, char** argv, const char* name, long fallback) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], name) == 0) return std::strtol(argv[i + 1], nullptr, 10);
-  return fallback;
-}
-
-// The three cuBLAS entry points this program needs, resolved from the shared library.
-struct Cublas {
-  decltype(&cublasCreate_v2) create = nullptr;
-  decltype(&cublasDestroy_v2) destroy = nullptr;
-  decltype(&cublasSgemm_v2) sgemm = nullptr;
-};
-
-bool LoadCublas(Cublas* blas, std::string* error) {
-  const char* const names[] = {"libcublas.so.13", "libcublas.so",
-                               "/usr/local/cuda/lib64/libcublas.so.13",
-                               "/usr/local/cuda/targets/x86_64-linux/lib/libcublas.so.13"};
-  void* lib = nullptr;
-  for (const char* name : names) {
-    if ((lib = dlopen(name, RTLD_NOW | RTLD_GLOBAL)) != nullptr) break;
-    *error += std::string(error->empty() ? "" : "; ") + dlerror();
-  }
-  if (lib == nullptr) return false;
-  blas->create = reinterpret_cast<decltype(blas->create)>(dlsym(lib, "cublasCreate_v2"));
-  blas->destroy = reinterpret_cast<decltype(blas->destroy)>(dlsym(lib, "cublasDestroy_v2"));
-  blas->sgemm = reinterpret_cast<decltype(blas->sgemm)>(dlsym(lib, "cublasSgemm_v2"));
-  if (!blas->create || !blas->destroy || !blas->sgemm) {
-    *error = "libcublas lacks cublasCreate_v2/cublasDestroy_v2/cublasSgemm_v2";
-    return false;
-  }
-  return true;
-}
-
-// Host reference for C[row][col] of row-major A * B, both filled by ValueAt with seeds 3 and 4.
-double MatmulCell(long n, long row, long col) {
-  double want = 0;
-  for (long k = 0; k < n; ++k)
-    want += static_cast<double>(ValueAt(static_cast<uint64_t>(row) * n + k, 3)) *
-            ValueAt(static_cast<uint64_t>(k) * n + col, 4);
-  return want;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   const long reps = ArgValue(argc, argv, "--reps", 5);
   if (reps < 1 || reps > 200) {
@@ -217,8 +162,7 @@ int main(int argc, char** argv) {
   }
   KP_CHECK(cudaSetDevice(0));
   Cublas blas;
-  std::string blas_error;
-  if (!LoadCublas(&blas, &blas_error)) {
+  if (const std::string blas_error = LoadCublas(&blas); !blas_error.empty()) {
     std::fprintf(stderr, "metrics_cache: cannot load cuBLAS for range \"gemm_cublas\": %s\n",
                  blas_error.c_str());
     return 2;
