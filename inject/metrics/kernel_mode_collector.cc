@@ -63,6 +63,21 @@ std::unique_ptr<ProfilerCollector::Context> KernelModeCollector::NewContext() {
   return std::make_unique<KernelContext>();
 }
 
+ProfilerCollector::Result KernelModeCollector::LaunchResult(KernelContext* p,
+                                                            const std::string& name,
+                                                            uint32_t correlation) {
+  Result r;
+  r.name = name;
+  r.occurrence = p->launch_index++;
+  r.occurrences_used = 1;
+  r.start = r.end = backend_->Now();
+  r.thread_id = ThreadId();
+  r.device = p->setup.device;
+  r.context = p->setup.context_id;
+  r.correlation = correlation;
+  return r;
+}
+
 Status KernelModeCollector::StopSession(KernelContext* p) {
   sessions_started_.fetch_sub(1, std::memory_order_relaxed);
   if (StatusOr<bool> stopped = p->session->Stop(); !stopped.ok()) return stopped.status();
@@ -183,18 +198,9 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
         status = p->session->Start();
         if (status.ok()) sessions_started_.fetch_add(1, std::memory_order_relaxed);
       }
-      if (status.ok()) {
-        Result r;
-        r.name = data->symbolName ? data->symbolName : "";
-        r.occurrence = p->launch_index++;
-        r.occurrences_used = 1;
-        r.start = r.end = backend_->Now();
-        r.thread_id = ThreadId();
-        r.device = p->setup.device;
-        r.context = p->setup.context_id;
-        r.correlation = data->correlationId;
-        p->launches.push_back(std::move(r));
-      }
+      if (status.ok())
+        p->launches.push_back(
+            LaunchResult(p, data->symbolName ? data->symbolName : "", data->correlationId));
     }
     if (!status.ok()) {
       p->closed = true;
@@ -351,16 +357,7 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
     }
     if (status.ok()) status = BeginPass(p);
     if (status.ok()) {
-      Result& r = p->measuring_result;
-      r = Result();
-      r.name = name;
-      r.occurrence = p->launch_index++;
-      r.occurrences_used = 1;
-      r.start = r.end = backend_->Now();
-      r.thread_id = ThreadId();
-      r.device = p->setup.device;
-      r.context = p->setup.context_id;
-      r.correlation = correlation;
+      p->measuring_result = LaunchResult(p, name, correlation);
       if (p->setup.num_passes > 1) {
         std::lock_guard<std::mutex> internal(internal_mu_);
         // Bounded: entries whose records never came (kernel records off, a failed launch).

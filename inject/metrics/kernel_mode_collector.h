@@ -82,6 +82,8 @@ class KernelModeCollector final : public ProfilerCollector {
   void FinalNotices(Context* p, std::vector<std::string>* warnings) override;
   void ShutdownNotices() override;
 
+  // A measured launch's result before its values (p->mu held: numbers the launch).
+  Result LaunchResult(KernelContext* p, const std::string& name, uint32_t correlation);
   // Stops the batch if started; decodes a stopped batch.
   Status Collect(KernelContext* p, std::vector<Result>* results);
   Status StopSession(KernelContext* p);  // p->mu held, session started
