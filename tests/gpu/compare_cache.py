@@ -65,20 +65,8 @@ def read_kp_kernels(path, skip_first):
     (correlation), the first skip_first launches of each kernel name dropped."""
     rows = cm.read_table(path)
     rows.sort(key=lambda r: cm.num(r.get("correlation")))
-    result = cm.empty_result()
-    seen = {}
-    n = 0
-    for row in rows:
-        name = row.get("range", "")
-        key = cm.classify(name)
-        if key is None:
-            continue
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] <= skip_first:
-            continue
-        n += 1
-        cm.add_row(result, key, name, {m: cm.num(row[m]) for m in cm.METRICS if m in row})
-    return result, n
+    return cm.group_launches(((row.get("range", ""), {m: cm.num(row[m]) for m in cm.METRICS
+                                                     if m in row}) for row in rows), skip_first)
 
 
 def read_kp_ranges(path):

@@ -97,6 +97,24 @@ def add_row(result, key, name, values):
         per[m].append(v)
 
 
+def group_launches(launches, skip_first):
+    """Results (see empty_result) from (kernel name, {metric: value}) pairs in launch order,
+    the first `skip_first` launches of each kernel name dropped; also how many were kept."""
+    result = empty_result()
+    n = 0
+    seen = {}
+    for name, values in launches:
+        key = classify(name)
+        if key is None:
+            continue
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] <= skip_first:
+            continue
+        n += 1
+        add_row(result, key, name, values)
+    return result, n
+
+
 def read_ncu(path, skip_first):
     """Results (see empty_result) from ncu's raw-page CSV (other stdout lines ignored).
 
@@ -106,27 +124,16 @@ def read_ncu(path, skip_first):
         lines = [line for line in f if line.startswith('"')]
     rows = list(csv.reader(lines))
     header = next((r for r in rows if r and r[0] == "ID"), None)
-    result = empty_result()
     if header is None:
-        return result, 0
+        return empty_result(), 0
     col = {name: i for i, name in enumerate(header)}
     name_col = col.get("Kernel Name")
-    n = 0
-    seen = {}
-    for r in rows:
-        if r is header or not r or not r[0].strip().isdigit() or name_col is None:
-            continue  # the units row, or anything else
-        name = r[name_col]
-        key = classify(name)
-        if key is None:
-            continue
-        seen[name] = seen.get(name, 0) + 1
-        if seen[name] <= skip_first:
-            continue
-        n += 1
-        add_row(result, key, name,
-                {m: num(r[col[m]]) for m in METRICS if m in col and col[m] < len(r)})
-    return result, n
+    if name_col is None:
+        return empty_result(), 0
+    launches = ((r[name_col], {m: num(r[col[m]]) for m in METRICS if m in col and col[m] < len(r)})
+                for r in rows
+                if r is not header and r and r[0].strip().isdigit())  # not the units row
+    return group_launches(launches, skip_first)
 
 
 def read_kp(path, by_kernel):
