@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
   KpSide* kp = NewKpSide();
   KpSide& kp_side = *kp;
   uint32_t correlation = 0;
-  std::vector<double> floor_ns, kp_ns, cupti_ts, realtime_ts;
+  std::vector<double> floor_ns, kp_ns, kp_off_ns, empty_ns, cupti_ts, realtime_ts;
   FloorRound(launches / 10);  // warm-up: code, rings, caches
   KpRound(kp_side, launches / 10, &correlation);
   for (int r = 0; r < rounds; ++r) {
@@ -118,6 +118,8 @@ int main(int argc, char** argv) {
       kp_ns.push_back(KpRound(kp_side, launches, &correlation));
       floor_ns.push_back(FloorRound(launches));
     }
+    kp_off_ns.push_back(KpOffRound(kp_side, launches, &correlation));
+    empty_ns.push_back(EmptyRound(launches));
     cupti_ts.push_back(TimestampRound(launches, true));
     realtime_ts.push_back(TimestampRound(launches, false));
   }
@@ -131,6 +133,10 @@ int main(int argc, char** argv) {
       "  kp (ApiCallRecorder::OnCallback):       %7.1f ns/launch (4 callbacks), %llu "
       "dropped\n",
       Median(kp_ns), static_cast<unsigned long long>(dropped));
+  std::printf("  kp, recording off (outside a window):   %7.1f ns/launch (4 callbacks)\n",
+              Median(kp_off_ns));
+  std::printf("  empty callback (loop + call only):      %7.1f ns/launch (4 callbacks)\n",
+              Median(empty_ns));
   std::printf("  kp - floor:                             %+7.1f ns/launch\n",
               Median(kp_ns) - Median(floor_ns));
   std::printf("  cuptiGetTimestamp:                      %7.1f ns/call\n", Median(cupti_ts));

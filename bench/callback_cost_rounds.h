@@ -15,3 +15,5 @@ KP_CALLBACK_COST_API void DeleteKpSide(KpSide* kp_side);
 KP_CALLBACK_COST_API uint64_t KpDropped(const KpSide* kp_side);
 // ns per launch (4 callbacks) of kp's recorder; `correlation` carries on between rounds.
 KP_CALLBACK_COST_API double KpRound(KpSide& kp_side, long launches, uint32_t* correlation);
+KP_CALLBACK_COST_API double KpOffRound(KpSide& kp_side, long launches, uint32_t* correlation);
+KP_CALLBACK_COST_API double EmptyRound(long launches);

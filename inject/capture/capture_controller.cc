@@ -85,6 +85,41 @@ void CaptureController::Apply(Event event) {
   if (after == CapturePhase::kOff) ops_.set_tracing(false);
   if (before == CapturePhase::kOn) ops_.window_closed(machine_.last_window(), label_);
   if (control_) control_->Send(kCaptureWake);  // a duration deadline may have appeared
+  // No window can open any more: kp stops listening for the trigger (the rest of the run then
+  // costs nothing per NVTX call).
+  if (machine_.finished() && trigger_callbacks_on_ && !ops_.keep_trigger_callbacks) {
+    SetTriggerCallbacks(false);
+  }
+}
+
+void CaptureController::SetTriggerCallbacks(bool on) {
+  const uint32_t enable = on ? 1 : 0;
+  switch (plan_.trigger) {
+    case CaptureTrigger::kNvtxRange:
+    case CaptureTrigger::kSchedule:
+      // Only the calls that push, pop or name the range's domain, not every NVTX callback.
+      for (CUpti_CallbackId cbid :
+           {CUPTI_CBID_NVTX_nvtxRangePushA, CUPTI_CBID_NVTX_nvtxRangePushW,
+            CUPTI_CBID_NVTX_nvtxRangePushEx, CUPTI_CBID_NVTX_nvtxRangePop,
+            CUPTI_CBID_NVTX_nvtxDomainRangePushEx, CUPTI_CBID_NVTX_nvtxDomainRangePop,
+            CUPTI_CBID_NVTX_nvtxDomainCreateA}) {
+        cuptiEnableCallback(enable, subscriber_, CUPTI_CB_DOMAIN_NVTX, cbid);
+      }
+      break;
+    case CaptureTrigger::kCudaProfilerApi:
+      cuptiEnableCallback(enable, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API,
+                          CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
+      cuptiEnableCallback(enable, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API,
+                          CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
+      cuptiEnableCallback(enable, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API,
+                          CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
+      cuptiEnableCallback(enable, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API,
+                          CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
+      break;
+    default:
+      return;
+  }
+  trigger_callbacks_on_ = on;
 }
 
 Status CaptureController::Start(CUpti_SubscriberHandle subscriber) {
@@ -135,23 +170,10 @@ Status CaptureController::StartTriggers(CUpti_SubscriberHandle subscriber) {
     }
   }
   // Trigger callbacks last: they may call Apply at once, which uses the control thread.
-  switch (plan_.trigger) {
-    case CaptureTrigger::kNvtxRange:
-    case CaptureTrigger::kSchedule:
-      cuptiEnableDomain(1, subscriber, CUPTI_CB_DOMAIN_NVTX);
-      break;
-    case CaptureTrigger::kCudaProfilerApi:
-      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                          CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStart_v4000);
-      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
-                          CUPTI_RUNTIME_TRACE_CBID_cudaProfilerStop_v4000);
-      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
-                          CUPTI_DRIVER_TRACE_CBID_cuProfilerStart);
-      cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_DRIVER_API,
-                          CUPTI_DRIVER_TRACE_CBID_cuProfilerStop);
-      break;
-    default:
-      break;
+  {
+    std::lock_guard<std::timed_mutex> lock(mutex_);
+    subscriber_ = subscriber;
+    SetTriggerCallbacks(true);
   }
   return Status();
 }

@@ -36,6 +36,9 @@ struct CaptureTracerOps {
   // Warm-up: records from `begin` on are discarded until discard_end(end).
   std::function<void(uint64_t begin)> discard_begin;
   std::function<void(uint64_t end)> discard_end;
+  // Another collector shares the trigger's callbacks (metrics: NVTX, launches): never switch
+  // them off when the last window has closed.
+  bool keep_trigger_callbacks = false;
 };
 
 class CaptureControlThread;
@@ -63,6 +66,7 @@ class CaptureController {
 
  private:
   Status StartTriggers(CUpti_SubscriberHandle subscriber);
+  void SetTriggerCallbacks(bool on);  // the trigger's NVTX / profiler-API callbacks
   template <typename Event>
   void Apply(Event event);
   void OnNvtx(CUpti_CallbackId cbid, const void* cbdata);
@@ -77,6 +81,8 @@ class CaptureController {
   std::timed_mutex mutex_;  // guards machine_; never held across a wait on CUDA work
   CaptureStateMachine machine_;
   std::unique_ptr<CaptureControlThread> control_;
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  bool trigger_callbacks_on_ = false;
 };
 
 }  // namespace kp

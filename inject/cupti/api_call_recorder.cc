@@ -138,6 +138,19 @@ void ApiCallRecorder::EnableCallbacks(CUpti_SubscriberHandle subscriber) {
   }
 }
 
+void ApiCallRecorder::SetCallbacksEnabled(CUpti_SubscriberHandle subscriber, bool on) {
+  const bool copies_pending = !copy_kinds_enabled_.load();
+  const auto toggle = [&](const std::vector<uint8_t>& table, CUpti_CallbackDomain domain) {
+    for (size_t cbid = 0; cbid < table.size(); ++cbid) {
+      if (!(table[cbid] & kRecorded)) continue;
+      if (!on && copies_pending && (table[cbid] & kCopies)) continue;  // still detects the copy
+      cuptiEnableCallback(on ? 1 : 0, subscriber, domain, static_cast<CUpti_CallbackId>(cbid));
+    }
+  };
+  toggle(runtime_cbids_, CUPTI_CB_DOMAIN_RUNTIME_API);
+  toggle(driver_cbids_, CUPTI_CB_DOMAIN_DRIVER_API);
+}
+
 bool ApiCallRecorder::Wants(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) const {
   if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) return FlagsOf(runtime_cbids_, cbid) & kRecorded;
   if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return FlagsOf(driver_cbids_, cbid) & kRecorded;
@@ -222,6 +235,8 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
     }
     thread_id = t_state.thread_id;
   }
+  const uint64_t start = data->correlationData != nullptr ? *data->correlationData : end;
+  if (start < open_ns_.load(std::memory_order_relaxed) || start > end) return;  // ENTER unseen
   const uint64_t head = ring->head.load(std::memory_order_relaxed);
   if (head - ring->cached_tail >= kRingSlots) {
     ring->cached_tail = ring->tail.load(std::memory_order_acquire);
@@ -233,7 +248,7 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
   CUpti_ActivityAPI& slot = ring->slots[head & (kRingSlots - 1)];
   slot.kind = runtime ? CUPTI_ACTIVITY_KIND_RUNTIME : CUPTI_ACTIVITY_KIND_DRIVER;
   slot.cbid = cbid;
-  slot.start = data->correlationData != nullptr ? *data->correlationData : end;
+  slot.start = start;
   slot.end = end;
   slot.processId = g_process_id;
   slot.threadId = thread_id;

@@ -65,8 +65,18 @@ class ApiCallRecorder {
   // Encoder thread: decodes the calls finished since the last drain. Returns how many.
   size_t Drain(ActivityDecoder* decoder);
 
-  // Capture windows: outside a window finished calls are not recorded (timing still kept).
-  void SetRecording(bool on) { recording_.store(on, std::memory_order_relaxed); }
+  // Capture windows: outside a window finished calls are not recorded. `now` (trace clock) is
+  // the window's opening: a call whose ENTER came before it (its callbacks were off then, its
+  // correlationData slot holds no entry time of this call) is not recorded either.
+  void SetRecording(bool on, uint64_t now = 0) {
+    if (on) open_ns_.store(now, std::memory_order_relaxed);
+    recording_.store(on, std::memory_order_relaxed);
+  }
+
+  // Capture windows: switches the recorded cbids' callbacks on `subscriber` on or off, so that
+  // outside a window CUPTI does not call back on every launch. While the copy kinds still wait
+  // for the program's first copy, the cbids that may copy stay on (they detect it).
+  void SetCallbacksEnabled(CUpti_SubscriberHandle subscriber, bool on);
 
   uint64_t dropped() const { return dropped_.load(std::memory_order_relaxed); }
 
@@ -84,6 +94,7 @@ class ApiCallRecorder {
   std::atomic<Ring*> rings_{nullptr};
   std::atomic<uint64_t> dropped_{0};
   std::atomic<bool> recording_{true};
+  std::atomic<uint64_t> open_ns_{0};
 };
 
 // KP_API=launch with `api` in KP_ACTIVITIES: API calls come from callbacks.

@@ -343,6 +343,8 @@ void FinishOnSignal(int signo) {
 
 // ---- set-up ----
 
+uint64_t TraceNowNs();
+
 // Capture windows switch tracing off again through the same function: `on` false disables.
 thread_local bool t_enabling = true;
 
@@ -393,7 +395,14 @@ void EnableCopyKindsAtFirstCopy() {
 void EnableActivities(const Config& c, bool on = true) {
   t_enabling = on;
   g_activities_on.store(on);
-  if (g_state != nullptr && g_state->api_calls != nullptr) g_state->api_calls->SetRecording(on);
+  if (g_state != nullptr && g_state->api_calls != nullptr) {
+    ApiCallRecorder* recorder = g_state->api_calls;
+    // Windows: the recorded cbids' callbacks only inside them (the metrics collector shares
+    // the launch cbids' callbacks, so with metrics they stay on).
+    if (g_state->capture && !g_state->collector)
+      recorder->SetCallbacksEnabled(g_state->subscriber, on);
+    recorder->SetRecording(on, on ? TraceNowNs() : 0);
+  }
   if (c.kernel) EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
   if (!on || !CopyKindsAtFirstCopy(c) || g_copy_seen.load()) EnableCopyKinds(c);
   if (c.api && c.api_mode == ApiMode::kAll) {
@@ -508,7 +517,10 @@ void StartCapture(const CapturePlan& plan) {
   CaptureTracerOps ops;
   ops.set_tracing = [](bool on) {
     if (!CuptiUsable() || g_exit_done.load()) return;
+    const uint64_t begin = ClockNs(CLOCK_MONOTONIC);
     EnableActivities(g_state->config, on);
+    Log(LogSeverity::kDebug, "capture edge: tracing %s in %.3f ms", on ? "on" : "off",
+        (ClockNs(CLOCK_MONOTONIC) - begin) / 1e6);
   };
   ops.now_ns = &TraceNowNs;
   ops.window_closed = [](const CaptureWindowInfo& w, const std::string& label) {
@@ -538,6 +550,7 @@ void StartCapture(const CapturePlan& plan) {
     ActivityDecoder* decoder = g_state->decoder;
     g_state->thread->Post([decoder, end](TraceEncoder&) { decoder->EndDiscard(end); });
   };
+  ops.keep_trigger_callbacks = g_state->collector != nullptr;
   DumpDevicesOnce();  // the trace names its devices even when no window ever opens
   g_state->capture = std::make_unique<CaptureController>(plan, std::move(ops));
   if (const Status started = g_state->capture->Start(g_state->subscriber); !started.ok()) {
@@ -751,6 +764,10 @@ void DoToolInit(InjectionMode mode) {
     return;
   }
   EnableCallbacks(g_state->subscriber, g_state->collector.get());
+  if (g_state->api_calls != nullptr && capture_plan.trigger != CaptureTrigger::kWholeRun &&
+      !g_state->collector) {
+    g_state->api_calls->SetCallbacksEnabled(g_state->subscriber, false);  // until a window opens
+  }
   if (g_state->pc_sampler) g_state->pc_sampler->EnableCallbacks(g_state->subscriber);
   if (capture_plan.trigger == CaptureTrigger::kWholeRun) {
     EnableActivities(g_state->config);

@@ -276,4 +276,24 @@ TEST(ApiCallRecorderTest, DefaultsRecordFromCallbacksAndDelayCopyKinds) {
 }
 
 }  // namespace
+TEST(ApiCallRecorderTest, ACallEnteredBeforeTheWindowOpenedIsNotRecorded) {
+  ApiCallRecorder recorder(nullptr);
+  recorder.SetRecording(false);
+  Call straddling(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 7);
+  straddling.Enter(recorder);  // before the window (with callbacks off CUPTI would not call)
+  uint64_t open = 0;
+  cuptiGetTimestamp(&open);
+  recorder.SetRecording(true, open + 1);
+  straddling.Exit(recorder);  // its slot holds no entry time from inside the window
+  Call inside(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 8);
+  inside.Enter(recorder);
+  inside.Exit(recorder);
+  Call unseen(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 9);
+  unseen.slot = ~uint64_t{0};  // ENTER never delivered: whatever the slot holds
+  unseen.Exit(recorder);
+  Decoded d = DrainAll(recorder);
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.correlations[0], 8u);
+}
+
 }  // namespace kp
