@@ -10,12 +10,14 @@
 // The kernel is PTX text (L2SweepPtx) JIT-compiled by the driver at the first use, so the
 // injector needs no device code at build time. It loads only 16-byte words with .cg (L2, not
 // L1) and stores nothing unless the buffer, zeroed once (by kL2ZeroKernelName, at set-up), holds
-// a non-zero word, which it never does: it leaves no dirty line of its own. Both kernel records
+// a non-zero word, which it never does: it leaves no dirty line of its own. On sm_80 and newer
+// a third kernel (kL2DiscardKernelName) then discards the buffer's lines from L2 without writing
+// them back, so the measured work starts from an empty L2, as after ncu's flush. All kernel records
 // are marked profiler-internal by name. Its driver calls are made inside kp's CUPTI callbacks,
 // where the default API recorder (KP_API=launch) records nothing, so they are not in the trace;
-// the sweep puts no other GPU record there (no memset). Cost on the H200: one ~30-70 us kernel and
-// a stream synchronization, and 2 x L2 of device memory (about 100 MB on the H200), allocated at
-// the first sweep.
+// the sweep puts no other GPU record there (no memset). Cost on the H200: one ~30-70 us kernel (and
+// the discard's few us) and a stream synchronization, and 2 x L2 of device memory (about 100 MB on
+// the H200), allocated at the first sweep.
 //
 // Everything runs on a non-blocking stream of kp's own, with the thread's stream-capture mode
 // set to relaxed for the duration: an application capturing a CUDA graph meanwhile is neither
@@ -36,10 +38,13 @@ namespace kp {
 
 inline constexpr const char* kL2SweepKernelName = "kp_l2_sweep";
 inline constexpr const char* kL2ZeroKernelName = "kp_l2_zero";
+inline constexpr const char* kL2DiscardKernelName = "kp_l2_discard";
 
 // The PTX module: kL2SweepKernelName(u64 words16, u64 count, u64 sink) and
 // kL2ZeroKernelName(u64 words16, u64 count).
 const char* L2SweepPtx();
+// The sm_80+ module: kL2DiscardKernelName(u64 lines128, u64 count).
+const char* L2DiscardPtx();
 
 class L2Sweep {
  public:
@@ -63,6 +68,7 @@ class L2Sweep {
   CUcontext ctx_ = nullptr;
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
+  CUfunction discard_ = nullptr;  // null before sm_80
   CUstream stream_ = nullptr;
   CUdeviceptr buffer_ = 0, sink_ = 0;
   size_t bytes_ = 0;

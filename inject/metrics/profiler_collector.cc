@@ -23,8 +23,8 @@ namespace {
 // (CUDA 13.0, CUPTI 130001): the range profiler launches one 1x1 "WaitNs" kernel per measured
 // range on a stream of its own (~80 us), with no API call of the app. kp's own L2 sweep
 // (l2_sweep.h) is listed too.
-const std::vector<std::string_view> kProfilerInternalKernels = {"WaitNs", kL2SweepKernelName,
-                                                                kL2ZeroKernelName};
+const std::vector<std::string_view> kProfilerInternalKernels = {
+    "WaitNs", kL2SweepKernelName, kL2ZeroKernelName, kL2DiscardKernelName};
 
 double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

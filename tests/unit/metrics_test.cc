@@ -480,18 +480,29 @@ TEST(L2Sweep, PtxAssemblesForHopperAndAmpere) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string file = std::string(dir) + "/sweep.ptx";
   std::ofstream(file) << ptx;
-  for (const char* arch : {"sm_90", "sm_80"}) {
-    std::string cmd = ptxas + " -arch=" + arch + " -o " + dir + "/sweep.cubin " + file + " 2>&1";
-    FILE* p = popen(cmd.c_str(), "r");
-    ASSERT_NE(p, nullptr);
-    std::string out;
-    char buf[256];
-    while (fgets(buf, sizeof buf, p)) out += buf;
-    int rc = pclose(p);
-    EXPECT_EQ(rc, 0) << arch << ": " << out;
+  // The discard module: one entry, one discard.global.L2 per 128-byte line, no load or store.
+  const std::string discard = L2DiscardPtx();
+  EXPECT_NE(discard.find(std::string(".entry ") + kL2DiscardKernelName + "("), std::string::npos);
+  EXPECT_NE(discard.find("discard.global.L2 [%rd8], 128;"), std::string::npos);
+  EXPECT_EQ(discard.find("ld.global"), std::string::npos);
+  EXPECT_EQ(discard.find("st.global"), std::string::npos);
+  std::string discard_file = std::string(dir) + "/discard.ptx";
+  std::ofstream(discard_file) << discard;
+  for (const std::string& f : {file, discard_file}) {
+    for (const char* arch : {"sm_90", "sm_80"}) {
+      std::string cmd = ptxas + " -arch=" + arch + " -o " + dir + "/sweep.cubin " + f + " 2>&1";
+      FILE* p = popen(cmd.c_str(), "r");
+      ASSERT_NE(p, nullptr);
+      std::string out;
+      char buf[256];
+      while (fgets(buf, sizeof buf, p)) out += buf;
+      int rc = pclose(p);
+      EXPECT_EQ(rc, 0) << f << " for " << arch << ": " << out;
+    }
   }
   std::remove((std::string(dir) + "/sweep.cubin").c_str());
   std::remove(file.c_str());
+  std::remove(discard_file.c_str());
   rmdir(dir);
 }
 
