@@ -47,8 +47,7 @@ DEFAULT_KERNELS = [
 PRINT_ORDER = ["write_heavy", "null_kernel", "read_only", "reduction", "atomic_hist",
                "gemm_cublas"]
 # The kernel that reads and writes nothing: its DRAM bytes are the tool's own. Checked against
-# the bytes floor alone (its time and percentages are reported); ncu's value is printed as the
-# offset ncu adds to every kernel.
+# the bytes floor alone (its time and percentages are reported); ncu's value is printed beside.
 NULL_KERNEL = "null_kernel"
 
 
@@ -143,11 +142,28 @@ def main():
     p.add_argument("--tolerance", type=float, default=0.02)
     p.add_argument("--bytes-floor", type=float, default=1e6)
     p.add_argument("--pct-floor", type=float, default=0.0)
+    p.add_argument("--kp-is-ncu", action="store_true",
+                   help="--kp is a second ncu CSV (ncu against itself: the reference's own "
+                        "spread between runs); implies --info")
+    p.add_argument("--info", action="store_true",
+                   help="a reference run: every PASS/FAIL line becomes INFO (reported, not "
+                        "counted)")
     p.add_argument("--skip-first", type=int, default=1,
                    help="launches of each kernel name dropped (warm-ups): ncu, and kp in kernel "
                         "mode")
     a = p.parse_args()
+    a.info = a.info or a.kp_is_ncu
 
+    if a.info:
+        counted = cm.out
+
+        def out_info(kind, name, detail):
+            if kind in ("PASS", "FAIL"):
+                detail = f"[{kind.lower()} if counted] {detail}"
+                kind = "INFO"
+            counted(kind, name, detail)
+
+        cm.out = out_info
     kernels = [tuple(k.split("=", 1)) for k in a.kernel] or DEFAULT_KERNELS
     if any(len(k) != 2 for k in kernels):
         p.error("--kernel takes KEY=REGEX")
@@ -166,7 +182,10 @@ def main():
         return 0
     metrics_csv = os.path.join(a.kp, "metrics.csv")
     try:
-        if a.mode == "kernel":
+        if a.kp_is_ncu:
+            metrics_csv = a.kp
+            kp, n_kp = cm.read_ncu(a.kp, a.skip_first)
+        elif a.mode == "kernel":
             kp, n_kp = read_kp_kernels(metrics_csv, a.skip_first)
         else:
             kp, n_kp = read_kp_ranges(metrics_csv)
@@ -212,9 +231,7 @@ def main():
                     cm.out("PASS" if ok else "FAIL", f"{name}/{m}",
                            f"{detail}; kp within the {a.bytes_floor:g}-byte floor of 0"
                            if ok else f"{detail}; kp beyond the {a.bytes_floor:g}-byte floor")
-                    cm.out("INFO", f"{name}/{m}/ncu_offset",
-                           f"ncu reads {n:.6g} bytes here: the offset its replay adds to every "
-                           f"kernel's {m}")
+                    cm.out("INFO", f"{name}/{m}/ncu", f"ncu reads {n:.6g} bytes here")
                 else:
                     cm.out("INFO", f"{name}/{m}", detail)
             continue

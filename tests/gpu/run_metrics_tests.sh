@@ -23,18 +23,20 @@
 # relaunches for further passes are marked profiler-internal, so the kernel-mode traces are
 # checked like any other (no untimed kernels allowed).
 #
-# (k) "cache" section (CACHE_TESTS=1, the default; ONLY=cache runs it alone, ~150 s on an H200):
+# (k) "cache" section (CACHE_TESTS=1, the default; ONLY=cache runs it alone, ~250 s on an H200):
 # kernel mode must start every measured kernel from a flushed L2, as ncu's default
 # --cache-control all does. tests/gpu/programs/metrics_cache.cu runs write_heavy (512 MiB of
 # writes: an L2 full of dirty lines), null_kernel (reads and writes nothing: its DRAM bytes are
-# the tool's own; kp's must be within 1 MB of 0, ncu's are printed as ncu's per-kernel offset),
-# read_only, reduction, atomic_hist and a cuBLAS SGEMM 4096^3, each in an NVTX range of its name,
-# with NO l2_clean between them; metrics_cache_triton.py runs a
-# Triton fp16 matmul 4096^3 after a 512 MiB torch fill_. Both run under ncu --clock-control none
-# --cache-control all (sol + lts__t_bytes.sum) and under kp kernel mode with a one-pass set (dram
-# bytes, time, lts__t_bytes.sum) and with sol,lts__t_bytes.sum (9 passes); metrics_cache also in
-# range mode (one-pass set, --metrics-cache range). compare_cache.py: per kernel (median over its
-# launches, warm-up dropped) and metric, PASS within 2 % of ncu, or within 1 MB for byte metrics.
+# the tool's own; kp's must be within 1 MB of 0), read_only, reduction, atomic_hist and a cuBLAS
+# SGEMM 4096^3, each in an NVTX range of its name, with NO l2_clean between them;
+# metrics_cache_triton.py runs a Triton fp16 matmul 4096^3 after a 512 MiB torch fill_. kp kernel
+# mode measures both with a one-pass set (dram bytes, time, lts__t_bytes.sum) and with
+# sol,lts__t_bytes.sum (9 passes), each against ncu --clock-control none --cache-control all
+# collecting the same set (one pass: kernel replay; 9 passes: application replay, which restores
+# no memory between passes; ncu's kernel replay of the 9-pass set is reported too, see
+# cache_programs); metrics_cache also in range mode (one-pass set, --metrics-cache range).
+# compare_cache.py: per kernel (median over its launches, warm-up dropped) and metric, PASS
+# within 2 % of ncu, or within 1 MB for byte metrics.
 #
 # Logs to $OUT/metrics_tests.log ($OUT: a fresh temporary directory if unset) with PASS/FAIL/
 # KNOWN lines and a final "N passed, M failed, K known"; traces, CSVs and summaries go to
@@ -193,14 +195,15 @@ kernel_records() {
     --own-regex "$OWN_KERNELS" --library-regex gemm --library-calls "${calls:-0}" --label "$name"
 }
 
-# cache_ncu NAME -k regex:RE CMD...: ncu --clock-control none --cache-control all with the sol
-# set plus lts__t_bytes.sum on CMD, profiling only the kernels matching RE; raw-page CSV in base
-# units to $T/NAME.csv (compare_metrics.py's read_ncu reads it). 200 s limit.
+# cache_ncu NAME SET [--replay-mode application] -k regex:RE CMD...: ncu --clock-control none
+# --cache-control all collecting SET ($CACHE_M1 or $CACHE_MSOL, named by the variable) on CMD,
+# profiling only the kernels matching RE; raw-page CSV in base units to $T/NAME.csv
+# (compare_metrics.py's read_ncu reads it). 200 s limit.
 cache_ncu() {
-  local name=$1
-  shift
-  ncu_run "$name" "ncu --clock-control none --cache-control all --metrics \$CACHE_MSOL $*" \
-    --clock-control none --cache-control all --metrics "$CACHE_MSOL" --csv --page raw \
+  local name=$1 set=$2
+  shift 2
+  ncu_run "$name" "ncu --clock-control none --cache-control all --metrics \$$set $*" \
+    --clock-control none --cache-control all --metrics "${!set}" --csv --page raw \
     --print-units base "$@"
 }
 
@@ -239,38 +242,18 @@ cache_section() {
     fail build/metrics_cache "$(tail -n 5 "$WORK/build-cache.log")"
     return 1
   fi
-  local ncu_ok=0 kflags=()
+  local kflags=()
   # Word-split on purpose: CACHE_KERNEL_FLAGS holds flags such as "--metrics-cache range".
   read -r -a kflags <<<"$CACHE_KERNEL_FLAGS"
-  if [[ -z $NCU ]]; then
-    fail cache_ncu "ncu not found (set NCU=/path/to/ncu)"
-  elif cache_ncu cache_ncu -k regex:"$CACHE_KERNELS" "$BIN/metrics_cache" --reps "$CACHE_REPS"; then
-    ncu_ok=1
-  fi
-
-  # kp kernel mode: LABEL, kp's --metrics, the names compared (sol expanded).
-  local label kp_metrics names
-  for label in cache_kernel1 cache_kernel_sol; do
-    kp_metrics=$CACHE_M1
-    names=$CACHE_M1
-    if [[ $label == cache_kernel_sol ]]; then
-      kp_metrics=sol,lts__t_bytes.sum
-      names=$CACHE_MSOL
-    fi
-    if kp_case "$label" --metrics "$kp_metrics" --metrics-mode kernel \
-      --metrics-kernels regex:"$CACHE_KERNELS" ${kflags[@]+"${kflags[@]}"} -- "$BIN/metrics_cache" \
-      --reps "$CACHE_REPS"; then
-      cache_results "$label" metrics_cache
-      check_trace "$label"
-      if [[ $ncu_ok -eq 1 ]]; then cache_compare "$label" kernel "$names" cache_ncu; fi
-    fi
-  done
+  cache_programs metrics_cache "$CACHE_KERNELS" "" "$BIN/metrics_cache" --reps "$CACHE_REPS"
 
   if kp_case cache_range --metrics "$CACHE_M1" --metrics-ranges "$CACHE_RANGES" \
     --metrics-cache range -- "$BIN/metrics_cache" --reps "$((CACHE_REPS + 1))"; then
     check_trace cache_range
     cache_results cache_range metrics_cache
-    if [[ $ncu_ok -eq 1 ]]; then cache_compare cache_range range "$CACHE_M1" cache_ncu; fi
+    if [[ -s $T/cache_ncu_m1_metrics_cache.csv ]]; then
+      cache_compare cache_range range "$CACHE_M1" cache_ncu_m1_metrics_cache
+    fi
   fi
 
   # Triton: one fp16 matmul kernel launched through the driver API, after a torch fill_.
@@ -278,28 +261,66 @@ cache_section() {
     fail cache_triton "$PYTHON cannot import torch and triton"
     return 1
   fi
-  local triton=("$PYTHON" "$REPO/tests/gpu/metrics_cache_triton.py" --reps "$CACHE_REPS")
-  ncu_ok=0
-  if [[ -n $NCU ]] && cache_ncu cache_ncu_triton -k regex:"$TRITON_KERNEL" "${triton[@]}"; then
-    ncu_ok=1
+  cache_programs metrics_cache_triton "$TRITON_KERNEL" "gemm_triton=$TRITON_KERNEL" \
+    "$PYTHON" "$REPO/tests/gpu/metrics_cache_triton.py" --reps "$CACHE_REPS"
+  return 0
+}
+
+# cache_programs PROGRAM KERNEL_RE KERNEL_KEY CMD...: PROGRAM's kernels matching KERNEL_RE under
+# ncu and kp kernel mode, compared kernel by kernel (KERNEL_KEY: compare_cache.py's --kernel
+# KEY=REGEX, empty for its defaults). Each kp set is compared with ncu collecting the same set
+# in the way that restores nothing between passes: the one-pass set with ncu's default kernel
+# replay (one pass), the 9-pass sol set with ncu's application replay (each pass a fresh run of
+# CMD). ncu's kernel replay of the 9-pass set is reported (INFO) as well: between its passes it
+# restores the memory the kernel may write, and the restore's dirty lines, evicted by the next
+# pass's kernel, add ~2.4 MB of dram__bytes_write to every kernel that moves data (a kernel that
+# touches no memory reads 0 there), which is ncu's, not the kernel's.
+cache_programs() {
+  local program=$1 re=$2 key=$3
+  shift 3
+  local keyflag=()
+  [[ -n $key ]] && keyflag=(--kernel "$key")
+  local m1=0 app=0 ksol=0
+  if [[ -z $NCU ]]; then
+    fail "cache_ncu_$program" "ncu not found (set NCU=/path/to/ncu)"
+  else
+    cache_ncu "cache_ncu_m1_$program" CACHE_M1 -k regex:"$re" "$@" && m1=1
+    cache_ncu "cache_ncu_app_$program" CACHE_MSOL --replay-mode application -k regex:"$re" "$@" &&
+      app=1
+    cache_ncu "cache_ncu_ksol_$program" CACHE_MSOL -k regex:"$re" "$@" && ksol=1
   fi
-  for label in cache_triton1 cache_triton_sol; do
+  local label kp_metrics names tag=${program#metrics_}
+  for label in "${tag}_kernel1" "${tag}_kernel_sol"; do
     kp_metrics=$CACHE_M1
     names=$CACHE_M1
-    if [[ $label == cache_triton_sol ]]; then
+    if [[ $label == *_sol ]]; then
       kp_metrics=sol,lts__t_bytes.sum
       names=$CACHE_MSOL
     fi
     if kp_case "$label" --metrics "$kp_metrics" --metrics-mode kernel \
-      --metrics-kernels regex:"$TRITON_KERNEL" ${kflags[@]+"${kflags[@]}"} -- "${triton[@]}"; then
-      cache_results "$label" metrics_cache_triton
-      if [[ $ncu_ok -eq 1 ]]; then
-        cache_compare "$label" kernel "$names" cache_ncu_triton \
-          --kernel "gemm_triton=$TRITON_KERNEL"
+      --metrics-kernels regex:"$re" ${kflags[@]+"${kflags[@]}"} -- "$@"; then
+      cache_results "$label" "$program"
+      [[ $program == metrics_cache ]] && check_trace "$label"
+      if [[ $label == *_kernel1 && $m1 -eq 1 ]]; then
+        cache_compare "$label" kernel "$names" "cache_ncu_m1_$program" ${keyflag[@]+"${keyflag[@]}"}
+      fi
+      if [[ $label == *_sol && $app -eq 1 ]]; then
+        cache_compare "$label" kernel "$names" "cache_ncu_app_$program" \
+          ${keyflag[@]+"${keyflag[@]}"}
+      fi
+      if [[ $label == *_kernel1 && $m1 -eq 1 && $app -eq 1 ]]; then
+        echo "--- reported only: ncu against itself (one-pass kernel replay vs application replay)"
+        count_checks "$PYTHON" "$REPO/tests/gpu/compare_cache.py" --label "${tag}_ncu_self" \
+          --mode kernel --kp "$T/cache_ncu_m1_$program.csv" --kp-is-ncu \
+          --ncu "$T/cache_ncu_app_$program.csv" --metrics "$CACHE_M1" ${keyflag[@]+"${keyflag[@]}"}
+      fi
+      if [[ $label == *_sol && $ksol -eq 1 ]]; then
+        echo "--- reported only: against ncu's kernel replay of the same set (restores memory)"
+        cache_compare "$label" kernel "$names" "cache_ncu_ksol_$program" \
+          ${keyflag[@]+"${keyflag[@]}"} --info
       fi
     fi
   done
-  return 0
 }
 
 main() {
