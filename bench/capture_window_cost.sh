@@ -5,11 +5,13 @@
 # always ends with numbers.
 #
 # Workloads, each a loop of steps that are NVTX ranges "step":
-#   launch  bench/workloads/launch_loop.cu --steps 100 (empty-kernel launches; us per launch)
+#   launch  bench/workloads/launch_loop.cu --launches 300000 --steps 100 (empty kernels; us per launch)
 #   torch   bench/workloads/capture_steps.py --workload tiny (tiny PyTorch ops; us per step)
+# Both warm up for 1 s outside the ranges first (--warmup-s 1: CPU and GPU clocks settle).
 # Modes (kptrace run, interleaved in a rotating order each round, pinned to KP_BENCH_CPUS):
 #   none    the program alone
 #   full    the whole run traced (kp's defaults)
+#   nowin   --capture-range on a range the program never opens: kp's cost outside any window
 #   range   --capture-range step --capture-range-end repeat:N/10 (the first 10 % of the steps)
 #   sched   --capture-schedule step:W,0,N/10,1 (a window over the middle 10 % of the steps)
 # Every run prints one line as it ends; after every round the table of medians so far:
@@ -61,21 +63,38 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rounds = len({r["round"] for r in rows})
 print(f"Medians of {rounds} interleaved round(s), pinned to CPUs {sys.argv[2]}.\n")
-print("| workload | mode | time | runs | overhead vs none | share of full-trace overhead |")
-print("|---|---|---|---|---|---|")
+print("| workload | mode | time | runs | overhead vs none | share of full-trace overhead "
+      "| paired share: median (min-max) over rounds |")
+print("|---|---|---|---|---|---|---|")
+
+
+def paired(w, m):
+    """Each round's own share (its none, full and m runs ran within seconds of each other)."""
+    if m in ("none", "full"):
+        return " – |"
+    shares = []
+    for r in sorted({r["round"] for r in rows}):
+        v = {x["mode"]: x["value"] for x in rows if x["workload"] == w and x["round"] == r}
+        if all(k in v for k in ("none", "full", m)) and v["full"] > v["none"]:
+            shares.append((v[m] - v["none"]) / (v["full"] - v["none"]) * 100)
+    if not shares:
+        return " – |"
+    return f" {statistics.median(shares):.0f} % ({min(shares):.0f}..{max(shares):.0f} %) |"
+
+
 for w in ("launch", "torch"):
     unit = "us/launch" if w == "launch" else "us/step"
     med = {}
-    for m in ("none", "full", "range", "sched"):
+    for m in ("none", "full", "nowin", "range", "sched"):
         v = [r["value"] for r in rows if r["workload"] == w and r["mode"] == m]
         med[m] = (statistics.median(v), len(v)) if v else (None, 0)
     base, full = med["none"][0], med["full"][0]
     if base is None and full is None:
         continue
-    for m in ("none", "full", "range", "sched"):
+    for m in ("none", "full", "nowin", "range", "sched"):
         v, n = med[m]
         if v is None:
-            print(f"| {w} | {m} | – | 0 | – | – |")
+            print(f"| {w} | {m} | – | 0 | – | – | – |")
             continue
         over = f"{(v - base) / base * 100:+.1f} %" if base else "–"
         if m == "full":
@@ -84,7 +103,7 @@ for w in ("launch", "torch"):
             share = "–"
         else:
             share = f"{(v - base) / (full - base) * 100:.0f} %"
-        print(f"| {w} | {m} | {v:.3f} {unit} | {n} | {over} | {share} |")
+        print(f"| {w} | {m} | {v:.3f} {unit} | {n} | {over} | {share} |{paired(w, m)}")
 PY
 }
 
@@ -93,12 +112,15 @@ run_one() {
   local r=$1 w=$2 m=$3 n=${STEPS[$2]} tenth cmd=() kp=() line value
   tenth=$((n / 10))
   case $w in
-    launch) cmd=("$WORK/launch_loop" --launches 100000 --copies 0 --steps "$n") ;;
-    torch) cmd=("$PYTHON" "$HERE/workloads/capture_steps.py" --workload tiny --steps "$n") ;;
+    launch) cmd=("$WORK/launch_loop" --launches 300000 --copies 0 --steps "$n" --warmup-s 1) ;;
+    torch)
+      cmd=("$PYTHON" "$HERE/workloads/capture_steps.py" --workload tiny --steps "$n" --warmup-s 1)
+      ;;
   esac
   if [[ $m != none ]]; then
     kp=("${DIST:-}/bin/kptrace" run -o "$WORK/$w-$m.kptrace" --force --log quiet)
     case $m in
+      nowin) kp+=(--capture-range kp_no_such_range) ;;
       range) kp+=(--capture-range step --capture-range-end "repeat:$tenth") ;;
       sched) kp+=(--capture-schedule "step:$(((n - tenth) / 2)),0,$tenth,1") ;;
     esac
@@ -107,7 +129,7 @@ run_one() {
   if [[ $FAKE == 1 ]]; then
     local base=5 add=0
     [[ $w == torch ]] && base=900
-    case $m in full) add=4 ;; range | sched) add=0.4 ;; esac
+    case $m in full) add=4 ;; range | sched) add=0.4 ;; nowin) add=0 ;; esac
     [[ $w == torch ]] && add=$("$PYTHON" -c "print($add * 60)")
     line="{\"us_per_launch\": $base, \"us_per_step\": $base, \"fake_added\": $add}"
     value=$("$PYTHON" -c "import random; print($base + $add + random.uniform(-0.05, 0.05) * $base)")
@@ -128,7 +150,7 @@ print(j["us_per_launch"] if sys.argv[2] == "launch" else j["us_per_step"])' "$li
   printf '  round %d %-6s %-5s %10.3f  (%d s)\n' "$r" "$w" "$m" "$value" $((SECONDS - START))
 }
 
-modes=(none full range sched)
+modes=(none full nowin range sched)
 for ((r = 1; r <= ROUNDS; r++)); do
   for w in "${WORKLOAD_LIST[@]}"; do
     for ((k = 0; k < ${#modes[@]}; k++)); do

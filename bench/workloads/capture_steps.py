@@ -18,6 +18,8 @@ def main():
     ap.add_argument("--workload", choices=["tiny", "train"], required=True)
     ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--warmup", type=int, default=20)
+    ap.add_argument("--warmup-s", type=float, default=0.0,
+                    help="then warm-up steps for this many seconds more (clocks settle)")
     args = ap.parse_args()
     dev = torch.device("cuda", 0)
     if args.workload == "tiny":
@@ -48,6 +50,10 @@ def main():
             opt.step()
     for _ in range(args.warmup):
         step()
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < args.warmup_s:
+        step()
+        torch.cuda.synchronize()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(args.steps):

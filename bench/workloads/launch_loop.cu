@@ -3,7 +3,8 @@
 // 200000 empty-kernel launches, then 20000 small (4 KiB) host-to-device copies from pinned
 // memory, each phase timed between cudaDeviceSynchronize calls after a warm-up, so process and
 // CUDA start-up are excluded. Prints one JSON line on stdout.
-// Usage: launch_loop [--launches N] [--copies M] [--copy-bytes B] [--steps S]
+// Usage: launch_loop [--launches N] [--copies M] [--copy-bytes B] [--steps S] [--warmup-s T]
+// --step-times prints each step's host time in us on a second JSON line ({"step_us":[...]}).
 // --steps S splits the launch phase into S steps, each an NVTX range "step" (for capture-window
 // benchmarks, bench/capture_window_cost.sh); 0 (the default) uses no NVTX.
 #include <cuda_runtime.h>
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 __global__ void EmptyKernel() {}
 
@@ -42,6 +44,9 @@ long ParseCount(const char* text, const char* flag) {
 
 int main(int argc, char** argv) {
   long launches = 200000, copies = 20000, copy_bytes = 4096, steps = 0;
+  double warmup_s = 0;
+  bool step_times = false;  // --step-times: print each step's host time (us) on a second line
+  std::vector<double> step_us;
   for (int i = 1; i < argc; ++i) {
     if (i + 1 < argc && std::strcmp(argv[i], "--launches") == 0) {
       launches = ParseCount(argv[++i], "--launches");
@@ -51,9 +56,14 @@ int main(int argc, char** argv) {
       copy_bytes = ParseCount(argv[++i], "--copy-bytes");
     } else if (i + 1 < argc && std::strcmp(argv[i], "--steps") == 0) {
       steps = ParseCount(argv[++i], "--steps");
+    } else if (std::strcmp(argv[i], "--step-times") == 0) {
+      step_times = true;
+    } else if (i + 1 < argc && std::strcmp(argv[i], "--warmup-s") == 0) {
+      warmup_s = std::atof(argv[++i]);
     } else {
       std::fprintf(stderr,
-                   "usage: launch_loop [--launches N] [--copies M] [--copy-bytes B] [--steps S]\n");
+                   "usage: launch_loop [--launches N] [--copies M] [--copy-bytes B] [--steps S] "
+                   "[--warmup-s T] [--step-times]\n");
       return 2;
     }
   }
@@ -73,15 +83,22 @@ int main(int argc, char** argv) {
     cudaMemcpyAsync(device, host, copy_bytes, cudaMemcpyHostToDevice, 0);
   }
   if (!CheckCuda(cudaDeviceSynchronize(), "warm-up")) return 1;
+  // --warmup-s: launches for T seconds more (CPU and GPU clocks settle), outside any range.
+  for (auto t0 = std::chrono::steady_clock::now(); SecondsSince(t0) < warmup_s;) {
+    for (int i = 0; i < 1000; ++i) EmptyKernel<<<1, 1>>>();
+  }
+  if (!CheckCuda(cudaDeviceSynchronize(), "warm-up")) return 1;
 
   auto start = std::chrono::steady_clock::now();
   if (steps > 0) {
     for (long s = 0; s < steps; ++s) {
+      const auto step_start = std::chrono::steady_clock::now();
       nvtxRangePushA("step");
       for (long i = s * launches / steps; i < (s + 1) * launches / steps; ++i) {
         EmptyKernel<<<1, 1>>>();
       }
       nvtxRangePop();
+      if (step_times) step_us.push_back(SecondsSince(step_start) * 1e6);
     }
   } else {
     for (long i = 0; i < launches; ++i) EmptyKernel<<<1, 1>>>();
@@ -109,6 +126,11 @@ int main(int argc, char** argv) {
       "\"us_per_launch\":%.4f,\"us_per_copy\":%.4f}\n",
       steps, launches, copies, copy_bytes, launch_s, copy_s,
       launches > 0 ? launch_s * 1e6 / launches : 0.0, copies > 0 ? copy_s * 1e6 / copies : 0.0);
+  if (step_times) {
+    std::printf("{\"step_us\":[");
+    for (size_t i = 0; i < step_us.size(); ++i) std::printf("%s%.1f", i ? "," : "", step_us[i]);
+    std::printf("]}\n");
+  }
   std::fflush(stdout);
   cudaFree(device);
   cudaFreeHost(host);
