@@ -221,7 +221,7 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
   } else if (Covered(ts, data)) {
     return;
   }
-  if (!recording_.load(std::memory_order_relaxed)) return;  // outside a capture window
+  if (!recording_.load(std::memory_order_acquire)) return;  // outside a capture window
   // Read before the timestamp call, so the thread-local is not looked up again after it.
   Ring* ring = ts.owner == this ? static_cast<Ring*>(ts.ring) : nullptr;
   uint32_t thread_id = ts.thread_id;
@@ -235,7 +235,11 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
     }
     thread_id = t_state.thread_id;
   }
-  const uint64_t start = data->correlationData != nullptr ? *data->correlationData : end;
+  uint64_t start = end;
+  if (data->correlationData != nullptr) {
+    start = *data->correlationData;
+    *data->correlationData = 0;  // a later call whose ENTER kp does not see reads 0: dropped
+  }
   if (start < open_ns_.load(std::memory_order_relaxed) || start > end) return;  // ENTER unseen
   const uint64_t head = ring->head.load(std::memory_order_relaxed);
   if (head - ring->cached_tail >= kRingSlots) {

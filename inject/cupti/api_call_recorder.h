@@ -70,7 +70,7 @@ class ApiCallRecorder {
   // correlationData slot holds no entry time of this call) is not recorded either.
   void SetRecording(bool on, uint64_t now = 0) {
     if (on) open_ns_.store(now, std::memory_order_relaxed);
-    recording_.store(on, std::memory_order_relaxed);
+    recording_.store(on, std::memory_order_release);  // publishes open_ns_
   }
 
   // Capture windows: switches the recorded cbids' callbacks on `subscriber` on or off, so that

@@ -558,6 +558,10 @@ void StartCapture(const CapturePlan& plan) {
         started.message().c_str());
     // Never destroyed: the control thread, once started, keeps a pointer to it.
     static_cast<void>(g_state->capture.release());
+    // The recorded calls' callbacks were switched off until a first window (DoToolInit).
+    if (g_state->api_calls != nullptr && !g_state->collector) {
+      g_state->api_calls->SetCallbacksEnabled(g_state->subscriber, true);
+    }
     EnableActivities(g_state->config);
   }
 }

@@ -284,6 +284,7 @@ Status L2Sweep::Init(CUcontext ctx) {
   if (major >= 8 && d.module_load_data(&discard_module, kDiscardPtx) == CUDA_SUCCESS &&
       d.module_get_function(&discard_, discard_module, kL2DiscardKernelName) != CUDA_SUCCESS) {
     discard_ = nullptr;
+    if (d.module_unload) d.module_unload(discard_module);
   }
   return Status();
 }

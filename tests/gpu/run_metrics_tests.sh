@@ -251,7 +251,7 @@ cache_section() {
     --metrics-cache range -- "$BIN/metrics_cache" --reps "$((CACHE_REPS + 1))"; then
     check_trace cache_range
     cache_results cache_range metrics_cache
-    if [[ -s $T/cache_ncu_m1_metrics_cache.csv ]]; then
+    if grep -q '^"ID"' "$T/cache_ncu_m1_metrics_cache.csv" 2>/dev/null; then
       cache_compare cache_range range "$CACHE_M1" cache_ncu_m1_metrics_cache
     fi
   fi
