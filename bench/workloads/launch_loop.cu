@@ -4,16 +4,23 @@
 // memory, each phase timed between cudaDeviceSynchronize calls after a warm-up, so process and
 // CUDA start-up are excluded. Prints one JSON line on stdout.
 // Usage: launch_loop [--launches N] [--copies M] [--copy-bytes B] [--steps S] [--warmup-s T]
-// --step-times prints each step's host time in us on a second JSON line ({"step_us":[...]}).
+// --step-times prints, per step, its host time in us, the launching thread's CPU time in us and
+// its instructions (perf_event_open; null where the kernel refuses it) on a second JSON line
+// ({"step_us":[...],"step_cpu_us":[...],"step_instructions":[...]}): CPU work that GPU clocks
+// and other tenants' load do not blur as much as wall time.
 // --steps S splits the launch phase into S steps, each an NVTX range "step" (for capture-window
 // benchmarks, bench/capture_window_cost.sh); 0 (the default) uses no NVTX.
 #include <cuda_runtime.h>
+#include <linux/perf_event.h>
 #include <nvtx3/nvToolsExt.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 __global__ void EmptyKernel() {}
@@ -40,13 +47,38 @@ long ParseCount(const char* text, const char* flag) {
   return value;
 }
 
+// The calling thread's instructions (user and kernel), or -1 when perf events are refused.
+int OpenInstructionCounter() {
+  perf_event_attr attr;
+  std::memset(&attr, 0, sizeof attr);
+  attr.type = PERF_TYPE_HARDWARE;
+  attr.size = sizeof attr;
+  attr.config = PERF_COUNT_HW_INSTRUCTIONS;
+  attr.exclude_hv = 1;
+  const long fd = syscall(SYS_perf_event_open, &attr, 0, -1, -1, 0);
+  return fd < 0 ? -1 : static_cast<int>(fd);
+}
+
+long long ReadCounter(int fd) {
+  long long value = 0;
+  if (fd < 0 || read(fd, &value, sizeof value) != static_cast<ssize_t>(sizeof value)) return -1;
+  return value;
+}
+
+double ThreadCpuUs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   long launches = 200000, copies = 20000, copy_bytes = 4096, steps = 0;
   double warmup_s = 0;
   bool step_times = false;  // --step-times: print each step's host time (us) on a second line
-  std::vector<double> step_us;
+  std::vector<double> step_us, step_cpu_us;
+  std::vector<long long> step_instructions;
   for (int i = 1; i < argc; ++i) {
     if (i + 1 < argc && std::strcmp(argv[i], "--launches") == 0) {
       launches = ParseCount(argv[++i], "--launches");
@@ -89,16 +121,25 @@ int main(int argc, char** argv) {
   }
   if (!CheckCuda(cudaDeviceSynchronize(), "warm-up")) return 1;
 
+  const int counter = step_times ? OpenInstructionCounter() : -1;
   auto start = std::chrono::steady_clock::now();
   if (steps > 0) {
     for (long s = 0; s < steps; ++s) {
       const auto step_start = std::chrono::steady_clock::now();
+      const double cpu_start = ThreadCpuUs();
+      const long long instructions_start = ReadCounter(counter);
       nvtxRangePushA("step");
       for (long i = s * launches / steps; i < (s + 1) * launches / steps; ++i) {
         EmptyKernel<<<1, 1>>>();
       }
       nvtxRangePop();
-      if (step_times) step_us.push_back(SecondsSince(step_start) * 1e6);
+      if (step_times) {
+        step_us.push_back(SecondsSince(step_start) * 1e6);
+        step_cpu_us.push_back(ThreadCpuUs() - cpu_start);
+        const long long instructions = ReadCounter(counter);
+        step_instructions.push_back(
+            instructions >= 0 && instructions_start >= 0 ? instructions - instructions_start : -1);
+      }
     }
   } else {
     for (long i = 0; i < launches; ++i) EmptyKernel<<<1, 1>>>();
@@ -129,6 +170,17 @@ int main(int argc, char** argv) {
   if (step_times) {
     std::printf("{\"step_us\":[");
     for (size_t i = 0; i < step_us.size(); ++i) std::printf("%s%.1f", i ? "," : "", step_us[i]);
+    std::printf("],\"step_cpu_us\":[");
+    for (size_t i = 0; i < step_cpu_us.size(); ++i)
+      std::printf("%s%.1f", i ? "," : "", step_cpu_us[i]);
+    std::printf("],\"step_instructions\":[");
+    for (size_t i = 0; i < step_instructions.size(); ++i) {
+      if (step_instructions[i] < 0) {
+        std::printf("%snull", i ? "," : "");
+      } else {
+        std::printf("%s%lld", i ? "," : "", step_instructions[i]);
+      }
+    }
     std::printf("]}\n");
   }
   std::fflush(stdout);
