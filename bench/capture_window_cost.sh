@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # capture_window_cost.sh DIST [ROUNDS]: what a capture window over 10 % of the steps costs,
 # against a full trace and no tool (issue 17). Bounded: stops starting runs after BUDGET_S
-# seconds (default 150; a run takes at most RUN_TIMEOUT_S, 25), so one device call of 180 s
-# always ends with numbers.
+# seconds (default 300; a round of 10 runs takes ~45 s on an H200, a run at most RUN_TIMEOUT_S,
+# 25), so one device call of 330 s always ends with numbers.
 #
 # Workloads, each a loop of steps that are NVTX ranges "step":
 #   launch  bench/workloads/launch_loop.cu --launches 300000 --steps 100 (empty kernels; us per launch)
@@ -27,7 +27,7 @@ OUT=${OUT:-$(mktemp -d /tmp/kp-capture-cost.XXXXXX)}
 PYTHON=${PYTHON:-python3}
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 CPUS=${KP_BENCH_CPUS:-2-5}
-BUDGET_S=${BUDGET_S:-150}
+BUDGET_S=${BUDGET_S:-300}
 RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-25}
 FAKE=${FAKE:-0}
 read -r -a WORKLOAD_LIST <<<"${WORKLOADS:-launch torch}"
