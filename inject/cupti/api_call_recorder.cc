@@ -240,7 +240,8 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
     start = *data->correlationData;
     *data->correlationData = 0;  // a later call whose ENTER kp does not see reads 0: dropped
   }
-  if (start < open_ns_.load(std::memory_order_relaxed) || start > end) return;  // ENTER unseen
+  // ENTER unseen: a cleared slot, an entry before the window opened, or no time at all.
+  if (start == 0 || start < open_ns_.load(std::memory_order_relaxed) || start > end) return;
   const uint64_t head = ring->head.load(std::memory_order_relaxed);
   if (head - ring->cached_tail >= kRingSlots) {
     ring->cached_tail = ring->tail.load(std::memory_order_acquire);

@@ -296,4 +296,18 @@ TEST(ApiCallRecorderTest, ACallEnteredBeforeTheWindowOpenedIsNotRecorded) {
   EXPECT_EQ(d.correlations[0], 8u);
 }
 
+TEST(ApiCallRecorderTest, TheEntrySlotIsClearedAtExitSoAnExitWithoutEnterIsDropped) {
+  ApiCallRecorder recorder(nullptr);  // the whole run: no window, open time 0
+  Call call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 11);
+  call.Enter(recorder);
+  EXPECT_NE(call.slot, 0u);
+  call.Exit(recorder);
+  EXPECT_EQ(call.slot, 0u);
+  Call again(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 12);
+  again.Exit(recorder);  // its ENTER never came: the slot holds 0
+  Decoded d = DrainAll(recorder);
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.correlations[0], 11u);
+}
+
 }  // namespace kp
