@@ -391,17 +391,21 @@ void EnableCopyKindsAtFirstCopy() {
   if (g_state != nullptr && g_activities_on.load()) EnableCopyKinds(g_state->config);
 }
 
+// Capture windows: the recorded API calls' callbacks are on only inside windows (the metrics
+// collector shares the launch cbids' callbacks, so with metrics they stay on).
+void SwitchApiCallbacksWithWindow(bool on) {
+  if (g_state->api_calls != nullptr && !g_state->collector) {
+    g_state->api_calls->SetCallbacksEnabled(g_state->subscriber, on);
+  }
+}
+
 // The configured kinds on (or, `on` false, off again at a capture window's end).
 void EnableActivities(const Config& c, bool on = true) {
   t_enabling = on;
   g_activities_on.store(on);
   if (g_state != nullptr && g_state->api_calls != nullptr) {
-    ApiCallRecorder* recorder = g_state->api_calls;
-    // Windows: the recorded cbids' callbacks only inside them (the metrics collector shares
-    // the launch cbids' callbacks, so with metrics they stay on).
-    if (g_state->capture && !g_state->collector)
-      recorder->SetCallbacksEnabled(g_state->subscriber, on);
-    recorder->SetRecording(on, on ? TraceNowNs() : 0);
+    if (g_state->capture) SwitchApiCallbacksWithWindow(on);
+    g_state->api_calls->SetRecording(on, on ? TraceNowNs() : 0);
   }
   if (c.kernel) EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
   if (!on || !CopyKindsAtFirstCopy(c) || g_copy_seen.load()) EnableCopyKinds(c);
@@ -552,17 +556,14 @@ void StartCapture(const CapturePlan& plan) {
   };
   ops.keep_trigger_callbacks = g_state->collector != nullptr;
   DumpDevicesOnce();  // the trace names its devices even when no window ever opens
+  SwitchApiCallbacksWithWindow(false);  // until a window opens
   g_state->capture = std::make_unique<CaptureController>(plan, std::move(ops));
   if (const Status started = g_state->capture->Start(g_state->subscriber); !started.ok()) {
     Log(LogSeverity::kError, "%s; capture windows are off, the whole run is traced",
         started.message().c_str());
+    EnableActivities(g_state->config);  // the controller still set: the API callbacks back on
     // Never destroyed: the control thread, once started, keeps a pointer to it.
     static_cast<void>(g_state->capture.release());
-    // The recorded calls' callbacks were switched off until a first window (DoToolInit).
-    if (g_state->api_calls != nullptr && !g_state->collector) {
-      g_state->api_calls->SetCallbacksEnabled(g_state->subscriber, true);
-    }
-    EnableActivities(g_state->config);
   }
 }
 
@@ -768,10 +769,6 @@ void DoToolInit(InjectionMode mode) {
     return;
   }
   EnableCallbacks(g_state->subscriber, g_state->collector.get());
-  if (g_state->api_calls != nullptr && capture_plan.trigger != CaptureTrigger::kWholeRun &&
-      !g_state->collector) {
-    g_state->api_calls->SetCallbacksEnabled(g_state->subscriber, false);  // until a window opens
-  }
   if (g_state->pc_sampler) g_state->pc_sampler->EnableCallbacks(g_state->subscriber);
   if (capture_plan.trigger == CaptureTrigger::kWholeRun) {
     EnableActivities(g_state->config);
