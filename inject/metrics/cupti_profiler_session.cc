@@ -23,10 +23,6 @@ namespace kp {
 
 namespace {
 
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 Status Call(const char* name, CUptiResult r) { return CheckCuptiCall(name, r); }
 
 // CUPTI's checkpoint API lives in libcheckpoint.so (next to libcupti; kp's install bundles it),

@@ -29,6 +29,16 @@ void ReadGrid(const P& p, KernelLaunch* out) {
   out->params = p.kernelParams;
 }
 
+// cuLaunchKernelEx and its _ptsz twin: the grid is in the launch config. False without one.
+template <typename P>
+bool ReadEx(const P& p, KernelLaunch* out) {
+  out->config = p.config;
+  out->function = p.f;
+  out->params = p.kernelParams;
+  out->extra = p.extra;
+  return p.config != nullptr;
+}
+
 Status Checked(const char* name, CUresult r) {
   if (r == CUDA_SUCCESS) return Status();
   return Status::Error(std::string("kernel replay: ") + name + " failed (CUresult " +
@@ -58,20 +68,12 @@ bool ReadKernelLaunch(CUpti_CallbackId cbid, const void* function_params, Kernel
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx: {
       const auto& p = *static_cast<const cuLaunchKernelEx_params*>(function_params);
       out->form = KernelLaunch::Form::kKernelEx;
-      out->config = p.config;
-      out->function = p.f;
-      out->params = p.kernelParams;
-      out->extra = p.extra;
-      return p.config != nullptr;
+      return ReadEx(p, out);
     }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz: {
       const auto& p = *static_cast<const cuLaunchKernelEx_ptsz_params*>(function_params);
       out->form = KernelLaunch::Form::kKernelExPtsz;
-      out->config = p.config;
-      out->function = p.f;
-      out->params = p.kernelParams;
-      out->extra = p.extra;
-      return p.config != nullptr;
+      return ReadEx(p, out);
     }
     case CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel: {
       const auto& p = *static_cast<const cuLaunchCooperativeKernel_params*>(function_params);

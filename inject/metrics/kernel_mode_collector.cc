@@ -28,10 +28,6 @@ struct OwnReplayThread {
 };
 thread_local OwnReplayThread t_own;
 
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 struct KernelModeCollector::KernelContext : Context {
@@ -168,7 +164,7 @@ void KernelModeCollector::OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId
       nested = false;  // this driver launch is the one decided on
     }
     // A graph's kernels cannot be measured one by one: like any launch not selected.
-    if (graph || !selector_.Select(symbol, selector_.wants_nvtx() && InIncludedRange())) {
+    if (graph || !Selects(symbol)) {
       NotSelected(data->context);
       return;
     }
@@ -250,7 +246,7 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
         t.runtime_deferred = true;
         return;
       }
-      if (!selector_.Select(symbol, selector_.wants_nvtx() && InIncludedRange())) {
+      if (!Selects(symbol)) {
         NotSelected(data->context);
         return;
       }
@@ -272,7 +268,7 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
     if (t.runtime_deferred) {
       t.runtime_deferred = false;
       if (!Admissible(/*count_capture_skip=*/false)) return;
-      if (!selector_.Select(data->symbolName, selector_.wants_nvtx() && InIncludedRange())) {
+      if (!Selects(data->symbolName)) {
         NotSelected(data->context);
         return;
       }
@@ -286,8 +282,7 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
     correlation = t.runtime_correlation;  // the kernel record carries the runtime call's id
   } else {
     if (!Admissible(/*count_capture_skip=*/true)) return;
-    if (selector_.active() &&
-        !selector_.Select(data->symbolName, selector_.wants_nvtx() && InIncludedRange())) {
+    if (selector_.active() && !Selects(data->symbolName)) {
       NotSelected(data->context);
       return;
     }
@@ -524,10 +519,14 @@ void KernelModeCollector::NotSelected(CUcontext ctx) {
   if (!status.ok()) Fail(status);
 }
 
-bool KernelModeCollector::InIncludedRange() {
-  std::lock_guard<std::mutex> lock(nvtx_mu_);
-  auto it = nvtx_stacks_.find(ThreadId());
-  return it != nvtx_stacks_.end() && it->second.matching_open > 0;
+bool KernelModeCollector::Selects(const char* symbol) {
+  bool in_range = false;
+  if (selector_.wants_nvtx()) {
+    std::lock_guard<std::mutex> lock(nvtx_mu_);
+    auto it = nvtx_stacks_.find(ThreadId());
+    in_range = it != nvtx_stacks_.end() && it->second.matching_open > 0;
+  }
+  return selector_.Select(symbol, in_range);
 }
 
 void KernelModeCollector::OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* data) {

@@ -90,8 +90,9 @@ class KernelModeCollector final : public ProfilerCollector {
   // A launch not selected: stops `ctx`'s running profiler, or, once the selection is done,
   // flushes and disables every context's profiler (once).
   void NotSelected(CUcontext ctx);
-  // Whether a KP_METRICS_NVTX_INCLUDE range is open on the calling thread.
-  bool InIncludedRange();
+  // Whether the selection takes this launch of `symbol` (counting it); whether a
+  // KP_METRICS_NVTX_INCLUDE range is open on the calling thread is looked up only when one is set.
+  bool Selects(const char* symbol);
 
   // kp's own replay (see the top of this file).
   void OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,

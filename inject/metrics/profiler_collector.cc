@@ -26,10 +26,6 @@ namespace {
 const std::vector<std::string_view> kProfilerInternalKernels = {
     "WaitNs", kL2SweepKernelName, kL2ZeroKernelName, kL2DiscardKernelName};
 
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace
 
 ProfilerCollector::ProfilerCollector(const Config& config, std::vector<std::string> metrics,

@@ -28,6 +28,11 @@
 
 namespace kp {
 
+// Milliseconds since t0: the metrics code's timing of its own calls.
+inline double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // The calls whose host time is accounted and reported in the final notice.
 enum class SessionCall {
   kStart,
@@ -152,10 +157,7 @@ class ProfilerSession {
    public:
     Timer(ProfilerSession* s, SessionCall c)
         : t_(&s->times_[static_cast<int>(c)]), t0_(std::chrono::steady_clock::now()) {}
-    ~Timer() {
-      t_->Add(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_)
-                  .count());
-    }
+    ~Timer() { t_->Add(MsSince(t0_)); }
     Timer(const Timer&) = delete;
     Timer& operator=(const Timer&) = delete;
 

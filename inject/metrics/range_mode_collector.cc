@@ -21,10 +21,6 @@ thread_local bool t_in_outermost = false;
 thread_local CUcontext t_measured_ctx = nullptr;
 thread_local bool t_launched = false;  // this thread has launched a kernel
 
-double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::string RangeName(const std::pair<std::string, std::string>& key) {
   return key.first.empty() ? key.second : key.first + "::" + key.second;
 }
