@@ -195,6 +195,20 @@ kernel_records() {
     --own-regex "$OWN_KERNELS" --library-regex gemm --library-calls "${calls:-0}" --label "$name"
 }
 
+# build_program NAME [NVCC FLAGS...]: tests/gpu/programs/NAME.cu to $BIN/NAME (log in
+# $WORK/build-NAME.log); PASS/FAIL build/NAME; returns 1 when it does not build.
+build_program() {
+  local name=$1
+  shift
+  if "$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$BIN/$name" \
+    "$REPO/tests/gpu/programs/$name.cu" "$@" >"$WORK/build-$name.log" 2>&1; then
+    pass "build/$name"
+  else
+    fail "build/$name" "$(tail -n 5 "$WORK/build-$name.log")"
+    return 1
+  fi
+}
+
 # cache_ncu NAME SET [--replay-mode application] -k regex:RE CMD...: ncu --clock-control none
 # --cache-control all collecting SET ($CACHE_M1 or $CACHE_MSOL, named by the variable) on CMD,
 # profiling only the kernels matching RE; raw-page CSV in base units to $T/NAME.csv
@@ -235,13 +249,7 @@ cache_compare() {
 cache_section() {
   echo
   echo "=== cache: kernel mode from a flushed L2 against ncu --cache-control all"
-  if "$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$BIN/metrics_cache" \
-    "$REPO/tests/gpu/programs/metrics_cache.cu" -ldl >"$WORK/build-cache.log" 2>&1; then
-    pass build/metrics_cache
-  else
-    fail build/metrics_cache "$(tail -n 5 "$WORK/build-cache.log")"
-    return 1
-  fi
+  build_program metrics_cache -ldl || return 1
   local kflags=()
   # Word-split on purpose: CACHE_KERNEL_FLAGS holds flags such as "--metrics-cache range".
   read -r -a kflags <<<"$CACHE_KERNEL_FLAGS"
@@ -385,20 +393,11 @@ main() {
 
   echo
   echo "=== building metrics_sol with $NVCC (cuBLAS is dlopen'ed at run time: no -lcublas)"
-  if "$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$BIN/metrics_sol" \
-    "$REPO/tests/gpu/programs/metrics_sol.cu" -ldl >"$WORK/build.log" 2>&1; then
-    pass build/metrics_sol
-  else
-    fail build/metrics_sol "$(tail -n 5 "$WORK/build.log")"
+  if ! build_program metrics_sol -ldl; then
     finish
     return 1
   fi
-  if "$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$BIN/metrics_capture" \
-    "$REPO/tests/gpu/programs/metrics_capture.cu" >"$WORK/build-capture.log" 2>&1; then
-    pass build/metrics_capture
-  else
-    fail build/metrics_capture "$(tail -n 5 "$WORK/build-capture.log")"
-  fi
+  build_program metrics_capture
 
   # (t) kernel targeting (KP_METRICS_KERNELS, KP_METRICS_LAUNCH_*, KP_METRICS_NVTX_INCLUDE):
   # metrics_targeting launches target_scale (grid 64*(i+1)) and other_add in steps 0..9.
@@ -406,9 +405,7 @@ main() {
   # measures exactly the 4th and 5th target_scale (grids 256 and 320); every other launch keeps
   # its real timing (not replayed). Then an NVTX include with per-name counts: step 7's two
   # kernels, once each.
-  if "$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$BIN/metrics_targeting" \
-    "$REPO/tests/gpu/programs/metrics_targeting.cu" >"$WORK/build-targeting.log" 2>&1; then
-    pass build/metrics_targeting
+  if build_program metrics_targeting; then
     if kp_case target --metrics "$M" --metrics-kernels regex:target_scale \
       --metrics-launch-skip 3 --metrics-launch-count 2 -- "$BIN/metrics_targeting"; then
       count_checks "$PYTHON" "$REPO/tests/gpu/check_targeting.py" --csv "$T/target_csv" \
@@ -433,8 +430,6 @@ main() {
         fail target_badregex/message "no single KP_METRICS_KERNELS line in stderr"
       fi
     fi
-  else
-    fail build/metrics_targeting "$(tail -n 5 "$WORK/build-targeting.log")"
   fi
 
   # (a) range mode, with KP_LOG=debug: the collector names every distinct kernel it sees.
