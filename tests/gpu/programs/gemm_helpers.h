@@ -45,8 +45,8 @@ struct Cublas {
   decltype(&cublasSgemm_v2) sgemm = nullptr;
 };
 
-// Fills `blas`; an empty string, or why cuBLAS could not be loaded.
-inline std::string LoadCublas(Cublas* blas) {
+// Fills `blas` and creates `*handle`; an empty string, or why cuBLAS cannot be used.
+inline std::string LoadCublas(Cublas* blas, cublasHandle_t* handle) {
   const char* const names[] = {"libcublas.so.13", "libcublas.so",
                                "/usr/local/cuda/lib64/libcublas.so.13",
                                "/usr/local/cuda/targets/x86_64-linux/lib/libcublas.so.13"};
@@ -62,5 +62,6 @@ inline std::string LoadCublas(Cublas* blas) {
   blas->sgemm = reinterpret_cast<decltype(blas->sgemm)>(dlsym(lib, "cublasSgemm_v2"));
   if (!blas->create || !blas->destroy || !blas->sgemm)
     return "libcublas lacks cublasCreate_v2/cublasDestroy_v2/cublasSgemm_v2";
+  if (blas->create(handle) != CUBLAS_STATUS_SUCCESS) return "cublasCreate failed";
   return "";
 }

@@ -162,14 +162,10 @@ int main(int argc, char** argv) {
   }
   KP_CHECK(cudaSetDevice(0));
   Cublas blas;
-  if (const std::string blas_error = LoadCublas(&blas); !blas_error.empty()) {
-    std::fprintf(stderr, "metrics_cache: cannot load cuBLAS for range \"gemm_cublas\": %s\n",
-                 blas_error.c_str());
-    return 2;
-  }
   cublasHandle_t handle;
-  if (blas.create(&handle) != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "metrics_cache: cublasCreate failed\n");
+  if (const std::string blas_error = LoadCublas(&blas, &handle); !blas_error.empty()) {
+    std::fprintf(stderr, "metrics_cache: cannot use cuBLAS for range \"gemm_cublas\": %s\n",
+                 blas_error.c_str());
     return 2;
   }
 

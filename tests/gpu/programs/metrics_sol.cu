@@ -182,14 +182,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   Cublas blas;
-  if (const std::string blas_error = LoadCublas(&blas); !blas_error.empty()) {
-    std::fprintf(stderr, "metrics_sol: cannot load cuBLAS for range \"mma\": %s\n",
-                 blas_error.c_str());
-    return 2;
-  }
   cublasHandle_t handle;
-  if (blas.create(&handle) != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "metrics_sol: cublasCreate failed\n");
+  if (const std::string blas_error = LoadCublas(&blas, &handle); !blas_error.empty()) {
+    std::fprintf(stderr, "metrics_sol: cannot use cuBLAS for range \"mma\": %s\n",
+                 blas_error.c_str());
     return 2;
   }
 
