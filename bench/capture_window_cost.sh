@@ -14,12 +14,15 @@
 #   nowin   --capture-range on a range the program never opens: kp's cost outside any window
 #   range   --capture-range step --capture-range-end repeat:N/10 (the first 10 % of the steps)
 #   sched   --capture-schedule step:W,0,N/10,1 (a window over the middle 10 % of the steps)
+#   ffull   bench/floor's bare CUPTI subscriber with kp's default kinds, the whole run
+#   fsched  the floor with the same window as sched (KPFLOOR_WINDOW) and CUPTI detached after
+#           it (KPFLOOR_DETACH=1): what bare CUPTI pays for that window (share of ffull's)
 # Every run prints one line as it ends; after every round the table of medians so far:
 # time per unit, overhead over `none`, and each window's overhead as a share of the full
 # trace's (the target is ~10 %; outside a window kp should cost what no tool costs).
 # Writes $OUT/capture_window_cost.md and the raw lines ($OUT/capture_window_cost_raw.jsonl).
 # Environment: OUT, PYTHON, NVCC, KP_BENCH_CPUS (default 2-5), BUDGET_S, RUN_TIMEOUT_S (25),
-# WORKLOADS ("launch torch"). FAKE=1: no GPU, no kptrace: fake results (checks the script).
+# WORKLOADS ("launch torch"), MODES (default "none full nowin range sched ffull fsched"). FAKE=1: no GPU, no kptrace: fake results (checks the script).
 set -u -o pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROUNDS=${2:-${ROUNDS:-3}}
@@ -43,7 +46,9 @@ if [[ $FAKE != 1 ]]; then
     exit 0
   fi
   DIST=$(cd "${1:?usage: capture_window_cost.sh DIST [ROUNDS]}" && pwd) || exit 2
+  CUPTI_LIB=$(ls "$DIST"/lib/libcupti.so* 2>/dev/null | head -n 1)
 fi
+CUPTI_LIB=${CUPTI_LIB:-}
 WORK=$(mktemp -d /tmp/kp-capture-cost-work.XXXXXX)
 declare -A STEPS=([launch]=100 [torch]=200)
 if [[ $FAKE != 1 && " ${WORKLOAD_LIST[*]} " == *" launch "* ]]; then
@@ -64,19 +69,25 @@ rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 rounds = len({r["round"] for r in rows})
 print(f"Medians of {rounds} interleaved round(s), pinned to CPUs {sys.argv[2]}.\n")
 print("| workload | mode | time | runs | overhead vs none | share of full-trace overhead "
+      "(kp: full's; floor: ffull's) "
       "| paired share: median (min-max) over rounds |")
 print("|---|---|---|---|---|---|---|")
 
 
+MODES = ("none", "full", "nowin", "range", "sched", "ffull", "fsched")
+FULL_OF = {m: "ffull" if m.startswith("f") and m != "full" else "full" for m in MODES}
+
+
 def paired(w, m):
     """Each round's own share (its none, full and m runs ran within seconds of each other)."""
-    if m in ("none", "full"):
+    if m in ("none", "full", "ffull"):
         return " – |"
+    f = FULL_OF[m]
     shares = []
     for r in sorted({r["round"] for r in rows}):
         v = {x["mode"]: x["value"] for x in rows if x["workload"] == w and x["round"] == r}
-        if all(k in v for k in ("none", "full", m)) and v["full"] > v["none"]:
-            shares.append((v[m] - v["none"]) / (v["full"] - v["none"]) * 100)
+        if all(k in v for k in ("none", f, m)) and v[f] > v["none"]:
+            shares.append((v[m] - v["none"]) / (v[f] - v["none"]) * 100)
     if not shares:
         return " – |"
     return f" {statistics.median(shares):.0f} % ({min(shares):.0f}..{max(shares):.0f} %) |"
@@ -85,19 +96,20 @@ def paired(w, m):
 for w in ("launch", "torch"):
     unit = "us/launch" if w == "launch" else "us/step"
     med = {}
-    for m in ("none", "full", "nowin", "range", "sched"):
+    for m in MODES:
         v = [r["value"] for r in rows if r["workload"] == w and r["mode"] == m]
         med[m] = (statistics.median(v), len(v)) if v else (None, 0)
-    base, full = med["none"][0], med["full"][0]
-    if base is None and full is None:
+    base = med["none"][0]
+    if base is None and med["full"][0] is None:
         continue
-    for m in ("none", "full", "nowin", "range", "sched"):
+    for m in MODES:
+        full = med[FULL_OF[m]][0]
         v, n = med[m]
         if v is None:
             print(f"| {w} | {m} | – | 0 | – | – | – |")
             continue
         over = f"{(v - base) / base * 100:+.1f} %" if base else "–"
-        if m == "full":
+        if m in ("full", "ffull"):
             share = "100 %"
         elif m == "none" or not base or full is None or full <= base:
             share = "–"
@@ -109,27 +121,32 @@ PY
 
 # run_one ROUND WORKLOAD MODE: one pinned run; appends a raw line and prints it.
 run_one() {
-  local r=$1 w=$2 m=$3 n=${STEPS[$2]} tenth cmd=() kp=() line value
+  local r=$1 w=$2 m=$3 n=${STEPS[$2]} tenth cmd=() kp=() line value first
   tenth=$((n / 10))
+  first=$(((n - tenth) / 2))
   case $w in
     launch) cmd=("$WORK/launch_loop" --launches 300000 --copies 0 --steps "$n" --warmup-s 1) ;;
     torch)
       cmd=("$PYTHON" "$HERE/workloads/capture_steps.py" --workload tiny --steps "$n" --warmup-s 1)
       ;;
   esac
-  if [[ $m != none ]]; then
+  if [[ $m == ffull || $m == fsched ]]; then
+    kp=(env "CUDA_INJECTION64_PATH=${DIST:-}/lib/libkpfloor.so" "NVTX_INJECTION64_PATH=$CUPTI_LIB"
+      "KPFLOOR_KINDS=kernel,nvtx,cb_api,lazy_copy")
+    [[ $m == fsched ]] && kp+=("KPFLOOR_WINDOW=$first,$tenth" KPFLOOR_DETACH=1)
+  elif [[ $m != none ]]; then
     kp=("${DIST:-}/bin/kptrace" run -o "$WORK/$w-$m.kptrace" --force --log quiet)
     case $m in
       nowin) kp+=(--capture-range kp_no_such_range) ;;
       range) kp+=(--capture-range step --capture-range-end "repeat:$tenth") ;;
-      sched) kp+=(--capture-schedule "step:$(((n - tenth) / 2)),0,$tenth,1") ;;
+      sched) kp+=(--capture-schedule "step:$first,0,$tenth,1") ;;
     esac
     kp+=(--)
   fi
   if [[ $FAKE == 1 ]]; then
     local base=5 add=0
     [[ $w == torch ]] && base=900
-    case $m in full) add=4 ;; range | sched) add=0.4 ;; nowin) add=0 ;; esac
+    case $m in full | ffull) add=4 ;; range | sched | fsched) add=0.4 ;; nowin) add=0 ;; esac
     [[ $w == torch ]] && add=$("$PYTHON" -c "print($add * 60)")
     line="{\"us_per_launch\": $base, \"us_per_step\": $base, \"fake_added\": $add}"
     value=$("$PYTHON" -c "import random; print($base + $add + random.uniform(-0.05, 0.05) * $base)")
@@ -150,7 +167,7 @@ print(j["us_per_launch"] if sys.argv[2] == "launch" else j["us_per_step"])' "$li
   printf '  round %d %-6s %-5s %10.3f  (%d s)\n' "$r" "$w" "$m" "$value" $((SECONDS - START))
 }
 
-modes=(none full nowin range sched)
+read -r -a modes <<<"${MODES:-none full nowin range sched ffull fsched}"
 for ((r = 1; r <= ROUNDS; r++)); do
   for w in "${WORKLOAD_LIST[@]}"; do
     for ((k = 0; k < ${#modes[@]}; k++)); do

@@ -19,12 +19,21 @@
 // Each callback reads CUPTI's timestamp at entry and exit, as a tracer keeping its own API
 // timing must. Default: kernel,memcpy (KPFLOOR_MEMCPY=0: kernel only).
 //
+// KPFLOOR_WINDOW=FIRST,COUNT: the floor of a capture window (kp's --capture-schedule). Until the
+// FIRST-th nvtxRangePushA("step") (counting from 0) only that push's callback is on; the kinds and
+// callbacks above are on from then until the (FIRST+COUNT)-th push, then off again, and so is the
+// push callback (kp's trigger also stops once its window is done). NVTX_INJECTION64_PATH must
+// name libcupti. KPFLOOR_DETACH=1: at the window's end the floor also force-flushes and calls
+// cuptiFinalize (in that NVTX callback, without waiting for kernels still running: the floor
+// counts records, it does not keep them), so CUPTI detaches from the process.
+//
 // Loaded through CUDA_INJECTION64_PATH. At exit it force-flushes and prints one line to stderr:
 // `kpfloor: {"records":N,"kernels":K,"memcpy":M,"dropped":D,"kinds":{...},"callbacks":C,
 // "api_top":{...}}` (the drivers parse it). api_top names the most frequent API records.
 #include "bench/floor/cupti_floor.h"
 
 #include <cupti.h>
+#include <generated_nvtx_meta.h>
 
 #include <algorithm>
 #include <atomic>
@@ -56,6 +65,13 @@ std::atomic<bool> g_copy_kinds_on{false};
 std::once_flag g_init_once;
 bool g_active = false;
 bool g_lazy_copy = false;
+bool g_detached = false;
+// KPFLOOR_WINDOW: the window's first and end step (-1: no window); the steps pushed so far.
+long g_window_first = -1;
+long g_window_end = -1;
+std::atomic<long> g_steps_pushed{0};
+std::string g_kinds;
+CUpti_SubscriberHandle g_subscriber = nullptr;
 thread_local uint64_t t_enter_ns = 0;
 thread_local uint64_t t_api_ns = 0;  // per-thread sum, so the timestamps are not optimized out
 
@@ -158,9 +174,11 @@ std::string TopApis() {
 
 void FlushAtExit() {
   if (!g_active) return;
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) != CUPTI_SUCCESS) dropped = 0;
+  if (!g_detached) {
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) != CUPTI_SUCCESS) dropped = 0;
+  }
   std::string kinds = "{";
   for (size_t k = 0; k < kMaxKind; ++k) {
     const uint64_t n = g_kind_records[k].load();
@@ -180,7 +198,8 @@ void FlushAtExit() {
       static_cast<unsigned long long>(g_kind_records[CUPTI_ACTIVITY_KIND_MEMCPY].load()),
       static_cast<unsigned long long>(dropped),
       static_cast<unsigned long long>(g_buffers_refused.load()),
-      static_cast<unsigned long long>(g_callbacks.load()), kinds.c_str(), TopApis().c_str());
+      static_cast<unsigned long long>(g_callbacks.load()), kinds.c_str(),
+      g_detached ? "{}" : TopApis().c_str());
 }
 
 bool Check(CUptiResult result, const char* what) {
@@ -203,12 +222,24 @@ bool StartsWith(const char* name, std::string_view prefix) {
 
 bool IsCopyName(const char* name) { return name != nullptr && kp::MayCopyApiName(name); }
 
+void OnStep();  // KPFLOOR_WINDOW: a "step" range was pushed
+
 }  // namespace
 
 // Declared in cupti_floor.h so that bench/callback_cost.cc can time it beside kp's.
 void CUPTIAPI kpfloor::OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                   const void* cbdata) {
   g_callbacks.fetch_add(1, std::memory_order_relaxed);
+  if (domain == CUPTI_CB_DOMAIN_NVTX && cbid == CUPTI_CBID_NVTX_nvtxRangePushA &&
+      g_window_first >= 0) {
+    const auto* nvtx = static_cast<const CUpti_NvtxData*>(cbdata);
+    const auto* params = static_cast<const nvtxRangePushA_params*>(nvtx->functionParams);
+    if (params != nullptr && params->message != nullptr &&
+        std::strcmp(params->message, "step") == 0) {
+      OnStep();
+    }
+    return;
+  }
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
   uint64_t now = 0;
@@ -227,7 +258,7 @@ void CUPTIAPI kpfloor::OnCallback(void*, CUpti_CallbackDomain domain, CUpti_Call
 
 namespace {
 
-void EnableCallbacksWhere(CUpti_SubscriberHandle sub, bool (*wanted)(const char*)) {
+void EnableCallbacksWhere(CUpti_SubscriberHandle sub, bool (*wanted)(const char*), bool on) {
   const CUpti_CallbackDomain domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API};
   for (CUpti_CallbackDomain domain : domains) {
     const CUpti_CallbackId end = domain == CUPTI_CB_DOMAIN_RUNTIME_API
@@ -236,7 +267,7 @@ void EnableCallbacksWhere(CUpti_SubscriberHandle sub, bool (*wanted)(const char*
     for (CUpti_CallbackId cbid = 1; cbid < end; ++cbid) {
       const char* name = nullptr;
       if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) continue;
-      if (wanted(name)) cuptiEnableCallback(1, sub, domain, cbid);
+      if (wanted(name)) cuptiEnableCallback(on ? 1 : 0, sub, domain, cbid);
     }
   }
 }
@@ -268,6 +299,86 @@ bool Has(const std::string& list, const char* word) {
   return false;
 }
 
+// The kinds and callbacks of g_kinds on (or off again at a window's end).
+void SwitchKinds(bool on) {
+  const uint32_t flag = on ? 1 : 0;
+  auto kind = [on](CUpti_ActivityKind k, const char* what) {
+    Check(on ? cuptiActivityEnable(k) : cuptiActivityDisable(k), what);
+  };
+  const std::string& kinds = g_kinds;
+  if (g_subscriber != nullptr) {
+    if (Has(kinds, "cb_launch")) EnableCallbacksWhere(g_subscriber, IsLaunchName, on);
+    if (Has(kinds, "cb_copy") || Has(kinds, "lazy_copy")) {
+      EnableCallbacksWhere(g_subscriber, IsCopyName, on);
+    }
+    if (Has(kinds, "cb_sync")) EnableCallbacksWhere(g_subscriber, IsSyncName, on);
+    if (Has(kinds, "cb_api")) EnableCallbacksWhere(g_subscriber, IsSelectedName, on);
+    if (Has(kinds, "cb_nvtx")) cuptiEnableDomain(flag, g_subscriber, CUPTI_CB_DOMAIN_NVTX);
+    g_lazy_copy = Has(kinds, "lazy_copy");
+  }
+  if (Has(kinds, "kernel")) kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "switch CONCURRENT_KERNEL");
+  if (Has(kinds, "memcpy")) {
+    kind(CUPTI_ACTIVITY_KIND_MEMCPY, "switch MEMCPY");
+    kind(CUPTI_ACTIVITY_KIND_MEMCPY2, "switch MEMCPY2");
+  }
+  if (Has(kinds, "memset") || (!on && g_copy_kinds_on.load())) {
+    kind(CUPTI_ACTIVITY_KIND_MEMSET, "switch MEMSET");
+  }
+  if (!on && g_copy_kinds_on.exchange(false) && !Has(kinds, "memcpy")) {
+    kind(CUPTI_ACTIVITY_KIND_MEMCPY, "switch MEMCPY");
+    kind(CUPTI_ACTIVITY_KIND_MEMCPY2, "switch MEMCPY2");
+  }
+  if (Has(kinds, "runtime")) kind(CUPTI_ACTIVITY_KIND_RUNTIME, "switch RUNTIME");
+  if (Has(kinds, "driver")) kind(CUPTI_ACTIVITY_KIND_DRIVER, "switch DRIVER");
+  if (Has(kinds, "api_launch")) {
+    for (CUpti_CallbackId cbid : kp::SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_RUNTIME_API)) {
+      cuptiActivityEnableRuntimeApi(cbid, flag);
+    }
+    for (CUpti_CallbackId cbid : kp::SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_DRIVER_API)) {
+      cuptiActivityEnableDriverApi(cbid, flag);
+    }
+  }
+  if (Has(kinds, "nvtx")) {
+    kind(CUPTI_ACTIVITY_KIND_MARKER, "switch MARKER");
+    kind(CUPTI_ACTIVITY_KIND_MARKER_DATA, "switch MARKER_DATA");
+    kind(CUPTI_ACTIVITY_KIND_NAME, "switch NAME");
+  }
+  if (Has(kinds, "sync")) kind(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "switch SYNCHRONIZATION");
+  if (Has(kinds, "overhead")) kind(CUPTI_ACTIVITY_KIND_OVERHEAD, "switch OVERHEAD");
+  if (Has(kinds, "graph")) kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "switch GRAPH_TRACE");
+}
+
+void OnStep() {
+  const long step = g_steps_pushed.fetch_add(1);
+  if (step == g_window_first) SwitchKinds(true);
+  if (step != g_window_end) return;
+  SwitchKinds(false);
+  cuptiEnableCallback(0, g_subscriber, CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePushA);
+  const char* detach = std::getenv("KPFLOOR_DETACH");
+  if (detach != nullptr && std::strcmp(detach, "1") == 0) {
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    g_detached = Check(cuptiFinalize(), "cuptiFinalize");
+  }
+}
+
+// KPFLOOR_WINDOW=FIRST,COUNT into g_window_first/g_window_end; false (with a message) if bad.
+bool ParseWindow() {
+  const char* setting = std::getenv("KPFLOOR_WINDOW");
+  if (setting == nullptr || *setting == '\0') return true;
+  long first = -1, count = -1;
+  char tail = 0;
+  if (std::sscanf(setting, "%ld,%ld%c", &first, &count, &tail) != 2 || first < 0 || count <= 0) {
+    std::fprintf(stderr,
+                 "kpfloor: KPFLOOR_WINDOW='%s' is not FIRST,COUNT (e.g. 20,10); the floor records "
+                 "nothing\n",
+                 setting);
+    return false;
+  }
+  g_window_first = first;
+  g_window_end = first + count;
+  return true;
+}
+
 void StartTracing() {
   std::string kinds = "kernel,memcpy";
   const char* memcpy_setting = std::getenv("KPFLOOR_MEMCPY");
@@ -293,6 +404,12 @@ void StartTracing() {
     }
     start = end + 1;
   }
+  if (!ParseWindow()) return;
+  const char* detach = std::getenv("KPFLOOR_DETACH");
+  if (detach != nullptr && std::strcmp(detach, "1") == 0 && g_window_first < 0) {
+    std::fprintf(stderr, "kpfloor: KPFLOOR_DETACH=1 needs KPFLOOR_WINDOW; ignored\n");
+  }
+  g_kinds = kinds;
 
   // As kp does (inject/cupti/tracer.cc): system thread ids, a bounded device buffer pool.
   cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
@@ -305,50 +422,16 @@ void StartTracing() {
   }
   const bool wants_callbacks = Has(kinds, "cb_launch") || Has(kinds, "cb_copy") ||
                                Has(kinds, "cb_sync") || Has(kinds, "cb_api") ||
-                               Has(kinds, "cb_nvtx") || Has(kinds, "lazy_copy");
-  if (wants_callbacks) {
-    CUpti_SubscriberHandle sub = nullptr;
-    if (!Check(cuptiSubscribe(&sub, &kpfloor::OnCallback, nullptr), "cuptiSubscribe")) return;
-    if (Has(kinds, "cb_launch")) EnableCallbacksWhere(sub, IsLaunchName);
-    if (Has(kinds, "cb_copy") || Has(kinds, "lazy_copy")) EnableCallbacksWhere(sub, IsCopyName);
-    if (Has(kinds, "cb_sync")) EnableCallbacksWhere(sub, IsSyncName);
-    if (Has(kinds, "cb_api")) EnableCallbacksWhere(sub, IsSelectedName);
-    if (Has(kinds, "cb_nvtx")) cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_NVTX);
-    g_lazy_copy = Has(kinds, "lazy_copy");
+                               Has(kinds, "cb_nvtx") || Has(kinds, "lazy_copy") ||
+                               g_window_first >= 0;
+  if (wants_callbacks &&
+      !Check(cuptiSubscribe(&g_subscriber, &kpfloor::OnCallback, nullptr), "cuptiSubscribe")) {
+    return;
   }
-  if (Has(kinds, "kernel")) {
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "enable CONCURRENT_KERNEL");
-  }
-  if (Has(kinds, "memcpy")) {
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY), "enable MEMCPY");
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY2), "enable MEMCPY2");
-  }
-  if (Has(kinds, "memset")) Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET), "enable MEMSET");
-  if (Has(kinds, "runtime")) {
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME), "enable RUNTIME");
-  }
-  if (Has(kinds, "driver")) Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER), "enable DRIVER");
-  if (Has(kinds, "api_launch")) {
-    for (CUpti_CallbackId cbid : kp::SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_RUNTIME_API)) {
-      cuptiActivityEnableRuntimeApi(cbid, 1);
-    }
-    for (CUpti_CallbackId cbid : kp::SelectLaunchRelatedCbids(CUPTI_CB_DOMAIN_DRIVER_API)) {
-      cuptiActivityEnableDriverApi(cbid, 1);
-    }
-  }
-  if (Has(kinds, "nvtx")) {
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER), "enable MARKER");
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MARKER_DATA), "enable MARKER_DATA");
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_NAME), "enable NAME");
-  }
-  if (Has(kinds, "sync")) {
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION), "enable SYNCHRONIZATION");
-  }
-  if (Has(kinds, "overhead")) {
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_OVERHEAD), "enable OVERHEAD");
-  }
-  if (Has(kinds, "graph")) {
-    Check(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_GRAPH_TRACE), "enable GRAPH_TRACE");
+  if (g_window_first >= 0) {
+    cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePushA);
+  } else {
+    SwitchKinds(true);
   }
   g_active = true;
   std::atexit(FlushAtExit);
