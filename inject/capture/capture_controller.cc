@@ -90,6 +90,10 @@ void CaptureController::Apply(Event event) {
   if (machine_.finished() && trigger_callbacks_on_ && !ops_.keep_trigger_callbacks) {
     SetTriggerCallbacks(false);
   }
+  if (machine_.finished() && machine_.phase() == CapturePhase::kOff && !no_more_windows_sent_) {
+    no_more_windows_sent_ = true;
+    if (ops_.no_more_windows) ops_.no_more_windows();
+  }
 }
 
 void CaptureController::SetTriggerCallbacks(bool on) {

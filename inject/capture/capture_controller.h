@@ -39,6 +39,9 @@ struct CaptureTracerOps {
   // Another collector shares the trigger's callbacks (metrics: NVTX, launches): never switch
   // them off when the last window has closed.
   bool keep_trigger_callbacks = false;
+  // No window can open any more and none is open (called once, after window_closed; may be
+  // empty). The tracer detaches CUPTI then (cupti_detach.h).
+  std::function<void()> no_more_windows;
 };
 
 class CaptureControlThread;
@@ -83,6 +86,7 @@ class CaptureController {
   std::unique_ptr<CaptureControlThread> control_;
   CUpti_SubscriberHandle subscriber_ = nullptr;
   bool trigger_callbacks_on_ = false;
+  bool no_more_windows_sent_ = false;  // ops_.no_more_windows called
 };
 
 }  // namespace kp

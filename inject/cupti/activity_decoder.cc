@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "inject/metrics/metrics_collector.h"
 #include "inject/trace/trace_encoder.h"
@@ -145,6 +146,22 @@ const char* ActivityDecoder::ApiName(CUpti_CallbackDomain domain, CUpti_Callback
   return cache[cbid];
 }
 
+bool ActivityDecoder::LaunchesOneKernel(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  auto& cache = launch_kind_[domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1 : 0];
+  if (cbid > 65535) return false;
+  if (cbid >= cache.size()) cache.resize(cbid + 1, -1);
+  if (cache[cbid] < 0) {
+    const std::string_view name = ApiName(domain, cbid);
+    const bool launch =
+        (name.rfind("cudaLaunchKernel", 0) == 0 || name.rfind("__cudaLaunchKernel", 0) == 0 ||
+         name.rfind("cudaLaunchCooperativeKernel", 0) == 0 ||
+         name.rfind("cuLaunchKernel", 0) == 0 || name.rfind("cuLaunchCooperativeKernel", 0) == 0) &&
+        name.find("MultiDevice") == std::string_view::npos;
+    cache[cbid] = launch ? 1 : 0;
+  }
+  return cache[cbid] == 1;
+}
+
 void ActivityDecoder::DecodeRecord(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -200,6 +217,8 @@ void ActivityDecoder::DecodeRecord(const CUpti_Activity* record) {
 
 void ActivityDecoder::DecodeKernel(const CUpti_ActivityKernel10& r) {
   SeeTime(r.end);
+  gpu_records_.fetch_add(1, std::memory_order_release);
+  if (r.graphId == 0) kernels_.fetch_add(1, std::memory_order_release);
   KernelRecord k;
   k.flags = 0;
   k.name = r.name != nullptr ? r.name : "<unknown>";
@@ -272,6 +291,7 @@ MemcpyRecord CommonCopyFields(const CuptiCopy& r) {
 // them (RECORD_FLAG_NO_TIMING, zero_timestamp_records).
 void ActivityDecoder::DecodeMemcpy(const CUpti_ActivityMemcpy6& r) {
   SeeTime(r.end);
+  gpu_records_.fetch_add(1, std::memory_order_release);
   if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
   MemcpyRecord m = CommonCopyFields(r);
   if (r.isDeviceLaunched) m.flags |= RecordFlag::kDeviceLaunched;
@@ -281,6 +301,7 @@ void ActivityDecoder::DecodeMemcpy(const CUpti_ActivityMemcpy6& r) {
 
 void ActivityDecoder::DecodePeerMemcpy(const CUpti_ActivityMemcpyPtoP4& r) {
   SeeTime(r.end);
+  gpu_records_.fetch_add(1, std::memory_order_release);
   if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
   MemcpyRecord m = CommonCopyFields(r);
   m.peer = true;
@@ -293,6 +314,7 @@ void ActivityDecoder::DecodePeerMemcpy(const CUpti_ActivityMemcpyPtoP4& r) {
 
 void ActivityDecoder::DecodeMemset(const CUpti_ActivityMemset4& r) {
   SeeTime(r.end);
+  gpu_records_.fetch_add(1, std::memory_order_release);
   MemsetRecord m;
   // Untimed records (start = end = 0) are kept whatever the window; the encoder flags and
   // counts them (RECORD_FLAG_NO_TIMING, zero_timestamp_records).
@@ -317,6 +339,9 @@ void ActivityDecoder::DecodeMemset(const CUpti_ActivityMemset4& r) {
 void ActivityDecoder::DecodeApi(const CUpti_ActivityAPI& r, CUpti_CallbackDomain domain,
                                 uint32_t kp_domain) {
   SeeTime(r.end);
+  if (r.returnValue == 0 && LaunchesOneKernel(domain, static_cast<CUpti_CallbackId>(r.cbid))) {
+    launch_calls_.fetch_add(1, std::memory_order_release);
+  }
   if (!Keep(r.start)) return;
   ApiRecord a;
   a.name = ApiName(domain, r.cbid);

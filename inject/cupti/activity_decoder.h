@@ -13,6 +13,7 @@
 
 #include <cupti.h>
 
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -58,6 +59,19 @@ class ActivityDecoder {
 
   uint64_t last_timestamp() const { return last_timestamp_; }
 
+  // What has been decoded so far, for the CUPTI detach after the last capture window
+  // (cupti_detach.h), which waits until every kernel launch call has its kernel record. Read
+  // from any thread.
+  struct WorkCounts {
+    uint64_t launch_calls = 0;  // successful kernel-launch API calls (not graph launches)
+    uint64_t kernels = 0;       // kernel records not launched by a graph
+    uint64_t gpu_records = 0;   // kernel, copy and memset records
+  };
+  WorkCounts work_counts() const {
+    return {launch_calls_.load(std::memory_order_acquire), kernels_.load(std::memory_order_acquire),
+            gpu_records_.load(std::memory_order_acquire)};
+  }
+
   // A closed capture window (inject/capture): at Finish, a range still open that started inside
   // it ends at the window's end, flagged RECORD_FLAG_CLIPPED (its pop came after tracing stopped).
   void AddCaptureWindow(uint64_t start, uint64_t end) { windows_.push_back({start, end}); }
@@ -96,6 +110,9 @@ class ActivityDecoder {
     if (time > last_timestamp_) last_timestamp_ = time;
   }
   const char* ApiName(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+  // Whether the call launches one kernel (cudaLaunchKernel*, cuLaunchKernel*, the cooperative
+  // forms; not graph launches nor the multi-device form), cached per cbid like ApiName.
+  bool LaunchesOneKernel(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
   void DecodeKernel(const CUpti_ActivityKernel10& r);
   void DecodeMemcpy(const CUpti_ActivityMemcpy6& r);
@@ -122,6 +139,8 @@ class ActivityDecoder {
   bool start_domain_named_ = false;
   bool IsCaptureStart(const char* name, const char* domain) const;
   uint64_t last_timestamp_ = 0;
+  std::atomic<uint64_t> launch_calls_{0}, kernels_{0}, gpu_records_{0};  // work_counts()
+  std::vector<int8_t> launch_kind_[2];  // LaunchesOneKernel per cbid: -1 unknown, 0, 1
   std::unordered_map<uint64_t, OpenRange> open_ranges_;
   // END markers seen before their START: with per-thread buffers, a range ended on another
   // thread can arrive first. Paired when the START comes; unmatched at Finish.

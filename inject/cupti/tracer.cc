@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <sstream>
@@ -24,6 +25,7 @@
 #include "inject/cupti/api_call_recorder.h"
 #include "inject/cupti/api_selection.h"
 #include "inject/cupti/buffer_pool.h"
+#include "inject/cupti/cupti_detach.h"
 #include "inject/cupti/driver_symbol.h"
 #include "inject/cupti/encoder_thread.h"
 #include "inject/log/log.h"
@@ -84,10 +86,16 @@ thread_local bool t_in_callback = false;
 std::atomic<bool> g_context_seen{false};
 
 std::atomic<bool> g_cupti_fatal{false};  // CUPTI reported a fatal error and finalized itself
+// Detaches CUPTI once the last capture window has closed; never destroyed (its thread may still
+// run at exit).
+CuptiDetach& Detach() {
+  static CuptiDetach* detach = new CuptiDetach;
+  return *detach;
+}
 bool CuptiUsable() { return g_active.load(std::memory_order_acquire) && !g_in_fork_child.load(); }
 // For the encoder thread: CUPTI may still be called (also while draining at exit, when tracing
-// itself has stopped), but never after a fatal error.
-bool CuptiAlive() { return !g_cupti_fatal.load() && !g_in_fork_child.load(); }
+// itself has stopped), but never after a fatal error, nor once it is being detached.
+bool CuptiAlive() { return !g_cupti_fatal.load() && !g_in_fork_child.load() && !Detach().quiet(); }
 
 void OnForkChild() { g_in_fork_child.store(true); }
 
@@ -178,8 +186,10 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
                               size_t valid_size) {
   try {
     if (g_state == nullptr || buffer == nullptr || g_in_fork_child.load()) return;
-    if (g_exit_done.load()) {
-      g_state->pool->Release(buffer);  // after the footer: nowhere to write it
+    if (g_exit_done.load() || Detach().finalizing()) {
+      // After the footer: nowhere to write it. While CUPTI detaches: empty (everything was
+      // flushed and decoded first), and decoding it would call CUPTI.
+      g_state->pool->Release(buffer);
       return;
     }
     g_state->thread->PushCompleted(context, stream_id, buffer, valid_size);
@@ -190,12 +200,14 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
 // cudaDeviceReset: flush what CUPTI holds. Metrics of the reset device's context are flushed by
 // its CONTEXT_DESTROY_STARTING callback; other devices' profilers stay on.
 void FlushForReset() {
+  if (Detach().quiet()) return;  // before the lock: the finalize may hold it
   std::lock_guard<std::mutex> lock(g_shutdown_mutex);
-  if (!CuptiUsable() || g_exit_done.load()) return;
+  if (!CuptiUsable() || g_exit_done.load() || Detach().quiet()) return;
   cuptiActivityFlushAll(0);
 }
 
 void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
+  if (Detach().quiet()) return;  // CUPTI is being detached: nothing more is traced
   if (g_state->pc_sampler) g_state->pc_sampler->OnResource(cbid, data);
   if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_CREATED) {
     if (!g_context_seen.exchange(true)) {
@@ -219,6 +231,10 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
   if (t_in_callback || g_state == nullptr || !CuptiUsable()) return;
   t_in_callback = true;
   try {
+    if (Detach().OnCallback(domain, cbdata)) {
+      t_in_callback = false;
+      return;
+    }
     if (g_state->capture) g_state->capture->OnCallback(domain, cbid, cbdata);
     switch (domain) {
       case CUPTI_CB_DOMAIN_RESOURCE:
@@ -269,8 +285,9 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
 void FinishTrace(const std::string& reason, bool on_signal) {
   if (g_state == nullptr || g_in_fork_child.load() || g_exit_done.load()) return;
   const bool cupti_ok = CuptiUsable();
+  Detach().Cancel(cupti_ok);  // a detach not done yet: CUPTI stays, and is flushed below
   if (cupti_ok && g_state->capture) g_state->capture->Finish();
-  if (cupti_ok) {
+  if (cupti_ok && !Detach().detached()) {
     if (g_state->collector) g_state->collector->Shutdown();
     if (g_state->pc_sampler) g_state->pc_sampler->Shutdown();
     if (g_state->pm_sampling) {
@@ -492,7 +509,12 @@ std::string ReadBootId() {
   return id;
 }
 
+// CUPTI's clock; once CUPTI is being detached, CLOCK_REALTIME plus their offset read just before.
 uint64_t TraceNowNs() {
+  if (Detach().quiet()) {
+    return static_cast<uint64_t>(static_cast<int64_t>(ClockNs(CLOCK_REALTIME)) +
+                                 Detach().clock_offset_ns());
+  }
   uint64_t t = 0;
   cuptiGetTimestamp(&t);
   return t;
@@ -516,11 +538,32 @@ int CaptureTriggerSchemaValue(CaptureTrigger trigger) {
   return schema::CaptureWindowTrigger::kUnspecified;
 }
 
+// No capture window can open any more: detach CUPTI (cupti_detach.h), unless a collector that
+// holds CUPTI's profiler (metrics, PC or PM sampling) runs on.
+void DetachAfterLastWindow() {
+  if (g_state->collector || g_state->pc_sampler || g_state->pm_sampling) return;
+  CuptiDetach::Hooks hooks;
+  hooks.subscriber = g_state->subscriber;
+  hooks.shutdown_mutex = &g_shutdown_mutex;
+  hooks.exit_done = &g_exit_done;
+  hooks.progress = [] {
+    const ActivityDecoder::WorkCounts c = g_state->decoder->work_counts();
+    return CuptiDetach::Progress{c.launch_calls, c.kernels, c.gpu_records};
+  };
+  hooks.drain_encoder = [] {
+    auto done = std::make_shared<std::promise<void>>();
+    std::future<void> ran = done->get_future();
+    g_state->thread->Post([done](TraceEncoder&) { done->set_value(); });
+    return ran.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+  };
+  Detach().Start(std::move(hooks));
+}
+
 // Capture windows: the controller switches the same kinds EnableActivities enables.
 void StartCapture(const CapturePlan& plan) {
   CaptureTracerOps ops;
   ops.set_tracing = [](bool on) {
-    if (!CuptiUsable() || g_exit_done.load()) return;
+    if (!CuptiUsable() || g_exit_done.load() || Detach().quiet()) return;
     const uint64_t begin = ClockNs(CLOCK_MONOTONIC);
     EnableActivities(g_state->config, on);
     Log(LogSeverity::kDebug, "capture edge: tracing %s in %.3f ms", on ? "on" : "off",
@@ -555,6 +598,7 @@ void StartCapture(const CapturePlan& plan) {
     g_state->thread->Post([decoder, end](TraceEncoder&) { decoder->EndDiscard(end); });
   };
   ops.keep_trigger_callbacks = g_state->collector != nullptr;
+  ops.no_more_windows = &DetachAfterLastWindow;
   DumpDevicesOnce();  // the trace names its devices even when no window ever opens
   SwitchApiCallbacksWithWindow(false);  // until a window opens
   g_state->capture = std::make_unique<CaptureController>(plan, std::move(ops));
@@ -745,8 +789,7 @@ void DoToolInit(InjectionMode mode) {
   state->thread = thread_ptr;
   SetNoticeSink(
       [thread_ptr](LogSeverity severity, std::string_view component, const std::string& text) {
-        uint64_t t = 0;
-        if (CuptiAlive()) cuptiGetTimestamp(&t);
+        const uint64_t t = g_cupti_fatal.load() ? 0 : TraceNowNs();
         thread_ptr->Post([severity, c = std::string(component), text, t](TraceEncoder& enc) {
           enc.AddNotice(NoticeSeverityOf(severity), c, text, t);
         });

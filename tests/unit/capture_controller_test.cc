@@ -26,6 +26,8 @@ struct Recorder {
   std::vector<CaptureWindowInfo> windows;
   std::vector<std::string> labels;
   int discard_begins = 0, discard_ends = 0;
+  int no_more_windows = 0;     // no_more_windows calls
+  size_t windows_at_last = 0;  // windows closed when it was called
 
   CaptureTracerOps Ops() {
     CaptureTracerOps ops;
@@ -45,6 +47,10 @@ struct Recorder {
     };
     ops.discard_begin = [this](uint64_t) { ++discard_begins; };
     ops.discard_end = [this](uint64_t) { ++discard_ends; };
+    ops.no_more_windows = [this] {
+      ++no_more_windows;
+      windows_at_last = windows.size();
+    };
     return ops;
   }
   size_t window_count() {
@@ -106,6 +112,35 @@ TEST(CaptureController, OutermostRangeOpensAndClosesOneWindow) {
   EXPECT_EQ(r.labels[0], "step");
   EXPECT_STREQ(r.windows[0].end_reason, "range end");
   EXPECT_LE(r.windows[0].start_ns, r.windows[0].end_ns);
+}
+
+TEST(CaptureController, NoMoreWindowsOnceAfterTheLastWindowOnly) {
+  Recorder r;
+  CaptureController c(RangePlan("step", 2), r.Ops());  // repeat:2
+  Push(c, "step");
+  Pop(c);
+  EXPECT_EQ(r.no_more_windows, 0);  // a second window can still open
+  Push(c, "step");
+  EXPECT_EQ(r.no_more_windows, 0);  // open
+  Pop(c);
+  EXPECT_EQ(r.no_more_windows, 1);
+  EXPECT_EQ(r.windows_at_last, 2u);  // after the window was recorded
+  Push(c, "step");
+  Pop(c);
+  c.Finish();
+  EXPECT_EQ(r.no_more_windows, 1);
+  EXPECT_EQ(r.window_count(), 2u);
+}
+
+TEST(CaptureController, NoMoreWindowsNeverForAnOpenEndedTrigger) {
+  Recorder r;
+  CaptureController c(RangePlan("step", 0), r.Ops());  // repeat: every occurrence
+  for (int i = 0; i < 5; ++i) {
+    Push(c, "step");
+    Pop(c);
+  }
+  c.Finish();
+  EXPECT_EQ(r.no_more_windows, 0);
 }
 
 TEST(CaptureController, ALibraryDomainsPopsDoNotEndTheStep) {

@@ -549,6 +549,55 @@ TEST(ActivityDecoderTest, CaptureWindowFiltersByTime) {
   EXPECT_EQ(stats.records_filtered, 2u);
 }
 
+// What the CUPTI detach after the last window waits for (cupti_detach.h): every successful
+// one-kernel launch call has its kernel record; graph kernels and other calls are not counted.
+TEST(ActivityDecoderTest, WorkCountsPairLaunchCallsWithTheirKernels) {
+  BufferBuilder b;
+  auto api = [&b](CUpti_ActivityKind kind, CUpti_CallbackId cbid, uint32_t correlation,
+                  uint32_t result) {
+    auto& a = b.Add<CUpti_ActivityAPI>(kind);
+    a.cbid = cbid;
+    a.start = 100 + correlation;
+    a.end = 110 + correlation;
+    a.correlationId = correlation;
+    a.returnValue = result;
+  };
+  api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 1, 0);
+  api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060, 2, 0);
+  api(CUPTI_ACTIVITY_KIND_DRIVER, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 3, 0);
+  api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 4,
+      1);  // failed
+  api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000, 5, 0);
+  api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 6, 0);
+  api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, 7, 0);
+  AddKernelAt(&b, 1000, 1);
+  AddKernelAt(&b, 1100, 2);
+  auto& graph_kernel = b.Add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  graph_kernel.start = 1200;
+  graph_kernel.end = 1210;
+  graph_kernel.correlationId = 5;
+  graph_kernel.graphId = 9;
+  graph_kernel.name = "g";
+  auto& copy = b.Add<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
+  copy.start = 1300;
+  copy.end = 1310;
+  copy.correlationId = 6;
+
+  MemoryChunkSink sink;
+  TraceEncoder encoder(&sink, TraceEncoder::Options());
+  ActivityDecoder decoder(&encoder, nullptr, {});
+  EXPECT_EQ(decoder.work_counts().launch_calls, 0u);
+  decoder.DecodeBuffer(b.data(), b.size());
+  const ActivityDecoder::WorkCounts c = decoder.work_counts();
+  EXPECT_EQ(c.launch_calls, 3u);  // cudaLaunchKernel, cudaLaunchKernelExC, cuLaunchKernel
+  EXPECT_EQ(c.kernels, 2u);       // correlation 3's kernel has not come: not done yet
+  EXPECT_EQ(c.gpu_records, 4u);   // two kernels, the graph's kernel, the copy
+  BufferBuilder late;
+  AddKernelAt(&late, 1400, 3);
+  decoder.DecodeBuffer(late.data(), late.size());
+  EXPECT_EQ(decoder.work_counts().kernels, decoder.work_counts().launch_calls);
+}
+
 TEST(ActivityDecoderTest, CaptureRangeOpensTheWindow) {
   BufferBuilder b;
   AddKernelAt(&b, 500, 1);
