@@ -71,7 +71,21 @@ def kernels_in(kernels, span):
     return [k for k in kernels if span[0] <= int(k["start_ns"]) and int(k["end_ns"]) <= span[1]]
 
 
-def step_checks(name, path, want_steps, want_windows):
+DETACHED = "CUPTI is detached"
+# Work after the steps, outside any range: kp detaches CUPTI ~0.1 s after the last window (it
+# waits until no more records come), so a case that expects the detach runs on a while.
+TAIL = ["--tail", "0.5"]
+
+
+def detach_check(name, info, want):
+    """Whether kp detached CUPTI after the last window (a trigger that can open no more)."""
+    notes = [n["message"] for n in info.get("notices", []) if n.get("component") == "capture"]
+    got = any(DETACHED in m for m in notes)
+    check(f"{name}/detached" if want else f"{name}/stays-attached", got == want,
+          f"capture notices {notes}")
+
+
+def step_checks(name, path, want_steps, want_windows, detached=True):
     info, kernels, ranges = read(path)
     steps = steps_of(ranges)
     check(f"{name}/steps", sorted(steps) == sorted(want_steps),
@@ -87,6 +101,7 @@ def step_checks(name, path, want_steps, want_windows):
                       for w in windows))
     check(f"{name}/clean", info.get("clean_end") is True and not info.get("damage"),
           f"end {info.get('end_reason')}, damage {info.get('damage')}, stats {info.get('stats')}")
+    detach_check(name, info, detached)
     return info, kernels, ranges
 
 
@@ -102,16 +117,25 @@ def case_full():
           f"kernels per step {counts}")
     check("full/no-window", bool(info) and "capture_windows" not in info,
           "no trigger: no window record")
+    detach_check("full", info, False)
 
 
 def case_nvtx_first():
-    path = profile("nvtx-first", ["--capture-range", "step"], ["--steps", "12"])
+    path = profile("nvtx-first", ["--capture-range", "step"], ["--steps", "12"] + TAIL)
     info, _, _ = step_checks("nvtx-first", path, [0], 1)
+
+
+def case_nvtx_every():
+    # --capture-range-end repeat (no N): a window per step; another can always open, so CUPTI
+    # stays attached to the end.
+    path = profile("nvtx-every", ["--capture-range", "step", "--capture-range-end", "repeat"],
+                   ["--steps", "6"])
+    step_checks("nvtx-every", path, list(range(6)), 6, detached=False)
 
 
 def case_nvtx_repeat():
     path = profile("nvtx-repeat", ["--capture-range", "step", "--capture-range-end", "repeat:3"],
-                   ["--steps", "12"])
+                   ["--steps", "12"] + TAIL)
     info, _, _ = step_checks("nvtx-repeat", path, [0, 1, 2], 3)
     reasons = [w["end_reason"] for w in info.get("capture_windows", [])]
     check("nvtx-repeat/reasons", reasons == ["range end"] * 3, f"{reasons}")
@@ -119,7 +143,7 @@ def case_nvtx_repeat():
 
 def case_schedule():
     # torch.profiler.schedule(wait=3, warmup=1, active=2, repeat=2): steps 4,5 and 10,11.
-    path = profile("schedule", ["--capture-schedule", "step:3,1,2,2"], ["--steps", "14"])
+    path = profile("schedule", ["--capture-schedule", "step:3,1,2,2"], ["--steps", "14"] + TAIL)
     info, _, _ = step_checks("schedule", path, [4, 5, 10, 11], 2)
     spans = [(w["first_step"], w["last_step"]) for w in info.get("capture_windows", [])]
     check("schedule/window-steps", spans == [(4, 5), (10, 11)], f"{spans}")
@@ -127,13 +151,43 @@ def case_schedule():
 
 def case_window_k_n():
     # A window over steps 5..7 of a 12-step loop: wait 5, active 3, once.
-    path = profile("steps-5-7", ["--capture-schedule", "step:5,0,3,1"], ["--steps", "12"])
+    path = profile("steps-5-7", ["--capture-schedule", "step:5,0,3,1"], ["--steps", "12"] + TAIL)
     step_checks("steps-5-7", path, [5, 6, 7], 1)
+
+
+def case_window_at_end():
+    # The window holds the last steps: the detach starts while the program ends (the exit finish
+    # then either finds CUPTI detached or cancels the detach and flushes as usual).
+    name = "window-at-end"
+    path = profile(name, ["--capture-schedule", "step:5,0,3,1"], ["--steps", "8"])
+    info, kernels, ranges = read(path)
+    steps = steps_of(ranges)
+    check(f"{name}/steps", sorted(steps) == [5, 6, 7], f"captured steps {sorted(steps)}")
+    check(f"{name}/kernels", len(kernels) == 3 * PER_STEP, f"{len(kernels)} kernels, want "
+          f"3 x {PER_STEP}")
+    check(f"{name}/clean", info.get("clean_end") is True and not info.get("damage"),
+          f"end {info.get('end_reason')}, damage {info.get('damage')}")
+
+
+def case_graphs_after_window():
+    # CUDA graph captures run while kp detaches CUPTI (a window over steps 1-2, then 3 s of
+    # captures and replays): none may fail, every replay matches the eager result.
+    name = "graphs-after-window"
+    path = os.path.join(WORK, name + ".kptrace")
+    p = run([KPTRACE, "run", "-o", path, "--force", "--capture-schedule", "step:1,0,2,1", "--",
+             PY, LOOP, "--steps", "4", "--graphs", "3"])
+    graphs = [l for l in p.stdout.splitlines() if l.startswith("graphs ")]
+    check(f"{name}/exit", p.returncode == 0 and graphs and graphs[-1].endswith(" ok"),
+          f"rc {p.returncode}, {graphs}")
+    info, kernels, ranges = read(path)
+    check(f"{name}/steps", sorted(steps_of(ranges)) == [1, 2] and len(kernels) == 2 * PER_STEP,
+          f"steps {sorted(steps_of(ranges))}, {len(kernels)} kernels, want 2 x {PER_STEP}")
+    detach_check(name, info, True)
 
 
 def case_profiler_api():
     path = profile("profiler-api", ["--capture", "cudaProfilerApi"],
-                   ["--steps", "12", "--profiler", "3,6"])
+                   ["--steps", "12", "--profiler", "3,6"] + TAIL)
     info, _, _ = step_checks("profiler-api", path, [3, 4, 5, 6], 1)
     w = info.get("capture_windows", [{}])
     check("profiler-api/reason", w and w[0].get("end_reason") == "cudaProfilerStop", f"{w}")
@@ -141,7 +195,7 @@ def case_profiler_api():
 
 def case_edge_probe():
     """What CUPTI delivers at window edges (the behaviour docs/capture-windows.md states)."""
-    path = profile("edge", ["--capture", "cudaProfilerApi"], ["--edge"])
+    path = profile("edge", ["--capture", "cudaProfilerApi"], ["--edge"] + TAIL)
     info, kernels, ranges = read(path)
     spin = [k for k in kernels if "spin" in k["name"].lower() or "sleep" in k["name"].lower()]
     names = sorted(set(k["name"][:60] for k in kernels))
@@ -156,6 +210,12 @@ def case_edge_probe():
           f"{len(spin)} spin kernels: the one launched before cudaProfilerStart is not recorded")
     check("edge/work-kept", len(kernels) - len(spin) == PER_STEP,
           f"{len(kernels) - len(spin)} work kernels in the window, want {PER_STEP}")
+    # The spin kernel still runs when the window closes: kp detaches CUPTI only once it is done,
+    # so its record (checked above) is complete.
+    detach_check("edge", info, True)
+    spin_done = [k for k in spin if int(k["end_ns"]) > int(k["start_ns"]) > 0]
+    check("edge/detach-waits-for-running-work", len(spin_done) == len(spin),
+          f"{len(spin_done)} of {len(spin)} spin kernels with a start and an end")
 
 
 def wait_ready(path, timeout=60):
@@ -192,6 +252,7 @@ def case_on_demand():
     windows = info.get("capture_windows", [])
     check(f"{name}/window", len(windows) == 1 and windows[0]["end_reason"] == "kptrace stop"
           and windows[0]["trigger"] == "on demand", f"{windows}")
+    detach_check(name, info, False)  # another `kptrace start` may come
     steps = steps_of(ranges)
     whole = [i for i in steps if len(kernels_in(kernels, steps[i])) == PER_STEP]
     w0 = windows[0] if windows else {"start_ns": 0, "end_ns": 0}
@@ -227,6 +288,7 @@ def case_delay_duration():
     late = [k for k in kernels if int(k["start_ns"]) > w["end_ns"] + 50_000_000]
     check(f"{name}/kernels", len(kernels) > 0 and not early and not late,
           f"{len(kernels)} kernels, {len(early)} before, {len(late)} long after the window")
+    detach_check(name, info, True)
 
 
 def case_bad_value():
@@ -250,8 +312,11 @@ def main():
         "full": case_full,
         "nvtx-first": case_nvtx_first,
         "nvtx-repeat": case_nvtx_repeat,
+        "nvtx-every": case_nvtx_every,
         "schedule": case_schedule,
         "steps-5-7": case_window_k_n,
+        "window-at-end": case_window_at_end,
+        "graphs-after-window": case_graphs_after_window,
         "profiler-api": case_profiler_api,
         "edge": case_edge_probe,
         "on-demand": case_on_demand,

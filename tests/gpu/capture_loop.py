@@ -6,6 +6,11 @@ kernel of step i runs inside step i's range. Warm-up iterations before the loop 
 range, so every step launches the same kernels.
 
 --profiler A,B calls cudaProfilerStart before step A and cudaProfilerStop after step B.
+--tail S: after the steps (or the edge probe), S seconds more of the same work outside any range
+(kp detaches CUPTI some 0.1 s after the last window: a program that ends sooner never sees it).
+--graphs S: after the steps, S seconds of CUDA graph captures (torch.cuda.graph, each holding many
+launches) and replays, each replay checked against the same work run eagerly; prints
+"graphs N ok" (kp detaches CUPTI while they run: a detach must not break a capture).
 --edge runs the edge probe instead: a spin kernel launched before cudaProfilerStart that runs
 into the window, a range "outer" pushed before the window and popped inside it, and a spin
 kernel launched inside the window that is still running at cudaProfilerStop.
@@ -33,6 +38,8 @@ def main() -> int:
     ap.add_argument("--profiler", default="")
     ap.add_argument("--edge", action="store_true")
     ap.add_argument("--ready-file", default="")
+    ap.add_argument("--graphs", type=float, default=0.0)
+    ap.add_argument("--tail", type=float, default=0.0)
     args = ap.parse_args()
     dev = torch.device("cuda", 0)
     a = torch.randn(256, 256, device=dev)
@@ -54,6 +61,7 @@ def main() -> int:
         torch.cuda.synchronize()
         work(a, b)
         torch.cuda.synchronize()
+        tail(a, b, args.tail)
         print("edge probe done", flush=True)
         return 0
 
@@ -77,7 +85,42 @@ def main() -> int:
             torch.cuda.profiler.stop()
         if args.sleep:
             time.sleep(args.sleep)
+    tail(a, b, args.tail)
     print(f"steps done {args.steps}", flush=True)
+    if args.graphs:
+        return graphs(a, b, args.graphs)
+    return 0
+
+
+def tail(a, b, seconds):
+    end = time.time() + seconds
+    while time.time() < end:
+        work(a, b)
+        torch.cuda.synchronize()
+
+
+def graphs(a, b, seconds):
+    def many(x):
+        for _ in range(10):
+            x = work(x, b)
+        return x
+
+    want = many(a)
+    torch.cuda.synchronize()
+    n = 0
+    end = time.time() + seconds
+    while time.time() < end:
+        g = torch.cuda.CUDAGraph()
+        static_in = a.clone()
+        with torch.cuda.graph(g):
+            static_out = many(static_in)
+        g.replay()
+        torch.cuda.synchronize()
+        if not torch.allclose(static_out, want, rtol=1e-4, atol=1e-4):
+            print(f"graph {n}: replay differs from the eager result", flush=True)
+            return 3
+        n += 1
+    print(f"graphs {n} ok", flush=True)
     return 0
 
 
