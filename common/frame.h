@@ -7,11 +7,13 @@
 
 namespace kp {
 
-// The last byte is the format version. Version 2 (written now) codes the `start` of kernels,
-// copies, memsets and API calls from the previous record of the same stream or thread
-// (common/start_predictor.h); readers also read version 1.
-inline constexpr char kFileMagic[8] = {'K', 'P', 'T', 'R', 'A', 'C', 'E', '2'};
+// The last byte is the format version. Version 3 (written now) writes the kernels and API calls
+// of a chunk as columns; version 2 codes the `start` of kernels, copies, memsets and API calls
+// from the previous record of the same stream or thread (common/start_predictor.h), as version
+// 3 does; readers read versions 1, 2 and 3.
+inline constexpr char kFileMagic[8] = {'K', 'P', 'T', 'R', 'A', 'C', 'E', '3'};
 inline constexpr char kFormatVersion1 = '1';
+inline constexpr char kFormatVersion2 = '2';
 inline constexpr size_t kFileMagicSize = 8;
 inline constexpr uint32_t kChunkMagic = 0x4B43504Bu;  // "KPCK" read as little-endian u32
 inline constexpr size_t kFrameHeaderSize = 24;

@@ -131,6 +131,42 @@ constexpr uint32_t kShapeKeyFields[16] = {
     schema::KernelShape::kDevice,
 };
 
+// Format version 3: the kernels or API calls of the current chunk as columns (kp.KernelColumns,
+// kp.ApiCallColumns): column i holds field i+1 of every record as packed varints. A column
+// whose values are all 0 is left out at the flush.
+template <size_t N>
+struct ColumnSet {
+  static constexpr uint32_t kCountField = 15;  // KernelColumns.count, ApiCallColumns.count
+  WireBuffer columns[N];
+  bool nonzero[N] = {};
+  uint32_t count = 0;
+  size_t bytes = 0;
+
+  void Put(size_t i, uint64_t v) {
+    WireWriter w = columns[i].Reserve(wire::kMaxVarintBytes);
+    w.RawVarint(v);
+    columns[i].Commit(w);
+    bytes += w.size();
+    nonzero[i] = nonzero[i] || v != 0;
+  }
+  // Appends the columns message as field `field` of `chunk` (nothing when there are no records).
+  void AppendTo(uint32_t field, WireBuffer* chunk, WireBuffer* scratch) {
+    if (count == 0) return;
+    scratch->Clear();
+    WireWriter w = scratch->Reserve(wire::kMaxScalarFieldBytes);
+    w.UintAlways(kCountField, count);
+    scratch->Commit(w);
+    for (size_t i = 0; i < N; ++i) {
+      if (nonzero[i]) scratch->AppendMessage(static_cast<uint32_t>(i + 1), columns[i]);
+      columns[i].Clear();
+      nonzero[i] = false;
+    }
+    chunk->AppendMessage(field, *scratch);
+    count = 0;
+    bytes = 0;
+  }
+};
+
 // Delta-coding state of one record list in the current chunk.
 struct ListDelta {
   bool started = false;
@@ -151,7 +187,11 @@ struct TraceEncoder::Impl {
   static constexpr uint32_t kGroupedFields = 32;
   WireBuffer grouped[kGroupedFields];
   size_t grouped_bytes = 0;
-  size_t PendingBytes() const { return chunk.size() + grouped_bytes; }
+  ColumnSet<12> kernel_columns;  // kp.Kernel's fields 1-12
+  ColumnSet<8> api_columns;      // kp.ApiCall's fields 1-8
+  size_t PendingBytes() const {
+    return chunk.size() + grouped_bytes + kernel_columns.bytes + api_columns.bytes;
+  }
   WireBuffer scratch;      // header/device/... and variable-size records
   WireBuffer sub_scratch;  // messages nested inside `scratch`
 
@@ -647,21 +687,21 @@ void TraceEncoder::AddKernel(const KernelRecord& r) {
                    r.device}};
   uint32_t shape = m.InternShape(key);
   m.UseShape(shape);
-  uint8_t buf[kRecordScratchBytes];
-  WireWriter w(buf);
-  w.Sint(F::kStart, m.KeyedTimeDelta(kKernels, StreamKey(r.context, r.stream), r.start, r.end));
-  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
-  w.Uint(F::kShape, shape);
-  w.Uint(F::kStream, r.stream);
-  w.Sint(F::kCorrelation, m.CorrelationDelta(kKernels, r.correlation));
-  w.Uint(F::kContext, r.context);
-  w.Uint(F::kDevice, r.device);
-  w.Uint(F::kGraphId, r.graph_id);
-  w.Uint(F::kGraphNodeId, r.graph_node_id);
-  w.Uint(F::kFlags, flags);
-  w.Uint(F::kLaunchType, r.launch_type);
-  w.Uint(F::kChannel, r.channel);
-  m.AppendRecord(ChunkField::kKernels, w);
+  ColumnSet<12>& c = m.kernel_columns;
+  c.Put(F::kStart - 1,
+        wire::ZigZag(m.KeyedTimeDelta(kKernels, StreamKey(r.context, r.stream), r.start, r.end)));
+  c.Put(F::kDuration - 1, wire::ZigZag(Impl::Duration(r.start, r.end)));
+  c.Put(F::kShape - 1, shape);
+  c.Put(F::kStream - 1, r.stream);
+  c.Put(F::kCorrelation - 1, wire::ZigZag(m.CorrelationDelta(kKernels, r.correlation)));
+  c.Put(F::kContext - 1, r.context);
+  c.Put(F::kDevice - 1, r.device);
+  c.Put(F::kGraphId - 1, r.graph_id);
+  c.Put(F::kGraphNodeId - 1, r.graph_node_id);
+  c.Put(F::kFlags - 1, flags);
+  c.Put(F::kLaunchType - 1, r.launch_type);
+  c.Put(F::kChannel - 1, r.channel);
+  ++c.count;
   m.CountRecord(kKernels);
   if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
@@ -726,17 +766,17 @@ void TraceEncoder::AddApi(const ApiRecord& r) {
   Impl& m = *impl_;
   uint32_t name = m.InternStable(r.name);
   m.UseString(name);
-  uint8_t buf[kRecordScratchBytes];
-  WireWriter w(buf);
-  w.Sint(F::kStart, m.KeyedTimeDelta(kApiCalls, r.thread_id, r.start, r.end));
-  w.Sint(F::kDuration, Impl::Duration(r.start, r.end));
-  w.Uint(F::kName, name);
-  w.Uint(F::kDomain, r.domain);
-  w.Uint(F::kCbid, r.cbid);
-  w.Uint(F::kThreadId, r.thread_id);
-  w.Sint(F::kCorrelation, m.CorrelationDelta(kApiCalls, r.correlation));
-  w.Int(F::kReturnValue, r.return_value);
-  m.AppendRecord(ChunkField::kApiCalls, w);
+  ColumnSet<8>& c = m.api_columns;
+  c.Put(F::kStart - 1, wire::ZigZag(m.KeyedTimeDelta(kApiCalls, r.thread_id, r.start, r.end)));
+  c.Put(F::kDuration - 1, wire::ZigZag(Impl::Duration(r.start, r.end)));
+  c.Put(F::kName - 1, name);
+  c.Put(F::kDomain - 1, r.domain);
+  c.Put(F::kCbid - 1, r.cbid);
+  c.Put(F::kThreadId - 1, r.thread_id);
+  c.Put(F::kCorrelation - 1, wire::ZigZag(m.CorrelationDelta(kApiCalls, r.correlation)));
+  // int32: a negative value is sign-extended to 64 bits, as in a record.
+  c.Put(F::kReturnValue - 1, static_cast<uint64_t>(static_cast<int64_t>(r.return_value)));
+  ++c.count;
   m.CountRecord(kApiCalls);
   if (m.PendingBytes() > kHardChunkLimit) Flush();
 }
@@ -977,6 +1017,8 @@ void TraceEncoder::Flush(bool force) {
   if (m.records_in_chunk == 0 && !m.dirty && !force) return;
 
   m.AppendGroupedRecords();
+  m.kernel_columns.AppendTo(ChunkField::kKernelColumns, &m.chunk, &m.sub_scratch);
+  m.api_columns.AppendTo(ChunkField::kApiCallColumns, &m.chunk, &m.sub_scratch);
   if (m.sequence == 0 && m.has_header) {
     m.chunk.AppendMessage(ChunkField::kHeader, m.header_bytes.data(), m.header_bytes.size());
   }

@@ -28,7 +28,7 @@ for f in "$work"/in/*.kptrace; do
       summary) run "$n.$cmd" summary --format json "$f" ;;
       *) run "$n.$cmd" convert "$f" --to "$cmd" -o "$work/$n.out.$cmd" --no-progress ;;
     esac
-    if [ "$rc" -ge 2 ] && [ "$n" != format_version_3 ]; then
+    if [ "$rc" -ge 2 ] && [ "$n" != format_version_4 ]; then
       fail "$n $cmd: exit $rc (limit ${limit_kb} KB): $(tail -3 "$work/$n.$cmd.err")"
     fi
   done
@@ -44,7 +44,7 @@ expect_out duplicated_chunks.info "duplicate chunks (same sequence number and CR
 expect_out swapped_chunks.info "out of order"
 grep -q "missing" "$work/swapped_chunks.info.out" && fail "swapped chunks reported as missing"
 [ "$(records duplicated_chunks.info)" = "$(records ref)" ] || fail "duplicated chunks: record count changed"
-expect_err format_version_3.info "kp trace format version 3 found; this kptrace reads versions 1 and 2"
+expect_err format_version_4.info "kp trace format version 4 found; this kptrace reads versions 1, 2 and 3"
 
 # 2. The same file twice is read once, with a warning.
 cp "$example" "$work/t.kptrace"

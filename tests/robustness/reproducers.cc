@@ -185,8 +185,8 @@ std::vector<std::pair<std::string, std::string>> BuildReproducers(const std::str
   // 8. A later format version (once: "not a kp trace").
   {
     std::string file = example;
-    if (file.size() >= kFileMagicSize) file[kFileMagicSize - 1] = '3';
-    out.emplace_back("format_version_3.kptrace", file);
+    if (file.size() >= kFileMagicSize) file[kFileMagicSize - 1] = '4';
+    out.emplace_back("format_version_4.kptrace", file);
   }
   return out;
 }

@@ -143,8 +143,8 @@ TEST(Reproducers, AGapStaysLostUnlessItsChunkArrives) {
 }
 
 TEST(Reproducers, AnotherFormatVersionIsNamed) {
-  Read r = ReadTrace("v3.kptrace", Reproducers().at("format_version_3.kptrace"));
-  EXPECT_NE(r.error.find("kp trace format version 3 found; this kptrace reads versions 1 and 2"),
+  Read r = ReadTrace("v4.kptrace", Reproducers().at("format_version_4.kptrace"));
+  EXPECT_NE(r.error.find("kp trace format version 4 found; this kptrace reads versions 1, 2 and 3"),
             std::string::npos)
       << r.error;
 }

@@ -19,6 +19,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
+#include "tools/reader/chunk_columns.h"
 
 namespace kp {
 namespace {
@@ -78,6 +79,7 @@ struct Decoding {
     for (const auto& raw : sink.raw_chunks()) {
       Chunk c;
       EXPECT_TRUE(c.ParseFromArray(raw.data(), static_cast<int>(raw.size())));
+      EXPECT_EQ(ExpandColumns(&c, UINT64_MAX), ColumnsResult::kOk);
       for (const auto& s : c.strings()) strings[s.id()] = s.value();
       int64_t correlation = 0;
       for (const auto& a : c.api_calls()) {

@@ -31,6 +31,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
+#include "tools/reader/chunk_columns.h"
 #include "tools/reader/start_keys.h"
 
 namespace kp {
@@ -113,6 +114,7 @@ DecodedTrace Parse(const MemoryChunkSink& sink) {
   for (const auto& raw : sink.raw_chunks()) {
     Chunk c;
     EXPECT_TRUE(c.ParseFromArray(raw.data(), static_cast<int>(raw.size())));
+    EXPECT_EQ(ExpandColumns(&c, UINT64_MAX), ColumnsResult::kOk);
     for (const auto& s : c.strings()) d.strings[s.id()] = s.value();
     for (const auto& s : c.kernel_shapes()) d.shapes[s.id()] = s;
     Untime(c.kernels(), c.time_base_ns(), &d.kernel_times);

@@ -16,6 +16,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
+#include "tools/reader/chunk_columns.h"
 #include "tools/reader/start_keys.h"
 
 namespace kp {
@@ -61,6 +62,7 @@ ParsedFile ParseFile(const std::vector<uint8_t>& file) {
     }
     Chunk chunk;
     EXPECT_TRUE(chunk.ParseFromString(raw)) << "chunk at " << pos;
+    EXPECT_EQ(ExpandColumns(&chunk, UINT64_MAX), ColumnsResult::kOk);
     out.chunks.push_back(std::move(chunk));
     out.offsets.push_back(pos);
     out.flags.push_back(h.flags);

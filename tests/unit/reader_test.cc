@@ -270,8 +270,9 @@ TEST(TraceReader, SurvivesFlippedAndTruncatedBytesEverywhere) {
 }
 
 // Format versions 1 and 2 code kernel, copy, memset and API-call starts differently (proto
-// ENCODING RULES); the same records written either way read back the same.
-TEST(TraceReader, FormatVersionsOneAndTwoReadBackTheSame) {
+// ENCODING RULES), and version 3 writes kernels and API calls as columns; the same records
+// written any way read back the same.
+TEST(TraceReader, FormatVersionsOneTwoAndThreeReadBackTheSame) {
   Chunk c;
   c.set_time_base_ns(1000000);
   const int64_t starts[] = {1000000, 1002000, 1001500, 1009000, 1003000};
@@ -283,11 +284,14 @@ TEST(TraceReader, FormatVersionsOneAndTwoReadBackTheSame) {
     k->set_stream(streams[i]);
     k->set_context(1);
     k->set_correlation(10 + i);
+    k->set_graph_node_id(i == 2 ? 1ull << 40 : 0);
     ApiCall* a = c.add_api_calls();
     a->set_start(starts[i] - 900);
     a->set_duration(i == 3 ? -5 : 400);  // a broken record's negative duration survives too
     a->set_thread_id(i % 2 ? 42 : 43);
     a->set_correlation(10 + i);
+    a->set_domain(i % 2 ? API_DRIVER : API_RUNTIME);
+    a->set_return_value(i == 1 ? -3 : 0);
     Memcpy* m = c.add_memcpys();
     m->set_start(starts[i] + 50);
     m->set_duration(300);
@@ -297,9 +301,9 @@ TEST(TraceReader, FormatVersionsOneAndTwoReadBackTheSame) {
     s->set_duration(100);
     s->set_stream(streams[4 - i]);
   }
-  std::vector<Chunk> read[2];
-  const char versions[2] = {'1', '2'};
-  for (int v = 0; v < 2; ++v) {
+  const char versions[3] = {'1', '2', '3'};
+  std::vector<Chunk> read[3];
+  for (int v = 0; v < 3; ++v) {
     ProtoTraceWriter writer(0, versions[v]);
     writer.Add(c);
     StatusOr<std::unique_ptr<TraceReader>> opened =
@@ -308,18 +312,88 @@ TEST(TraceReader, FormatVersionsOneAndTwoReadBackTheSame) {
     Chunk back;
     while (opened.value()->Next(&back)) read[v].push_back(back);
     ASSERT_EQ(read[v].size(), 1u);
+    EXPECT_FALSE(read[v][0].has_kernel_columns());
   }
-  for (int v = 0; v < 2; ++v) {
+  for (int v = 0; v < 3; ++v) {
     const Chunk& r = read[v][0];
+    ASSERT_EQ(r.kernels_size(), 5) << "version " << versions[v];
+    ASSERT_EQ(r.api_calls_size(), 5) << "version " << versions[v];
     for (int i = 0; i < 5; ++i) {
       EXPECT_EQ(r.kernels(i).start(), c.kernels(i).start()) << "version " << versions[v];
       EXPECT_EQ(r.kernels(i).correlation(), c.kernels(i).correlation());
+      EXPECT_EQ(r.kernels(i).stream(), c.kernels(i).stream());
+      EXPECT_EQ(r.kernels(i).graph_node_id(), c.kernels(i).graph_node_id());
+      EXPECT_EQ(r.kernels(i).device(), 0u);
       EXPECT_EQ(r.api_calls(i).start(), c.api_calls(i).start()) << "version " << versions[v];
       EXPECT_EQ(r.api_calls(i).duration(), c.api_calls(i).duration());
+      EXPECT_EQ(r.api_calls(i).domain(), c.api_calls(i).domain());
+      EXPECT_EQ(r.api_calls(i).return_value(), c.api_calls(i).return_value());
       EXPECT_EQ(r.memcpys(i).start(), c.memcpys(i).start()) << "version " << versions[v];
       EXPECT_EQ(r.memsets(i).start(), c.memsets(i).start()) << "version " << versions[v];
     }
   }
+}
+
+// Version 3: a chunk's kernels are its rows followed by its columns' rows (one delta chain over
+// both); a column of the wrong length, or columns claiming more records than the chunk's size
+// allows, is damage: that chunk is skipped and counted, the others read on.
+TEST(TraceReader, ColumnsFollowRowsAndBadColumnsAreDamage) {
+  Chunk rows;
+  rows.set_time_base_ns(5000);
+  for (int i = 0; i < 4; ++i) {
+    Kernel* k = rows.add_kernels();
+    k->set_start(5000 + 100 * i);
+    k->set_duration(10);
+    k->set_stream(3);
+    k->set_correlation(i + 1);
+  }
+  // Written as version 3: all four go to columns; then two move back to rows in front.
+  ProtoTraceWriter writer(0, '3');
+  writer.Add(rows);
+  std::string good = writer.bytes();
+  StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(WriteTemp("cols", good));
+  ASSERT_TRUE(opened.ok());
+  Chunk back;
+  ASSERT_TRUE(opened.value()->Next(&back));
+  ASSERT_EQ(back.kernels_size(), 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(back.kernels(i).start(), 5000 + 100 * i);
+
+  Chunk mixed;
+  mixed.set_time_base_ns(5000);
+  mixed.add_kernels()->set_start(0);  // row: delta 0 from the time base
+  mixed.mutable_kernels(0)->set_duration(10);
+  KernelColumns* k = mixed.mutable_kernel_columns();
+  k->set_count(2);
+  k->add_start(100);  // from the end of the record before it on the same stream: 5110, 5220
+  k->add_start(100);
+  k->add_duration(10);
+  k->add_duration(10);
+  Chunk bad = mixed;
+  bad.mutable_kernel_columns()->add_duration(10);  // three durations for two records
+  Chunk huge;
+  huge.mutable_kernel_columns()->set_count(50000000);  // 50 M records, all-zero columns
+  std::string file(kFileMagic, kFileMagicSize);
+  for (const Chunk* ch : {&mixed, &bad, &huge}) {
+    std::string raw = ch->SerializeAsString();
+    FrameHeader h;
+    h.stored_size = h.raw_size = static_cast<uint32_t>(raw.size());
+    h.payload_crc = Crc32c(raw.data(), raw.size());
+    uint8_t hdr[kFrameHeaderSize];
+    EncodeFrameHeader(h, hdr);
+    file.append(reinterpret_cast<const char*>(hdr), kFrameHeaderSize);
+    file += raw;
+  }
+  opened = TraceReader::Open(WriteTemp("mixed", file));
+  ASSERT_TRUE(opened.ok());
+  std::vector<Chunk> chunks;
+  while (opened.value()->Next(&back)) chunks.push_back(back);
+  ASSERT_EQ(chunks.size(), 1u);
+  ASSERT_EQ(chunks[0].kernels_size(), 3);
+  EXPECT_EQ(chunks[0].kernels(0).start(), 5000);
+  EXPECT_EQ(chunks[0].kernels(1).start(), 5110);
+  EXPECT_EQ(chunks[0].kernels(2).start(), 5220);
+  EXPECT_EQ(opened.value()->stats().chunks_undecodable, 1u);
+  EXPECT_EQ(opened.value()->stats().chunks_over_budget, 1u);
 }
 
 }  // namespace

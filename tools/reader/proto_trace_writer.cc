@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/frame.h"
+#include "tools/reader/chunk_columns.h"
 #include "tools/reader/start_keys.h"
 
 namespace kp {
@@ -77,6 +78,7 @@ void ProtoTraceWriter::Add(const Chunk& absolute) {
   EncodeCorrelations(c.mutable_syncs());
   EncodeCorrelations(c.mutable_overheads());
   EncodeCorrelations(c.mutable_graph_launches());
+  if (format_version_ != kFormatVersion1 && format_version_ != kFormatVersion2) MoveToColumns(&c);
 
   std::string raw = c.SerializeAsString();
   std::string stored = raw;

@@ -19,7 +19,8 @@ namespace kp {
 class ProtoTraceWriter {
  public:
   // zstd_level 0 = payloads stored uncompressed. format_version: the last byte of the file
-  // magic, whose encoding rules Add applies ('2' now; '1' for the files older kp wrote).
+  // magic, whose encoding rules Add applies ('3' now: kernels and API calls as columns; '2',
+  // '1' for the files older kp wrote).
   explicit ProtoTraceWriter(int zstd_level = 0, char format_version = kFileMagic[7]);
   // Delta-codes a copy of `chunk` (absolute start/time/correlation in, deltas out) and appends
   // it as one framed chunk.

@@ -13,6 +13,7 @@
 
 #include "common/frame.h"
 #include "tools/reader/chunk_budget.h"
+#include "tools/reader/chunk_columns.h"
 #include "tools/reader/chunk_decoder.h"
 #include "tools/reader/start_keys.h"
 
@@ -26,7 +27,7 @@ constexpr size_t kReadBytes = 1u << 20;  // read size; frames larger than it gro
 constexpr size_t kRecentChunks = 1u << 16;
 constexpr size_t kMaxGapRanges = 1u << 16;
 // The format versions this reader reads: the last byte of the file magic.
-constexpr char kFormatVersionsRead[] = "versions 1 and 2";
+constexpr char kFormatVersionsRead[] = "versions 1, 2 and 3";
 // Ids below this resolve through a flat table; larger (corrupt or exotic) ids through a map,
 // so a damaged id cannot make the reader allocate gigabytes.
 constexpr uint32_t kFlatIdLimit = 1u << 20;
@@ -216,6 +217,7 @@ StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path
     const uint8_t version = magic[kFileMagicSize - 1];
     if (std::memcmp(magic, kFileMagic, kFileMagicSize - 1) == 0 &&
         version != static_cast<uint8_t>(kFileMagic[kFileMagicSize - 1]) &&
+        version != static_cast<uint8_t>(kFormatVersion2) &&
         version != static_cast<uint8_t>(kFormatVersion1)) {
       return Status::Error(path + ": kp trace format version " +
                            (version >= 0x21 && version < 0x7f
@@ -351,6 +353,17 @@ bool TraceReader::Next(Chunk* chunk) {
     if (!scan.well_formed) {
       ++stats_.chunks_undecodable;
       continue;
+    }
+    const uint64_t budget = DecodeBudget(msg_size);
+    switch (ExpandColumns(chunk, budget - std::min(budget, scan.decoded_bytes))) {
+      case ColumnsResult::kOk:
+        break;
+      case ColumnsResult::kOverBudget:
+        ++stats_.chunks_over_budget;
+        continue;
+      case ColumnsResult::kMalformed:
+        ++stats_.chunks_undecodable;
+        continue;
     }
     switch (im.Sequence(chunk->sequence(), fh.payload_crc, &stats_)) {
       case Impl::Order::kDuplicate:
