@@ -140,14 +140,18 @@ struct ColumnSet {
   WireBuffer columns[N];
   bool nonzero[N] = {};
   uint32_t count = 0;
-  size_t bytes = 0;
+  size_t bytes = 0;  // of the columns that will be written (those with a value other than 0)
 
   void Put(size_t i, uint64_t v) {
     WireWriter w = columns[i].Reserve(wire::kMaxVarintBytes);
     w.RawVarint(v);
     columns[i].Commit(w);
-    bytes += w.size();
-    nonzero[i] = nonzero[i] || v != 0;
+    if (nonzero[i]) {
+      bytes += w.size();
+    } else if (v != 0) {
+      nonzero[i] = true;
+      bytes += columns[i].size();  // the zeros before it are written too
+    }
   }
   // Appends the columns message as field `field` of `chunk` (nothing when there are no records).
   void AppendTo(uint32_t field, WireBuffer* chunk, WireBuffer* scratch) {

@@ -7,6 +7,7 @@
 
 #include "common/frame.h"
 #include "kptrace.pb.h"
+#include "tools/reader/chunk_columns.h"
 
 namespace kp {
 namespace {
@@ -67,6 +68,17 @@ std::string CompressedRepeat(const std::string& prefix, const std::string& patte
 }
 
 std::string Magic() { return std::string(kFileMagic, kFileMagicSize); }
+
+// The serialized Chunk inside one framed chunk (decompressed when it was stored with zstd).
+std::string RawPayload(const std::string& framed) {
+  FrameHeader h;
+  DecodeFrameHeader(reinterpret_cast<const uint8_t*>(framed.data()), &h);
+  std::string payload = framed.substr(kFrameHeaderSize);
+  if (!(h.flags & kFrameFlagZstd)) return payload;
+  std::string raw(h.raw_size, '\0');
+  raw.resize(ZSTD_decompress(&raw[0], raw.size(), payload.data(), payload.size()));
+  return raw;
+}
 
 }  // namespace
 
@@ -170,17 +182,46 @@ std::vector<std::pair<std::string, std::string>> BuildReproducers(const std::str
   {
     std::string file = Magic();
     for (const std::string& c : chunks) {
-      FrameHeader h;
-      DecodeFrameHeader(reinterpret_cast<const uint8_t*>(c.data()), &h);
-      std::string payload = c.substr(kFrameHeaderSize);
-      if (h.flags & kFrameFlagZstd) {
-        std::string raw(h.raw_size, '\0');
-        raw.resize(ZSTD_decompress(&raw[0], raw.size(), payload.data(), payload.size()));
-        payload = raw;
-      }
+      const std::string payload = RawPayload(c);
       file += Frame(payload, static_cast<uint32_t>(payload.size()), false);
     }
     out.emplace_back("uncompressed_example.kptrace", file);
+  }
+  // 10. Format version 3: the example's chunks with their kernels and API calls moved into
+  //     columns (as the injector writes them; chunk_columns.h), stored uncompressed so that
+  //     mutations (fuzz/) reach the columns. Its starts keep the example's coding (version 1):
+  //     the records are all there, their times are not meant to match.
+  {
+    std::string file = Magic();
+    file[kFileMagicSize - 1] = '3';
+    for (const std::string& c : chunks) {
+      Chunk chunk;
+      const std::string raw = RawPayload(c);
+      if (!chunk.ParseFromString(raw)) continue;
+      MoveToColumns(&chunk);
+      const std::string moved = chunk.SerializeAsString();
+      file += Frame(moved, static_cast<uint32_t>(moved.size()), false);
+    }
+    out.emplace_back("version_3_columns.kptrace", file);
+  }
+  // 11. Columns of a record list that disagree in length (three durations for two kernels),
+  //     and a count of 2^31 - 1 kernels with no column at all (~200 GB of records expanded),
+  //     each in a chunk of its own before the example's.
+  {
+    Chunk bad;
+    KernelColumns* k = bad.mutable_kernel_columns();
+    k->set_count(2);
+    for (int i = 0; i < 2; ++i) k->add_start(100);
+    for (int i = 0; i < 3; ++i) k->add_duration(10);
+    const std::string raw = bad.SerializeAsString();
+    out.emplace_back("column_length_mismatch.kptrace",
+                     Magic() + Frame(raw, static_cast<uint32_t>(raw.size()), false) + all);
+    Chunk bomb;
+    bomb.mutable_kernel_columns()->set_count(0x7fffffffu);
+    bomb.mutable_api_call_columns()->set_count(0x7fffffffu);
+    const std::string braw = bomb.SerializeAsString();
+    out.emplace_back("column_count_bomb.kptrace",
+                     Magic() + Frame(braw, static_cast<uint32_t>(braw.size()), false) + all);
   }
   // 8. A later format version (once: "not a kp trace").
   {

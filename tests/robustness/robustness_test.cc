@@ -96,6 +96,23 @@ TEST(Reproducers, NestedAndTopLevelBombsAreSkippedWithinTheBudget) {
   }
 }
 
+// Format version 3: the same records from columns; a chunk whose columns disagree in length is
+// damage and one claiming 2^31 records with no column is over budget, the others read on.
+TEST(Reproducers, ColumnChunksReadAndBadColumnsAreSkipped) {
+  Read v3 = ReadTrace("v3.kptrace", Reproducers().at("version_3_columns.kptrace"));
+  ASSERT_EQ(v3.error, "");
+  EXPECT_EQ(v3.chunks, Reference().chunks);
+  EXPECT_EQ(v3.records, Reference().records);
+  Read bad = ReadTrace("bad.kptrace", Reproducers().at("column_length_mismatch.kptrace"));
+  ASSERT_EQ(bad.error, "");
+  EXPECT_EQ(bad.stats.chunks_undecodable, 1u);
+  EXPECT_EQ(bad.records, Reference().records);
+  Read bomb = ReadTrace("bomb.kptrace", Reproducers().at("column_count_bomb.kptrace"));
+  ASSERT_EQ(bomb.error, "");
+  EXPECT_EQ(bomb.stats.chunks_over_budget, 1u);
+  EXPECT_EQ(bomb.records, Reference().records);
+}
+
 TEST(Reproducers, ATinyFileClaimingAHugeChunkIsATornTail) {
   Read r = ReadTrace("claims.kptrace", Reproducers().at("claims_256_mib.kptrace"));
   ASSERT_EQ(r.error, "");

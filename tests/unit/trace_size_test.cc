@@ -694,6 +694,32 @@ TEST(TraceSize, CalibratedLaunchLoopWithCopiesWithinSixBytesPerKernelAndExact) {
   ExpectReadsBackExactly(WriteTemp("launch_loop_copies.kptrace", f.file()), f.fed());
 }
 
+// Kernels alone (KP_API=none), back to back on one stream, with the smallest values a record
+// can have (1-byte gaps, durations and correlation steps): the densest chunk kp writes, ~6
+// bytes of columns per kernel that expand to ~100-byte records, still fits the reader's decode
+// budget, and every kernel reads back. (With the budget of row chunks, 24 bytes per byte, it
+// would be skipped.)
+TEST(TraceSize, DenseKernelOnlyChunksReadBackWithinTheDecodeBudget) {
+  Feeder f;
+  Rng rng(7);
+  uint64_t t = 1764583200123456789ull;
+  for (uint32_t i = 0; i < 300000; ++i) {
+    KernelRecord k;
+    k.name = "_Z11EmptyKernelv";
+    k.context = 1;
+    k.stream = 7;
+    k.correlation = i + 1;
+    k.start = t + 20 + rng.Next() % 40;  // gap and duration: zigzag values below 128
+    k.end = k.start + 20 + rng.Next() % 40;
+    t = k.end;
+    f.Kernel(k);
+  }
+  f.Encode(t);
+  ASSERT_EQ(f.fed().kernels.size(), 300000u);
+  Report("dense kernels only (300000 kernels, no API calls)", f);
+  ExpectReadsBackExactly(WriteTemp("kernels_only.kptrace", f.file()), f.fed());
+}
+
 TEST(TraceSize, PytorchExampleReencodedExactly) {
   Feeder f;
   StringStore strings;

@@ -192,6 +192,10 @@ uint64_t DecodeBudget(uint64_t raw_bytes) {
   return std::min(kMaxDecodedChunkBytes, kMaxDecodedBytesPerRawByte * raw_bytes + 4096);
 }
 
+uint64_t ColumnsDecodeBudget(uint64_t raw_bytes) {
+  return std::min(kMaxDecodedChunkBytes, kMaxDecodedBytesPerColumnByte * raw_bytes + 4096);
+}
+
 ChunkScanResult ScanChunk(uint8_t* msg, size_t n, uint64_t budget_bytes) {
   ChunkScanResult r;
   ChunkBudget b(budget_bytes, &r);

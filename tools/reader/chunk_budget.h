@@ -11,7 +11,8 @@
 //   decompressed     <= kMaxRawChunkBytes and <= kMaxCompressionRatio x stored payload
 //   decoded estimate <= kMaxDecodedChunkBytes and <= kMaxDecodedBytesPerRawByte x decompressed
 // A chunk over any limit is skipped and counted as damage; the writer's own chunks (4 MiB
-// target, 64 MiB hard limit, records of 5+ bytes) stay far inside every one of them.
+// target, 64 MiB hard limit, records of 5+ bytes; in version 3 kernels and API calls as columns
+// of ~6-10 bytes per record) stay inside every one of them.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,10 @@ inline constexpr uint64_t kMaxRawChunkBytes = 96ull << 20;
 inline constexpr uint64_t kMaxCompressionRatio = 64;
 inline constexpr uint64_t kMaxDecodedChunkBytes = 1ull << 30;
 inline constexpr uint64_t kMaxDecodedBytesPerRawByte = 24;
+// Format version 3's columns (chunk_columns.h) are stored packed (a kernel in ~6-10 bytes) and
+// expanded into records of ~100 bytes each: a chunk with columns may decode to this many bytes
+// per decompressed byte, records and columns together (still within kMaxDecodedChunkBytes).
+inline constexpr uint64_t kMaxDecodedBytesPerColumnByte = 64;
 
 struct ChunkScanResult {
   bool well_formed = true;        // false: malformed wire data (the parse would fail too)
@@ -35,6 +40,9 @@ struct ChunkScanResult {
 
 // The decode budget of a chunk of `raw_bytes` serialized bytes.
 uint64_t DecodeBudget(uint64_t raw_bytes);
+// The budget of the same chunk once its record columns are expanded
+// (kMaxDecodedBytesPerColumnByte).
+uint64_t ColumnsDecodeBudget(uint64_t raw_bytes);
 
 // The cost model of one message type of the schema (built from libprotobuf's descriptors).
 struct BudgetType;

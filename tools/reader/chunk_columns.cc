@@ -1,5 +1,7 @@
 #include "tools/reader/chunk_columns.h"
 
+#include <climits>
+
 #include "tools/reader/chunk_budget.h"
 
 namespace kp {
@@ -39,6 +41,7 @@ ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left) {
         Fits(a.correlation(), an) && Fits(a.return_value(), an))) {
     return ColumnsResult::kMalformed;
   }
+  if (kn > INT_MAX || an > INT_MAX) return ColumnsResult::kOverBudget;
   const uint64_t cost =
       kn * RecordCost(Chunk::kKernelsFieldNumber) + an * RecordCost(Chunk::kApiCallsFieldNumber);
   if (cost > budget_left) return ColumnsResult::kOverBudget;

@@ -15,7 +15,9 @@ enum class ColumnsResult { kOk, kMalformed, kOverBudget };
 // Appends the rows of the chunk's column messages to its record lists and clears the columns.
 // A column whose length is neither 0 nor the message's `count` is kMalformed. The rows'
 // memory (at libprotobuf's cost per record) is charged against `budget_left` bytes first: past
-// it, kOverBudget and nothing is appended.
+// it, kOverBudget and nothing is appended. A `count` over INT_MAX is kOverBudget whatever the
+// budget (protobuf's repeated fields hold no more); pass a real budget for untrusted input
+// (TraceReader: ColumnsDecodeBudget of the chunk's size, less what its decode took).
 ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left);
 
 // The inverse, as the injector writes version 3: moves the chunk's kernels and API calls (after

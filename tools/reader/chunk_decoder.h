@@ -8,8 +8,9 @@
 // calls, NVTX ranges and marks, synchronizations, overheads, graph launches) and the chunk's own
 // scalars are decoded here, field by field, with the field numbers of proto/kptrace.proto (the
 // generated classes' k*FieldNumber constants). Every other field of the chunk (header, devices,
-// stats, footer, metric and PM sample records, ...; a few per chunk) is walked by the budget
-// and then parsed by libprotobuf from its own bytes. No byte is decoded twice.
+// stats, footer, metric and PM sample records, format version 3's kernel and API-call columns,
+// ...) is walked by the budget and then parsed by libprotobuf from its own bytes; TraceReader
+// turns the columns into records afterwards (chunk_columns.h).
 //
 // Fields the schema does not know, and known fields sent with another wire type, are charged
 // as libprotobuf would store them and skipped. Invalid UTF-8 in any string field is repaired in

@@ -354,7 +354,7 @@ bool TraceReader::Next(Chunk* chunk) {
       ++stats_.chunks_undecodable;
       continue;
     }
-    const uint64_t budget = DecodeBudget(msg_size);
+    const uint64_t budget = ColumnsDecodeBudget(msg_size);
     switch (ExpandColumns(chunk, budget - std::min(budget, scan.decoded_bytes))) {
       case ColumnsResult::kOk:
         break;
