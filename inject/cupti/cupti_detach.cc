@@ -33,6 +33,7 @@ constexpr const char* kStaysAttached =
 void CuptiDetach::Start(Hooks hooks) {
   if (started_.exchange(true)) return;
   hooks_ = std::move(hooks);
+  running_.store(true, std::memory_order_release);
   // kp's threads take no signal meant for the application (as the encoder thread).
   sigset_t all, previous;
   sigfillset(&all);
@@ -40,6 +41,7 @@ void CuptiDetach::Start(Hooks hooks) {
   try {
     std::thread([this] { Run(); }).detach();
   } catch (...) {
+    running_.store(false, std::memory_order_release);
     Log(LogSeverity::kWarning,
         "capture: cannot start the thread that detaches CUPTI after the last window; %s",
         kStaysAttached);
@@ -53,9 +55,9 @@ bool CuptiDetach::WaitForWindowWork() {
   uint32_t still = 0;
   for (;;) {
     {
-      std::lock_guard<std::timed_mutex> step(step_mutex_);
+      std::lock_guard<std::mutex> step(step_mutex_);
       if (cancelled_.load()) return false;
-      cuptiActivityFlushAll(0);  // completed records only: nothing is cut short
+      hooks_.flush(false);  // completed records only: nothing is cut short
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(hooks_.poll_ms));
     if (cancelled_.load()) return false;
@@ -75,15 +77,18 @@ bool CuptiDetach::WaitForWindowWork() {
 }
 
 void CuptiDetach::Run() {
+  Steps();
+  running_.store(false, std::memory_order_release);  // the last thing this thread touches
+}
+
+void CuptiDetach::Steps() {
   const Clock::time_point begin = Clock::now();
   if (!WaitForWindowWork()) return;
   // Step 2.
   {
-    std::lock_guard<std::timed_mutex> step(step_mutex_);
+    std::lock_guard<std::mutex> step(step_mutex_);
     if (cancelled_.load()) return;
-    uint64_t cupti_now = 0;
-    cuptiGetTimestamp(&cupti_now);
-    clock_offset_ns_.store(static_cast<int64_t>(cupti_now) - RealtimeNs(),
+    clock_offset_ns_.store(static_cast<int64_t>(hooks_.cupti_now()) - RealtimeNs(),
                            std::memory_order_release);
     quiet_.store(true, std::memory_order_release);
   }
@@ -94,9 +99,9 @@ void CuptiDetach::Run() {
   // From its next task on, the encoder thread sees quiet() and makes no CUPTI call of its own.
   if (!hooks_.drain_encoder()) return abandon("kp's encoder thread did not pause in time");
   {
-    std::lock_guard<std::timed_mutex> step(step_mutex_);
+    std::lock_guard<std::mutex> step(step_mutex_);
     if (cancelled_.load()) return;
-    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    hooks_.flush(true);
   }
   // Decoding reads records through CUPTI: what the flush returned is decoded before it goes.
   if (!hooks_.drain_encoder()) return abandon("kp's encoder thread did not pause in time");
@@ -104,7 +109,7 @@ void CuptiDetach::Run() {
   std::lock_guard<std::mutex> lock(*hooks_.shutdown_mutex);
   if (hooks_.exit_done->load() || cancelled_.load()) return;
   pending_.store(true, std::memory_order_release);
-  cuptiEnableDomain(1, hooks_.subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  hooks_.driver_callbacks(true);
   Log(LogSeverity::kDebug, "capture: CUPTI detach requested %.3f ms after the last window",
       MsSince(begin));
 }
@@ -118,12 +123,12 @@ bool CuptiDetach::OnCallback(CUpti_CallbackDomain domain, const void* cbdata) {
   if (!lock.owns_lock()) return true;  // the exit finish runs; it cancels
   if (!pending_.exchange(false)) return true;
   detached_.store(true, std::memory_order_release);
-  const CUptiResult result = cuptiFinalize();
+  const CUptiResult result = hooks_.finalize();
   if (result != CUPTI_SUCCESS) {
     detached_.store(false, std::memory_order_release);
     quiet_.store(false, std::memory_order_release);
     // No window opens again: the driver callbacks kp still had on have nothing left to do.
-    cuptiEnableDomain(0, hooks_.subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+    hooks_.driver_callbacks(false);
     const char* text = nullptr;
     cuptiGetResultString(result, &text);
     Log(LogSeverity::kWarning, "capture: cuptiFinalize failed after the last window (%s); %s",
@@ -139,11 +144,11 @@ bool CuptiDetach::OnCallback(CUpti_CallbackDomain domain, const void* cbdata) {
 void CuptiDetach::Cancel(bool may_call_cupti) {
   cancelled_.store(true);
   // A CUPTI call of the detach thread in progress ends before the exit's own calls.
-  std::unique_lock<std::timed_mutex> step(step_mutex_, std::defer_lock);
-  static_cast<void>(step.try_lock_for(std::chrono::milliseconds(500)));
-  if (pending_.exchange(false) && may_call_cupti) {
-    cuptiEnableDomain(0, hooks_.subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  std::unique_lock<std::mutex> step(step_mutex_, std::defer_lock);
+  for (int waited_ms = 0; !step.try_lock() && waited_ms < 500; ++waited_ms) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
+  if (pending_.exchange(false) && may_call_cupti) hooks_.driver_callbacks(false);
 }
 
 }  // namespace kp

@@ -33,8 +33,12 @@ class CuptiDetach {
     uint64_t kernels = 0;       // their kernel records received
     uint64_t records = 0;       // every GPU record received
   };
+  // What the detach does to CUPTI and to kp, given by the tracer (tests give fakes).
   struct Hooks {
-    CUpti_SubscriberHandle subscriber = nullptr;
+    std::function<void(bool forced)> flush;         // cuptiActivityFlushAll
+    std::function<uint64_t()> cupti_now;            // cuptiGetTimestamp
+    std::function<void(bool on)> driver_callbacks;  // every DRIVER_API callback on/off
+    std::function<CUptiResult()> finalize;          // cuptiFinalize
     std::mutex* shutdown_mutex = nullptr;  // held by the exit finish; step 3 and the finalize
     const std::atomic<bool>* exit_done = nullptr;
     std::function<Progress()> progress;  // what the decoder has seen so far
@@ -64,6 +68,9 @@ class CuptiDetach {
   bool finalizing() const {
     return pending_.load(std::memory_order_acquire) || detached_.load(std::memory_order_acquire);
   }
+  // The detach thread runs (from Start until its steps end, done or given up). The object must
+  // outlive it: the tracer's never dies; a test waits for this to turn false.
+  bool running() const { return running_.load(std::memory_order_acquire); }
   // cuptiFinalize has run: nothing of CUPTI may be called again.
   bool detached() const { return detached_.load(std::memory_order_acquire); }
   // CUPTI's timestamp minus CLOCK_REALTIME, read just before `quiet`: trace time once CUPTI can
@@ -72,10 +79,12 @@ class CuptiDetach {
 
  private:
   void Run();
+  void Steps();
   bool WaitForWindowWork();  // step 1; false: cancelled or timed out
 
   Hooks hooks_;
-  std::timed_mutex step_mutex_;  // held by the detach thread around its CUPTI calls
+  std::mutex step_mutex_;  // held by the detach thread around its CUPTI calls
+  std::atomic<bool> running_{false};
   std::atomic<bool> started_{false};
   std::atomic<bool> quiet_{false};
   std::atomic<bool> pending_{false};  // step 3 done: the next driver API exit finalizes

@@ -543,7 +543,18 @@ int CaptureTriggerSchemaValue(CaptureTrigger trigger) {
 void DetachAfterLastWindow() {
   if (g_state->collector || g_state->pc_sampler || g_state->pm_sampling) return;
   CuptiDetach::Hooks hooks;
-  hooks.subscriber = g_state->subscriber;
+  hooks.flush = [](bool forced) {
+    cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+  };
+  hooks.cupti_now = [] {
+    uint64_t t = 0;
+    cuptiGetTimestamp(&t);
+    return t;
+  };
+  hooks.driver_callbacks = [](bool on) {
+    cuptiEnableDomain(on ? 1 : 0, g_state->subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
+  };
+  hooks.finalize = [] { return cuptiFinalize(); };
   hooks.shutdown_mutex = &g_shutdown_mutex;
   hooks.exit_done = &g_exit_done;
   hooks.progress = [] {
