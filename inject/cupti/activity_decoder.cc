@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <string_view>
 
+#include "inject/cupti/api_selection.h"
 #include "inject/metrics/metrics_collector.h"
 #include "inject/trace/trace_encoder.h"
 
@@ -150,15 +150,7 @@ bool ActivityDecoder::LaunchesOneKernel(CUpti_CallbackDomain domain, CUpti_Callb
   auto& cache = launch_kind_[domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1 : 0];
   if (cbid > 65535) return false;
   if (cbid >= cache.size()) cache.resize(cbid + 1, -1);
-  if (cache[cbid] < 0) {
-    const std::string_view name = ApiName(domain, cbid);
-    const bool launch =
-        (name.rfind("cudaLaunchKernel", 0) == 0 || name.rfind("__cudaLaunchKernel", 0) == 0 ||
-         name.rfind("cudaLaunchCooperativeKernel", 0) == 0 ||
-         name.rfind("cuLaunchKernel", 0) == 0 || name.rfind("cuLaunchCooperativeKernel", 0) == 0) &&
-        name.find("MultiDevice") == std::string_view::npos;
-    cache[cbid] = launch ? 1 : 0;
-  }
+  if (cache[cbid] < 0) cache[cbid] = LaunchesOneKernelApiName(ApiName(domain, cbid)) ? 1 : 0;
   return cache[cbid] == 1;
 }
 

@@ -110,8 +110,7 @@ class ActivityDecoder {
     if (time > last_timestamp_) last_timestamp_ = time;
   }
   const char* ApiName(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
-  // Whether the call launches one kernel (cudaLaunchKernel*, cuLaunchKernel*, the cooperative
-  // forms; not graph launches nor the multi-device form), cached per cbid like ApiName.
+  // LaunchesOneKernelApiName (api_selection.h) of the call, cached per cbid like ApiName.
   bool LaunchesOneKernel(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
   void DecodeKernel(const CUpti_ActivityKernel10& r);

@@ -54,6 +54,16 @@ bool MayCopyApiName(std::string_view name) {
   return false;
 }
 
+bool LaunchesOneKernelApiName(std::string_view name) {
+  if (name.find("MultiDevice") != std::string_view::npos) return false;
+  for (std::string_view prefix :
+       {"cudaLaunchKernel", "__cudaLaunchKernel", "cudaLaunchCooperativeKernel", "cuLaunchKernel",
+        "cuLaunchCooperativeKernel"}) {
+    if (name.substr(0, prefix.size()) == prefix) return true;
+  }
+  return false;
+}
+
 std::vector<CUpti_CallbackId> SelectLaunchRelatedCbids(CUpti_CallbackDomain domain) {
   std::vector<CUpti_CallbackId> selected;
   CUpti_CallbackId end = 0;

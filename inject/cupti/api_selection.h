@@ -24,6 +24,12 @@ bool IsLaunchRelatedApiName(std::string_view name);
 // MEMCPY/MEMSET activity kinds on (api_call_recorder.h).
 bool MayCopyApiName(std::string_view name);
 
+// True for calls that launch exactly one kernel (cudaLaunchKernel*, __cudaLaunchKernel*,
+// cudaLaunchCooperativeKernel*, cuLaunchKernel*, cuLaunchCooperativeKernel*; not graph launches
+// nor the multi-device form): each successful one gets one kernel record (cupti_detach.h waits
+// for them).
+bool LaunchesOneKernelApiName(std::string_view name);
+
 // Every cbid of `domain` (CUPTI_CB_DOMAIN_RUNTIME_API or _DRIVER_API) whose name
 // (cuptiGetCallbackName) IsLaunchRelatedApiName. Works without a GPU.
 std::vector<CUpti_CallbackId> SelectLaunchRelatedCbids(CUpti_CallbackDomain domain);
