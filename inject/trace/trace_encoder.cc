@@ -132,17 +132,17 @@ constexpr uint32_t kShapeKeyFields[16] = {
 };
 
 // Format version 3: the kernels or API calls of the current chunk as columns (kp.KernelColumns,
-// kp.ApiCallColumns): column i holds field i+1 of every record as packed varints. A column
-// whose values are all 0 is left out at the flush.
-template <size_t N>
+// kp.ApiCallColumns): the column of field f (1..N) holds that field of every record as packed
+// varints. A column whose values are all 0 is left out at the flush.
+template <size_t N, uint32_t kCountField>
 struct ColumnSet {
-  static constexpr uint32_t kCountField = 15;  // KernelColumns.count, ApiCallColumns.count
   WireBuffer columns[N];
   bool nonzero[N] = {};
   uint32_t count = 0;
   size_t bytes = 0;  // of the columns that will be written (those with a value other than 0)
 
-  void Put(size_t i, uint64_t v) {
+  void Put(uint32_t field, uint64_t v) {
+    const size_t i = field - 1;
     WireWriter w = columns[i].Reserve(wire::kMaxVarintBytes);
     w.RawVarint(v);
     columns[i].Commit(w);
@@ -191,8 +191,8 @@ struct TraceEncoder::Impl {
   static constexpr uint32_t kGroupedFields = 32;
   WireBuffer grouped[kGroupedFields];
   size_t grouped_bytes = 0;
-  ColumnSet<12> kernel_columns;  // kp.Kernel's fields 1-12
-  ColumnSet<8> api_columns;      // kp.ApiCall's fields 1-8
+  ColumnSet<schema::KernelColumns::kChannel, schema::KernelColumns::kCount> kernel_columns;
+  ColumnSet<schema::ApiCallColumns::kReturnValue, schema::ApiCallColumns::kCount> api_columns;
   size_t PendingBytes() const {
     return chunk.size() + grouped_bytes + kernel_columns.bytes + api_columns.bytes;
   }
@@ -682,7 +682,6 @@ uint32_t TraceEncoder::AddMetricConfig(const MetricConfigInfo& c) {
 }
 
 void TraceEncoder::AddKernel(const KernelRecord& r) {
-  using F = schema::Kernel;
   Impl& m = *impl_;
   const uint32_t flags = GpuRecordFlags(r.flags, r.start, r.end, &stats_);
   ShapeKey key = {{m.InternStable(r.name), r.grid[0], r.grid[1], r.grid[2], r.block[0], r.block[1],
@@ -691,20 +690,21 @@ void TraceEncoder::AddKernel(const KernelRecord& r) {
                    r.device}};
   uint32_t shape = m.InternShape(key);
   m.UseShape(shape);
-  ColumnSet<12>& c = m.kernel_columns;
-  c.Put(F::kStart - 1,
+  using C = schema::KernelColumns;
+  auto& c = m.kernel_columns;
+  c.Put(C::kStart,
         wire::ZigZag(m.KeyedTimeDelta(kKernels, StreamKey(r.context, r.stream), r.start, r.end)));
-  c.Put(F::kDuration - 1, wire::ZigZag(Impl::Duration(r.start, r.end)));
-  c.Put(F::kShape - 1, shape);
-  c.Put(F::kStream - 1, r.stream);
-  c.Put(F::kCorrelation - 1, wire::ZigZag(m.CorrelationDelta(kKernels, r.correlation)));
-  c.Put(F::kContext - 1, r.context);
-  c.Put(F::kDevice - 1, r.device);
-  c.Put(F::kGraphId - 1, r.graph_id);
-  c.Put(F::kGraphNodeId - 1, r.graph_node_id);
-  c.Put(F::kFlags - 1, flags);
-  c.Put(F::kLaunchType - 1, r.launch_type);
-  c.Put(F::kChannel - 1, r.channel);
+  c.Put(C::kDuration, wire::ZigZag(Impl::Duration(r.start, r.end)));
+  c.Put(C::kShape, shape);
+  c.Put(C::kStream, r.stream);
+  c.Put(C::kCorrelation, wire::ZigZag(m.CorrelationDelta(kKernels, r.correlation)));
+  c.Put(C::kContext, r.context);
+  c.Put(C::kDevice, r.device);
+  c.Put(C::kGraphId, r.graph_id);
+  c.Put(C::kGraphNodeId, r.graph_node_id);
+  c.Put(C::kFlags, flags);
+  c.Put(C::kLaunchType, r.launch_type);
+  c.Put(C::kChannel, r.channel);
   ++c.count;
   m.CountRecord(kKernels);
   if (m.PendingBytes() > kHardChunkLimit) Flush();
@@ -766,20 +766,20 @@ void TraceEncoder::AddMemset(const MemsetRecord& r) {
 }
 
 void TraceEncoder::AddApi(const ApiRecord& r) {
-  using F = schema::ApiCall;
   Impl& m = *impl_;
   uint32_t name = m.InternStable(r.name);
   m.UseString(name);
-  ColumnSet<8>& c = m.api_columns;
-  c.Put(F::kStart - 1, wire::ZigZag(m.KeyedTimeDelta(kApiCalls, r.thread_id, r.start, r.end)));
-  c.Put(F::kDuration - 1, wire::ZigZag(Impl::Duration(r.start, r.end)));
-  c.Put(F::kName - 1, name);
-  c.Put(F::kDomain - 1, r.domain);
-  c.Put(F::kCbid - 1, r.cbid);
-  c.Put(F::kThreadId - 1, r.thread_id);
-  c.Put(F::kCorrelation - 1, wire::ZigZag(m.CorrelationDelta(kApiCalls, r.correlation)));
+  using C = schema::ApiCallColumns;
+  auto& c = m.api_columns;
+  c.Put(C::kStart, wire::ZigZag(m.KeyedTimeDelta(kApiCalls, r.thread_id, r.start, r.end)));
+  c.Put(C::kDuration, wire::ZigZag(Impl::Duration(r.start, r.end)));
+  c.Put(C::kName, name);
+  c.Put(C::kDomain, r.domain);
+  c.Put(C::kCbid, r.cbid);
+  c.Put(C::kThreadId, r.thread_id);
+  c.Put(C::kCorrelation, wire::ZigZag(m.CorrelationDelta(kApiCalls, r.correlation)));
   // int32: a negative value is sign-extended to 64 bits, as in a record.
-  c.Put(F::kReturnValue - 1, static_cast<uint64_t>(static_cast<int64_t>(r.return_value)));
+  c.Put(C::kReturnValue, static_cast<uint64_t>(static_cast<int64_t>(r.return_value)));
   ++c.count;
   m.CountRecord(kApiCalls);
   if (m.PendingBytes() > kHardChunkLimit) Flush();
