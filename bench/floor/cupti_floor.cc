@@ -317,17 +317,13 @@ void SwitchKinds(bool on) {
     g_lazy_copy = Has(kinds, "lazy_copy");
   }
   if (Has(kinds, "kernel")) kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "switch CONCURRENT_KERNEL");
-  if (Has(kinds, "memcpy")) {
+  // Off again: also the copy kinds lazy_copy turned on at the first copy call.
+  const bool lazily_on = !on && g_copy_kinds_on.exchange(false);
+  if (Has(kinds, "memcpy") || lazily_on) {
     kind(CUPTI_ACTIVITY_KIND_MEMCPY, "switch MEMCPY");
     kind(CUPTI_ACTIVITY_KIND_MEMCPY2, "switch MEMCPY2");
   }
-  if (Has(kinds, "memset") || (!on && g_copy_kinds_on.load())) {
-    kind(CUPTI_ACTIVITY_KIND_MEMSET, "switch MEMSET");
-  }
-  if (!on && g_copy_kinds_on.exchange(false) && !Has(kinds, "memcpy")) {
-    kind(CUPTI_ACTIVITY_KIND_MEMCPY, "switch MEMCPY");
-    kind(CUPTI_ACTIVITY_KIND_MEMCPY2, "switch MEMCPY2");
-  }
+  if (Has(kinds, "memset") || lazily_on) kind(CUPTI_ACTIVITY_KIND_MEMSET, "switch MEMSET");
   if (Has(kinds, "runtime")) kind(CUPTI_ACTIVITY_KIND_RUNTIME, "switch RUNTIME");
   if (Has(kinds, "driver")) kind(CUPTI_ACTIVITY_KIND_DRIVER, "switch DRIVER");
   if (Has(kinds, "api_launch")) {
