@@ -4,26 +4,16 @@
 #include <signal.h>
 
 #include <chrono>
-#include <ctime>
 #include <string>
 #include <thread>
 
+#include "common/ms_since.h"
 #include "inject/log/log.h"
 
 namespace kp {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int64_t RealtimeNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-double MsSince(Clock::time_point begin) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - begin).count();
-}
 
 constexpr const char* kStaysAttached =
     "CUPTI stays attached (the rest of the run pays its kernel-launch cost)";
@@ -88,8 +78,7 @@ void CuptiDetach::Steps() {
   {
     std::lock_guard<std::mutex> step(step_mutex_);
     if (cancelled_.load()) return;
-    clock_offset_ns_.store(static_cast<int64_t>(hooks_.cupti_now()) - RealtimeNs(),
-                           std::memory_order_release);
+    clock_offset_ns_.store(hooks_.clock_offset(), std::memory_order_release);
     quiet_.store(true, std::memory_order_release);
   }
   auto abandon = [this](const char* what) {

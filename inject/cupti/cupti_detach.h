@@ -36,7 +36,7 @@ class CuptiDetach {
   // What the detach does to CUPTI and to kp, given by the tracer (tests give fakes).
   struct Hooks {
     std::function<void(bool forced)> flush;         // cuptiActivityFlushAll
-    std::function<uint64_t()> cupti_now;            // cuptiGetTimestamp
+    std::function<int64_t()> clock_offset;          // CUPTI's clock minus CLOCK_REALTIME, now
     std::function<void(bool on)> driver_callbacks;  // every DRIVER_API callback on/off
     std::function<CUptiResult()> finalize;          // cuptiFinalize
     std::mutex* shutdown_mutex = nullptr;  // held by the exit finish; step 3 and the finalize

@@ -509,15 +509,24 @@ std::string ReadBootId() {
   return id;
 }
 
+uint64_t CuptiNowNs() {
+  uint64_t t = 0;
+  cuptiGetTimestamp(&t);
+  return t;
+}
+
+// CUPTI's clock minus CLOCK_REALTIME, now.
+int64_t CuptiClockOffsetNs() {
+  return static_cast<int64_t>(CuptiNowNs()) - static_cast<int64_t>(ClockNs(CLOCK_REALTIME));
+}
+
 // CUPTI's clock; once CUPTI is being detached, CLOCK_REALTIME plus their offset read just before.
 uint64_t TraceNowNs() {
   if (Detach().quiet()) {
     return static_cast<uint64_t>(static_cast<int64_t>(ClockNs(CLOCK_REALTIME)) +
                                  Detach().clock_offset_ns());
   }
-  uint64_t t = 0;
-  cuptiGetTimestamp(&t);
-  return t;
+  return CuptiNowNs();
 }
 
 int CaptureTriggerSchemaValue(CaptureTrigger trigger) {
@@ -546,11 +555,7 @@ void DetachAfterLastWindow() {
   hooks.flush = [](bool forced) {
     cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
   };
-  hooks.cupti_now = [] {
-    uint64_t t = 0;
-    cuptiGetTimestamp(&t);
-    return t;
-  };
+  hooks.clock_offset = &CuptiClockOffsetNs;
   hooks.driver_callbacks = [](bool on) {
     cuptiEnableDomain(on ? 1 : 0, g_state->subscriber, CUPTI_CB_DOMAIN_DRIVER_API);
   };

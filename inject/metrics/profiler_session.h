@@ -22,16 +22,12 @@
 #include <string>
 #include <vector>
 
+#include "common/ms_since.h"
 #include "common/status.h"
 #include "inject/config/config.h"
 #include "inject/metrics/kernel_launch.h"
 
 namespace kp {
-
-// Milliseconds since t0: the metrics code's timing of its own calls.
-inline double MsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // The calls whose host time is accounted and reported in the final notice.
 enum class SessionCall {
