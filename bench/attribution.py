@@ -88,9 +88,6 @@ class Attribution:
         self.runs = []
         self.cuda_home = os.environ.get("CUDA_HOME", "/usr/local/cuda")
         self.floor = os.path.join(self.dist, "lib", "libkpfloor.so")
-        cupti = [f for f in os.listdir(os.path.join(self.dist, "lib"))
-                 if f.startswith("libcupti.so")]
-        self.cupti = os.path.join(self.dist, "lib", sorted(cupti)[-1]) if cupti else None
         self.configs = {}
         for name in args.configs.split(","):
             if name in PRESETS:
@@ -127,8 +124,8 @@ class Attribution:
         if tool == "floor":
             env["CUDA_INJECTION64_PATH"] = self.floor
             env["KPFLOOR_KINDS"] = setting
-            if "nvtx" in setting.split(",") and self.cupti:
-                env["NVTX_INJECTION64_PATH"] = self.cupti
+            if "nvtx" in setting.split(","):  # the floor forwards NVTX to the process's libcupti
+                env["NVTX_INJECTION64_PATH"] = self.floor
         elif tool == "kp":
             env["CUDA_INJECTION64_PATH"] = os.path.join(self.dist, "lib", "libkpinject.so")
             env["NVTX_INJECTION64_PATH"] = env["CUDA_INJECTION64_PATH"]

@@ -60,7 +60,6 @@ PROBES=(
 )
 # ONLY: a comma list of probe names to run (default: all).
 ONLY=${ONLY:-}
-CUPTI_LIB=$(ls "$DIST"/lib/libcupti.so* 2>/dev/null | head -n 1)
 
 echo "capture residual probe: $(date -u +%FT%TZ), CPUs $CPUS; columns: before / inside / after"
 for ((p = 1; p <= PASSES; p++)); do
@@ -77,7 +76,7 @@ for ((p = 1; p <= PASSES; p++)); do
       echo "  kp: $("$DIST/bin/kptrace" info "$WORK/p.kptrace" 2>&1 |
         grep -E '^ +(kernels|capture windows|\[)' | tr -s ' ' | tr '\n' ';')$(tail -n 2 "$WORK/err" | tr '\n' ';')"
     else
-      env CUDA_INJECTION64_PATH="$DIST/lib/libkpfloor.so" NVTX_INJECTION64_PATH="$CUPTI_LIB" \
+      env CUDA_INJECTION64_PATH="$DIST/lib/libkpfloor.so" NVTX_INJECTION64_PATH="$DIST/lib/libkpfloor.so" \
         KPFLOOR_KINDS="$FLOOR_DEFAULTS" ${flags[@]+"${flags[@]}"} \
         taskset -c "$CPUS" "${loop[@]}" 2>"$WORK/err" | summarize "$name"
       grep -h '^kpfloor: ' "$WORK/err" | cut -c 1-150 | head -n 3

@@ -46,9 +46,7 @@ if [[ $FAKE != 1 ]]; then
     exit 0
   fi
   DIST=$(cd "${1:?usage: capture_window_cost.sh DIST [ROUNDS]}" && pwd) || exit 2
-  CUPTI_LIB=$(ls "$DIST"/lib/libcupti.so* 2>/dev/null | head -n 1)
 fi
-CUPTI_LIB=${CUPTI_LIB:-}
 WORK=$(mktemp -d /tmp/kp-capture-cost-work.XXXXXX)
 declare -A STEPS=([launch]=100 [torch]=200)
 if [[ $FAKE != 1 && " ${WORKLOAD_LIST[*]} " == *" launch "* ]]; then
@@ -131,7 +129,7 @@ run_one() {
       ;;
   esac
   if [[ $m == ffull || $m == fsched ]]; then
-    kp=(env "CUDA_INJECTION64_PATH=${DIST:-}/lib/libkpfloor.so" "NVTX_INJECTION64_PATH=$CUPTI_LIB"
+    kp=(env "CUDA_INJECTION64_PATH=${DIST:-}/lib/libkpfloor.so" "NVTX_INJECTION64_PATH=${DIST:-}/lib/libkpfloor.so"
       "KPFLOOR_KINDS=kernel,nvtx,cb_api,lazy_copy")
     [[ $m == fsched ]] && kp+=("KPFLOOR_WINDOW=$first,$tenth" KPFLOOR_DETACH=1)
   elif [[ $m != none ]]; then

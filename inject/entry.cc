@@ -12,6 +12,7 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
+#include "inject/cupti/nvtx_forward.h"
 #include "inject/cupti/tracer.h"
 
 namespace {
@@ -32,19 +33,6 @@ __attribute__((constructor)) void SetInjectionVariables() {
   setenv("NVTX_INJECTION64_PATH", self, 0);
 }
 
-using NvtxInitFn = int (*)(void*);
-
-NvtxInitFn CuptiNvtxInit() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&cuptiGetVersion), &info) == 0 || info.dli_fname == nullptr) {
-    return nullptr;
-  }
-  void* cupti = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
-  if (cupti == nullptr) return nullptr;
-  // The reference taken by RTLD_NOLOAD is kept on purpose: libcupti stays loaded for good.
-  return reinterpret_cast<NvtxInitFn>(dlsym(cupti, "InitializeInjectionNvtx2"));
-}
-
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
@@ -61,9 +49,7 @@ extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
     void* get_export_table) {
   try {
     kp::ToolInit(kp::InjectionMode::kNvtxEarly);
-    NvtxInitFn forward = CuptiNvtxInit();
-    if (forward == nullptr) return 0;  // NVTX then stays silent in this module, harmlessly
-    return forward(get_export_table);
+    return kp::ForwardNvtxInitToCupti(get_export_table);
   } catch (...) {
     return 0;
   }

@@ -27,7 +27,10 @@
 // cuptiFinalize (in that NVTX callback, without waiting for kernels still running: the floor
 // counts records, it does not keep them), so CUPTI detaches from the process.
 //
-// Loaded through CUDA_INJECTION64_PATH. At exit it force-flushes and prints one line to stderr:
+// Loaded through CUDA_INJECTION64_PATH; NVTX_INJECTION64_PATH should name this library too: its
+// InitializeInjectionNvtx2 forwards to the libcupti it is bound to, the copy in the process
+// (PyTorch loads pip's libcupti; NVTX pointed at another copy reaches a second CUPTI instance
+// that no subscriber of ours sees). At exit it force-flushes and prints one line to stderr:
 // `kpfloor: {"records":N,"kernels":K,"memcpy":M,"dropped":D,"kinds":{...},"callbacks":C,
 // "api_top":{...}}` (the drivers parse it). api_top names the most frequent API records.
 #include "bench/floor/cupti_floor.h"
@@ -47,6 +50,7 @@
 #include <vector>
 
 #include "inject/cupti/api_selection.h"
+#include "inject/cupti/nvtx_forward.h"
 
 namespace {
 
@@ -438,4 +442,10 @@ void StartTracing() {
 extern "C" __attribute__((visibility("default"))) int InitializeInjection(void) {
   std::call_once(g_init_once, StartTracing);
   return 1;
+}
+
+// NVTX's tool entry: hand the export table to the libcupti this library is bound to.
+extern "C" __attribute__((visibility("default"))) int InitializeInjectionNvtx2(
+    void* get_export_table) {
+  return kp::ForwardNvtxInitToCupti(get_export_table);
 }
