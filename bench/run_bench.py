@@ -529,12 +529,9 @@ class Bench:
     # --- tools ---
     def tool_table(self):
         metrics = "dram__bytes_read.sum,gpu__time_duration.sum"
-        floor_nvtx = {}
-        cupti = sorted(f for f in os.listdir(os.path.join(self.dist, "lib"))
-                       if f.startswith("libcupti.so")) if os.path.isdir(
-                           os.path.join(self.dist, "lib")) else []
-        if cupti:  # NVTX marker activity reaches CUPTI only through NVTX's injection hook
-            floor_nvtx = {"NVTX_INJECTION64_PATH": os.path.join(self.dist, "lib", cupti[-1])}
+        # NVTX marker activity reaches CUPTI only through NVTX's injection hook; the floor
+        # forwards it to the libcupti in the process (bench/floor/cupti_floor.cc).
+        floor_nvtx = {"NVTX_INJECTION64_PATH": self.floor_lib}
 
         def floor(kinds):
             nvtx = floor_nvtx if "nvtx" in kinds.split(",") else {}
@@ -568,6 +565,9 @@ class Bench:
                            "workloads": ("launch_loop", "torch")},
             # Its floor: every runtime and driver call as API activity, copy kinds from the start.
             "floor_api_all": floor("kernel,memcpy,memset,nvtx,runtime,driver"),
+            # kp's kinds with the launch calls taken from the whole RUNTIME and DRIVER activity
+            # kinds instead of callbacks (what torch.profiler enables), copy kinds at the first copy.
+            "floor_api_kinds": floor("kernel,nvtx,runtime,driver,lazy_copy"),
             # The launch loop has no NVTX ranges, so metrics there would measure nothing.
             "kp_nvtx_metrics": {"env": {"KP_METRICS": metrics,
                                         "KP_METRICS_RANGES": "forward,backward,optimizer"},
@@ -808,7 +808,7 @@ METRICS = (
 )
 TOOL_ORDER = ("none", "floor", "kp", "torch_prof_cuda", "floor_no_cb_api", "kp_api_none",
               "kp_direct", "kp_flush_off", "floor_kernel", "floor_old_defaults",
-              "kp_old_defaults", "kp_api_all", "floor_api_all", "kp_nvtx_metrics",
+              "kp_old_defaults", "kp_api_all", "floor_api_all", "floor_api_kinds", "kp_nvtx_metrics",
               "torch_prof_cpu_cuda")
 # The four after torch_prof_cuda run the launch loop only (about 2 s a round each): they split
 # kp's launch-loop cost above the floor's (launch_attribution()).
@@ -1141,7 +1141,7 @@ def main(argv=None):
     parser.add_argument("--tools", default="",
                         help="comma list of optional tools to add to none, floor, kp and "
                              "torch_prof_cuda: floor_kernel, floor_old_defaults, "
-                             "kp_old_defaults, kp_api_all, floor_api_all, kp_nvtx_metrics, "
+                             "kp_old_defaults, kp_api_all, floor_api_all, floor_api_kinds, kp_nvtx_metrics, "
                              "torch_prof_cpu_cuda")
     args = parser.parse_args(argv)
     if args.quick:

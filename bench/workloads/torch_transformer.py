@@ -17,8 +17,8 @@ import time
 WARMUP_MIN_S = 1.0
 
 
-def run_transformer(steps=30, warmup=10, nvtx=False, profiler=None):
-    """Times `steps` training steps; `profiler` (a started-on-enter context) wraps them."""
+def make_transformer_step(nvtx=False):
+    """The model, optimizer and data of the workload; returns step(), one training step."""
     import torch
     from torch import nn
 
@@ -50,6 +50,14 @@ def run_transformer(steps=30, warmup=10, nvtx=False, profiler=None):
         optimizer.step()
         pop()
 
+    return step
+
+
+def run_transformer(steps=30, warmup=10, nvtx=False, profiler=None):
+    """Times `steps` training steps; `profiler` (a started-on-enter context) wraps them."""
+    import torch
+
+    step = make_transformer_step(nvtx)
     warmup_start = time.perf_counter()
     warmup_steps = 0
     while warmup_steps < warmup or time.perf_counter() - warmup_start < WARMUP_MIN_S:

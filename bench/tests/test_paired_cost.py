@@ -1,0 +1,169 @@
+"""CPU tests of bench/paired_cost.py (within-process cost) and of the floor's NVTX entry point.
+
+Run by ctest (bench_paired_cost_test) with the system python3; standard library only. The
+GPU runs themselves are bench/paired_cost.sh on the GPU machine.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import types
+import unittest
+
+BENCH_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, BENCH_DIR)
+
+import paired_cost as pc  # noqa: E402
+
+
+def args_for(dist, **over):
+    a = types.SimpleNamespace(dist=dist, cpus="2-5", python="python3", run_timeout=30)
+    for k, v in over.items():
+        setattr(a, k, v)
+    return a
+
+
+def row(workload, tool, before, inside, after=None, **extra):
+    r = {"pass": 1, "workload": workload, "tool": tool, "rc": 0, "before": before,
+         "inside": inside, "after": before if after is None else after}
+    r.update(extra)
+    return r
+
+
+class SegmentsTest(unittest.TestCase):
+    def test_medians_of_the_three_parts(self):
+        steps = [10.0] * pc.FIRST + [15.0] * pc.COUNT + [11.0] * (pc.STEPS - pc.FIRST - pc.COUNT)
+        self.assertEqual(pc.segments(steps), (10.0, 15.0, 11.0))
+
+    def test_one_slow_step_does_not_move_a_segment(self):
+        steps = [10.0] * pc.STEPS
+        steps[pc.FIRST] = 900.0  # the window's opening step
+        self.assertEqual(pc.segments(steps), (10.0, 10.0, 10.0))
+
+
+class CommandTest(unittest.TestCase):
+    def test_kp_traces_the_window_with_a_capture_schedule(self):
+        argv, _ = pc.command(args_for("/d"), "/w", "tiny", "kp")
+        self.assertIn("--capture-schedule", argv)
+        self.assertEqual(argv[argv.index("--capture-schedule") + 1],
+                         "step:%d,0,%d,1" % (pc.FIRST, pc.COUNT))
+        self.assertEqual(argv[:3], ["taskset", "-c", "2-5"])
+
+    def test_floor_window_and_nvtx_through_the_floor_itself(self):
+        _, env = pc.command(args_for("/d"), "/w", "train", "floor")
+        self.assertEqual(env["CUDA_INJECTION64_PATH"], "/d/lib/libkpfloor.so")
+        # NVTX must reach the libcupti the process uses: the floor forwards it.
+        self.assertEqual(env["NVTX_INJECTION64_PATH"], "/d/lib/libkpfloor.so")
+        self.assertEqual(env["KPFLOOR_WINDOW"], "%d,%d" % (pc.FIRST, pc.COUNT))
+        self.assertEqual(env["KPFLOOR_DETACH"], "1")
+        self.assertEqual(env["KPFLOOR_KINDS"], pc.FLOOR_KINDS_OF_KP_DEFAULTS)
+        _, env = pc.command(args_for("/d"), "/w", "train", "floor_kernel")
+        self.assertEqual(env["KPFLOOR_KINDS"], "kernel")
+
+    def test_torch_profiler_only_for_pytorch(self):
+        self.assertIsNone(pc.command(args_for("/d"), "/w", "launch", "torch_prof"))
+        argv, _ = pc.command(args_for("/d"), "/w", "tiny", "torch_prof")
+        self.assertEqual(argv[argv.index("--torch-profiler-window") + 1],
+                         "%d,%d" % (pc.FIRST, pc.COUNT))
+
+    def test_none_has_no_injection(self):
+        _, env = pc.command(args_for("/d"), "/w", "launch", "none")
+        self.assertEqual(env.get("CUDA_INJECTION64_PATH"), os.environ.get("CUDA_INJECTION64_PATH"))
+
+
+class TableTest(unittest.TestCase):
+    def rows(self):
+        rows = []
+        for b in (4000.0, 5000.0, 6000.0):  # per-process baselines differ; the added cost not
+            rows += [row("tiny", "none", b, b),
+                     row("tiny", "kp", b, b + 400.0, kp_kernels=7500),
+                     row("tiny", "floor", b, b + 500.0),
+                     row("tiny", "floor_kernel", b, b + 250.0),
+                     row("tiny", "torch_prof", b, b + 1000.0)]
+        return rows
+
+    def test_ratios_from_each_runs_own_added_cost(self):
+        text = pc.table(self.rows())
+        line = [l for l in text.splitlines() if l.startswith("| tiny | 0.")][0]
+        cells = [c.strip() for c in line.split("|")[1:-1]]
+        self.assertEqual(cells[1:5], ["0.800", "0.400", "0.500", "0.250"])
+        self.assertEqual(cells[5], "+8.00 %")  # 400 over the median baseline's 5000
+
+    def test_per_iteration_units(self):
+        text = pc.table(self.rows())
+        kp = [l for l in text.splitlines() if l.startswith("| tiny | kp |")][0]
+        self.assertIn("+8 [+8..+8]", kp)  # 400 us per step of 50 iterations
+        self.assertIn("7500..7500", kp)
+
+    def test_failed_runs_listed_and_ignored(self):
+        rows = self.rows() + [{"pass": 2, "workload": "tiny", "tool": "kp", "rc": 1,
+                               "error": "kp: bad"}]
+        text = pc.table(rows)
+        self.assertIn("- tiny/kp pass 2: rc 1, kp: bad", text)
+        self.assertIn("| tiny | kp | 3 |", text)
+
+    def test_no_ratio_against_a_tool_that_cost_nothing(self):
+        rows = [row("train", "kp", 10000.0, 10500.0), row("train", "floor", 10000.0, 9990.0)]
+        line = [l for l in pc.table(rows).splitlines() if l.startswith("| train | ")][-1]
+        self.assertEqual(line.split("|")[2].strip(), "–")
+
+
+class RunOneTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        os.makedirs(os.path.join(self.dir, "bin"))
+        self.addCleanup(shutil.rmtree, self.dir)
+
+    def fake_loop(self, body):
+        path = os.path.join(self.dir, "launch_loop")
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n" + body + "\n")
+        os.chmod(path, 0o755)
+
+    def args(self):
+        return args_for(self.dir, cpus=",".join(str(c) for c in sorted(os.sched_getaffinity(0))))
+
+    def test_parses_step_times(self):
+        steps = [100.0] * pc.FIRST + [130.0] * pc.COUNT + [101.0] * (pc.STEPS - 60)
+        self.fake_loop("echo launch_loop: done; echo '%s'" % json.dumps({"step_us": steps}))
+        r = pc.run_one(self.args(), self.dir, "launch", "none", 1)
+        self.assertEqual((r["before"], r["inside"], r["after"]), (100.0, 130.0, 101.0))
+        self.assertNotIn("error", r)
+
+    def test_wrong_step_count_is_an_error(self):
+        self.fake_loop("echo '%s'" % json.dumps({"step_us": [1.0] * 10}))
+        r = pc.run_one(self.args(), self.dir, "launch", "none", 1)
+        self.assertIn("10 step times", r["error"])
+
+    def test_failed_program_keeps_its_last_error_line(self):
+        self.fake_loop("echo 'CUDA error: no device' >&2; exit 3")
+        r = pc.run_one(self.args(), self.dir, "launch", "none", 1)
+        self.assertEqual(r["rc"], 3)
+        self.assertEqual(r["error"], "CUDA error: no device")
+
+    def test_floor_line_read_from_stderr(self):
+        steps = [1.0] * pc.STEPS
+        self.fake_loop("echo '%s'; echo 'kpfloor: {\"kernels\": 90000}' >&2" %
+                       json.dumps({"step_us": steps}))
+        r = pc.run_one(self.args(), self.dir, "launch", "none", 1)
+        self.assertEqual(r["floor"]["kernels"], 90000)
+
+
+@unittest.skipUnless(os.environ.get("KPFLOOR_LIB"), "KPFLOOR_LIB (libkpfloor.so) not given")
+class FloorExportsTest(unittest.TestCase):
+    def test_floor_exports_both_injection_entry_points(self):
+        nm = shutil.which("nm")
+        if nm is None:
+            self.skipTest("nm not found")
+        out = subprocess.run([nm, "-D", "--defined-only", os.environ["KPFLOOR_LIB"]],
+                             capture_output=True, text=True, check=True).stdout
+        names = {line.split()[-1] for line in out.splitlines() if line.strip()}
+        self.assertIn("InitializeInjection", names)
+        self.assertIn("InitializeInjectionNvtx2", names)
+
+
+if __name__ == "__main__":
+    unittest.main()
