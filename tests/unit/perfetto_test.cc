@@ -241,7 +241,7 @@ PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
   kp_test::perfetto::Trace trace;
   EXPECT_TRUE(trace.ParseFromString(bytes));
   std::map<uint64_t, kp_test::perfetto::TrackDescriptor> tracks;
-  std::map<uint32_t, std::map<uint64_t, std::string>> event_names, arg_names;
+  std::map<uint32_t, std::map<uint64_t, std::string>> event_names, arg_names, string_values;
   std::set<uint32_t> sequences_started;
   struct Ev {
     uint64_t ts;
@@ -266,6 +266,10 @@ PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
     }
     for (const auto& e : pkt.interned_data().debug_annotation_names()) {
       EXPECT_TRUE(arg_names[seq].emplace(e.iid(), e.name()).second);
+    }
+    for (const auto& e : pkt.interned_data().debug_annotation_string_values()) {
+      EXPECT_GE(e.iid(), 1u);
+      EXPECT_TRUE(string_values[seq].emplace(e.iid(), e.name()).second) << "value iid reused";
     }
     if (pkt.has_track_descriptor()) {
       const auto& td = pkt.track_descriptor();
@@ -292,6 +296,10 @@ PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
     }
     for (const auto& da : te.debug_annotations()) {
       EXPECT_TRUE(arg_names[seq].count(da.name_iid())) << "annotation name iid unresolved";
+      if (da.has_string_value_iid()) {
+        EXPECT_TRUE(string_values[seq].count(da.string_value_iid()))
+            << "annotation string value iid unresolved";
+      }
     }
     std::string name;
     if (te.type() != 2 && te.type() != 4) {
@@ -390,6 +398,57 @@ TEST(PerfettoExporter, DecodesWithLibprotobufAndHoldsEveryRecord) {
                           [](const std::string& n) { return n.rfind("[kp profiler] ", 0) == 0; }),
             want.internal_kernels);
   EXPECT_EQ(exporter.anomalies().gpu_records_on_extra_lanes, 0u);
+}
+
+// A kernel's mangled name, grid, block and cluster and a copy's kinds repeat on every record:
+// they are interned values (debug_annotation_string_values), each text written once per
+// sequence, and resolve to the record's own values.
+TEST(PerfettoExporter, RepeatedArgumentValuesAreInterned) {
+  const std::string in = "perfetto_values_input.kptrace";
+  FixedTraceCounts want = WriteFixedTrace(in, 4242);
+  kp::ExportOptions opt;
+  opt.output = "perfetto_values_output.pftrace";
+  kp::PerfettoExporter exporter(opt);
+  ASSERT_TRUE(IsOk(ExportFiles(exporter, {in})));
+  kp_test::perfetto::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
+  std::map<uint64_t, std::string> arg_names, values;
+  std::map<std::string, int> times_interned;
+  std::map<std::string, std::multiset<std::string>> seen;  // argument name -> resolved values
+  size_t inline_strings = 0;
+  for (const auto& pkt : trace.packet()) {
+    for (const auto& e : pkt.interned_data().debug_annotation_names())
+      arg_names[e.iid()] = e.name();
+    for (const auto& e : pkt.interned_data().debug_annotation_string_values()) {
+      values[e.iid()] = e.name();
+      ++times_interned[e.name()];
+    }
+    if (!pkt.has_track_event()) continue;
+    for (const auto& da : pkt.track_event().debug_annotations()) {
+      const std::string& name = arg_names[da.name_iid()];
+      if (da.has_string_value_iid()) {
+        ASSERT_TRUE(values.count(da.string_value_iid())) << name;
+        seen[name].insert(values[da.string_value_iid()]);
+      } else if (da.has_string_value() &&
+                 (name == "mangled name" || name == "grid" || name == "src memory")) {
+        ++inline_strings;
+      }
+    }
+  }
+  EXPECT_EQ(inline_strings, 0u);
+  for (const auto& [text, n] : times_interned) EXPECT_EQ(n, 1) << text << " interned twice";
+  EXPECT_EQ(seen["mangled name"].size(), want.kernels);
+  // The fixed trace's kernels: 18 stencils and 2 of a kernel whose name needs escaping.
+  EXPECT_EQ(seen["mangled name"].count("_Z7stencilPfS_i"), want.kernels - 2);
+  EXPECT_EQ(seen["mangled name"].count(kOddKernel), 2u);
+  for (const std::string& g : seen["grid"]) {
+    EXPECT_TRUE(g.size() >= 7 && g.front() == '(' && g.back() == ')') << g;
+  }
+  EXPECT_EQ(seen["block"].size(), want.kernels);
+  EXPECT_EQ(seen["cluster"].size(), want.kernels);
+  EXPECT_EQ(seen["src memory"].size(), want.memcpys);
+  EXPECT_EQ(seen["kind"].size(), want.memcpys);
+  EXPECT_EQ(seen["memory kind"].size(), want.memsets);
 }
 
 TEST(PerfettoExporter, TrackLayout) {

@@ -229,6 +229,7 @@ struct Loaded {
   uint64_t flows = 0;
   std::multiset<int64_t> gpu_durations;
   std::multiset<std::pair<std::string, int64_t>> nvtx_depths;
+  std::multiset<std::string> gpu_args;  // kernels' and copies' string arguments, as loaded
   int64_t span = 0;
 };
 
@@ -256,6 +257,19 @@ Loaded Load(const std::string& tp, const std::string& trace, const std::string& 
        Query(tp, trace,
              "SELECT dur FROM " + slices + " WHERE class IN ('kernel', 'memcpy', 'memset')")) {
     l.gpu_durations.insert(std::stoll(row[0]));
+  }
+  // String arguments (Perfetto writes these as interned values): the same text in both formats.
+  auto str_arg = [&](const char* name) {
+    return "coalesce(extract_arg(arg_set_id, '" + arg_prefix + "." + name + "'), '-')";
+  };
+  for (const auto& row :
+       Query(tp, trace,
+             "SELECT " + str_arg("mangled name") + " || ' ' || " + str_arg("grid") + " || ' ' || " +
+                 str_arg("block") + " || ' ' || " + str_arg("cluster") + " || ' ' || " +
+                 str_arg("kind") + " || ' ' || " + str_arg("src memory") + " || ' ' || " +
+                 str_arg("dst memory") + " || ' ' || " + str_arg("memory kind") + " FROM " +
+                 slices + " WHERE class IN ('kernel', 'memcpy', 'memset')")) {
+    l.gpu_args.insert(row[0]);
   }
   for (const auto& row :
        Query(tp, trace, "SELECT name, depth FROM " + slices + " WHERE class = 'nvtx'")) {
@@ -324,6 +338,11 @@ void CheckCase(const std::string& name, const std::vector<std::string>& inputs) 
     EXPECT_TRUE(l->gpu_durations == want.gpu_durations)
         << format << ": every GPU duration as measured (CSV)";
   }
+  EXPECT_EQ(perfetto.gpu_args.size(), want.gpu_durations.size());
+  EXPECT_TRUE(perfetto.gpu_args == chrome.gpu_args)
+      << "kernel and copy arguments (interned in Perfetto) read the same in both formats";
+  const auto unnamed = perfetto.gpu_args.find("- - - - - - - -");
+  EXPECT_TRUE(unnamed == perfetto.gpu_args.end()) << "a GPU record without its arguments";
   // Process groups in rank order, then the processes without a rank in input order (the JSON's
   // process_sort_index; this trace_processor keeps no sort hint of a Perfetto process).
   std::vector<std::string> ordered;

@@ -77,8 +77,10 @@ enum : uint32_t {
   kDaInt = 4,
   kDaDouble = 5,
   kDaString = 6,
+  kDaStringValueIid = 17,
   kIdEventNames = 2,
   kIdDebugAnnotationNames = 3,
+  kIdDebugAnnotationStringValues = 29,
   kIdIid = 1,
   kIdName = 2,
 };
@@ -96,6 +98,20 @@ enum TrackKind : uint64_t {
   kCaptureTrack,
   kPmCounterTrack
 };
+
+// "(x,y,z)" written into `tmp`, as kp::Dim3 spells it.
+constexpr size_t kDim3TextBytes = 40;
+std::string_view Dim3Text(char (&tmp)[kDim3TextBytes], uint32_t x, uint32_t y, uint32_t z) {
+  char* p = tmp;
+  *p++ = '(';
+  p = WriteDecimal(p, x);
+  *p++ = ',';
+  p = WriteDecimal(p, y);
+  *p++ = ',';
+  p = WriteDecimal(p, z);
+  *p++ = ')';
+  return std::string_view(tmp, static_cast<size_t>(p - tmp));
+}
 
 // Protobuf fields appended to an OutputBuffer through the shared wire writer: each write
 // reserves its worst case first, so the writer itself never checks bounds.
@@ -118,18 +134,10 @@ class Proto {
     w.StringAlways(field, s);
     b_->Advance(w.size());
   }
-  // "(x,y,z)" as a string field (three per kernel: hot, no allocation).
+  // "(x,y,z)" as a string field (no allocation).
   void Dim3Bytes(uint32_t field, uint32_t x, uint32_t y, uint32_t z) {
-    char tmp[40];
-    char* p = tmp;
-    *p++ = '(';
-    p = WriteDecimal(p, x);
-    *p++ = ',';
-    p = WriteDecimal(p, y);
-    *p++ = ',';
-    p = WriteDecimal(p, z);
-    *p++ = ')';
-    Bytes(field, std::string_view(tmp, static_cast<size_t>(p - tmp)));
+    char tmp[kDim3TextBytes];
+    Bytes(field, Dim3Text(tmp, x, y, z));
   }
   // A nested message: Begin returns where its length goes, End patches it in.
   size_t Begin(uint32_t field) {
@@ -188,9 +196,13 @@ class Proto {
   OutputBuffer* b_;
 };
 
-// Writes record_args.h's arguments as debug annotations (names interned by ArgId).
+// Writes record_args.h's arguments as debug annotations (names interned by ArgId). A string or
+// dim3 argument whose entry in `value_iids` is set is written as that interned value (a kernel's
+// mangled name, grid, block and cluster; copy and memory kinds): they repeat on every record.
 struct AnnotationSink {
   Proto& w;
+  const uint32_t* value_iids = nullptr;  // kArgCount entries, 0 = written inline
+  uint32_t ValueIid(uint32_t id) const { return value_iids != nullptr ? value_iids[id] : 0; }
   void UInt(uint32_t iid, uint64_t v) { w.VarintAnnotation(iid, kDaUint, v); }
   void Int(uint32_t iid, int64_t v) { w.VarintAnnotation(iid, kDaInt, static_cast<uint64_t>(v)); }
   void Double(uint32_t iid, double v) {
@@ -201,12 +213,14 @@ struct AnnotationSink {
   }
   void Bool(uint32_t iid, bool v) { w.VarintAnnotation(iid, kDaBool, v ? 1 : 0); }
   void Str(uint32_t iid, std::string_view v) {
+    if (uint32_t value = ValueIid(iid)) return w.VarintAnnotation(iid, kDaStringValueIid, value);
     size_t d = w.Begin(kTeDebugAnnotations);
     w.UInt(kDaNameIid, iid);
     w.Bytes(kDaString, v);
     w.End(d);
   }
   void Dim3(uint32_t iid, uint32_t x, uint32_t y, uint32_t z) {
+    if (uint32_t value = ValueIid(iid)) return w.VarintAnnotation(iid, kDaStringValueIid, value);
     size_t d = w.Begin(kTeDebugAnnotations);
     w.UInt(kDaNameIid, iid);
     w.Dim3Bytes(kDaString, x, y, z);
@@ -246,6 +260,18 @@ struct PerfettoExporter::Process {
   uint32_t next_name_iid = 1;
   std::unordered_map<std::string, uint32_t> arg_iids;  // metric-name annotations
   uint32_t next_arg_iid = kArgCount;
+  // Interned debug-annotation string values; per kernel shape (reader shape id) the iids of its
+  // grid, block, cluster and mangled name (grid 0 = not interned yet).
+  std::unordered_map<std::string, uint32_t> string_value_iids;
+  uint32_t next_string_value_iid = 1;
+  // Per kernel shape (reader shape id): its arguments (KernelShapeArgs) encoded once as debug
+  // annotations, their string values interned; `known` false = not encoded yet.
+  struct ShapeArgs {
+    bool known = false;
+    std::string bytes;
+  };
+  std::vector<ShapeArgs> shape_args;
+  ShapeArgs shape_args_scratch;  // a shape id too large to index (a damaged trace)
   std::vector<int8_t> api_flow;  // by string id: 0 unknown, 1 starts a flow, 2 does not
   std::unordered_map<uint32_t, std::string> thread_names;
   std::unordered_map<uint32_t, std::string> threads_described;
@@ -399,6 +425,49 @@ uint32_t PerfettoExporter::InternText(Process& p, const std::string& name) {
     InternedEntry(w, kIdEventNames, it->second, name);
   }
   return it->second;
+}
+
+uint32_t PerfettoExporter::InternStringValue(Process& p, std::string_view text) {
+  auto [it, added] = p.string_value_iids.emplace(std::string(text), p.next_string_value_iid);
+  if (added) {
+    ++p.next_string_value_iid;
+    OpenInterned();
+    Proto w(&buf_);
+    InternedEntry(w, kIdDebugAnnotationStringValues, it->second, text);
+  }
+  return it->second;
+}
+
+std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReader& reader,
+                                                          uint32_t shape_id,
+                                                          const KernelShape& shape) {
+  Process::ShapeArgs* args = &p.shape_args_scratch;
+  args->known = false;
+  if (shape_id < (1u << 24)) {
+    if (shape_id >= p.shape_args.size()) p.shape_args.resize(shape_id + 1);
+    args = &p.shape_args[shape_id];
+  }
+  if (!args->known) {
+    // The string values first (their interned entries go into the open packet), then the
+    // annotations, encoded apart and kept.
+    uint32_t values[kArgCount] = {};
+    char tmp[kDim3TextBytes];
+    values[kArgGrid] =
+        InternStringValue(p, Dim3Text(tmp, shape.grid_x(), shape.grid_y(), shape.grid_z()));
+    values[kArgBlock] =
+        InternStringValue(p, Dim3Text(tmp, shape.block_x(), shape.block_y(), shape.block_z()));
+    values[kArgCluster] = InternStringValue(
+        p, Dim3Text(tmp, shape.cluster_x(), shape.cluster_y(), shape.cluster_z()));
+    const std::string_view mangled = reader.Str(shape.name());
+    values[kArgMangledName] = InternStringValue(p, mangled);
+    OutputBuffer encoded;
+    Proto w(&encoded);
+    AnnotationSink sink{w, values};
+    KernelShapeArgs(shape, mangled, sink);
+    args->bytes.assign(encoded.view());
+    args->known = true;
+  }
+  return args->bytes;
 }
 
 uint32_t PerfettoExporter::InternArg(Process& p, const std::string& name) {
@@ -576,13 +645,14 @@ void PerfettoExporter::EmitThreadNames(Process& p, const Chunk& chunk) {
 
 void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk& chunk) {
   Proto w(&buf_);
-  AnnotationSink args{w};
   for (const LaidOutSlice& s : gpu_) {
+    AnnotationSink args{w};
     uint64_t track = StreamTrack(p, reader, s.track, s.lane);
     BeginEventPacket(p, s.start);
     uint32_t iid = 0;
     uint64_t correlation = 0;
     const KernelShape* shape = nullptr;
+    std::string_view shape_bytes;  // a kernel's shape annotations, encoded once per shape
     if (s.kind == SliceKind::kKernel) {
       const Kernel& k = chunk.kernels(s.index);
       shape = reader.Shape(k.shape());
@@ -591,6 +661,7 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
                 ? InternName(p, reader,
                              shape->demangled() != 0 ? shape->demangled() : shape->name(), internal)
                 : InternText(p, "<unknown kernel>");
+      if (shape != nullptr) shape_bytes = KernelShapeAnnotations(p, reader, k.shape(), *shape);
       correlation = k.correlation();
     } else if (s.kind == SliceKind::kMemcpy) {
       const Memcpy& m = chunk.memcpys(s.index);
@@ -599,10 +670,17 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
         p.memcpy_iid[kind] = InternText(p, std::string("Memcpy ") + CopyKindName(kind));
       }
       iid = p.memcpy_iid[kind];
+      value_iids_[kArgKind] = InternStringValue(p, CopyKindName(m.copy_kind()));
+      value_iids_[kArgSrcKind] = InternStringValue(p, MemoryKindName(m.src_kind()));
+      value_iids_[kArgDstKind] = InternStringValue(p, MemoryKindName(m.dst_kind()));
+      args.value_iids = value_iids_;
       correlation = m.correlation();
     } else {
       if (p.memset_iid == 0) p.memset_iid = InternText(p, "Memset");
       iid = p.memset_iid;
+      value_iids_[kArgMemoryKind] =
+          InternStringValue(p, MemoryKindName(chunk.memsets(s.index).memory_kind()));
+      args.value_iids = value_iids_;
       correlation = chunk.memsets(s.index).correlation();
     }
     BeginTrackEvent(kSliceBegin, track, iid);
@@ -616,8 +694,8 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
       w.End(le);
     }
     if (s.kind == SliceKind::kKernel) {
-      const Kernel& k = chunk.kernels(s.index);
-      KernelArgs(k, shape, shape != nullptr ? reader.Str(shape->name()) : "", args);
+      buf_.Append(shape_bytes);
+      KernelLaunchArgs(chunk.kernels(s.index), args);
     } else if (s.kind == SliceKind::kMemcpy) {
       MemcpyArgs(chunk.memcpys(s.index), args);
     } else {

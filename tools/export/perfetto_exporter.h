@@ -23,6 +23,7 @@
 #include "kptrace.pb.h"
 #include "tools/export/exporter.h"
 #include "tools/export/output_buffer.h"
+#include "tools/export/record_args.h"
 #include "tools/export/timeline_layout.h"
 
 namespace kp {
@@ -76,6 +77,12 @@ class PerfettoExporter final : public Exporter {
   uint32_t InternName(Process& p, TraceReader& reader, uint32_t string_id, bool internal);
   uint32_t InternText(Process& p, const std::string& name);
   uint32_t InternArg(Process& p, const std::string& name);
+  // An interned debug-annotation string value (InternedData.debug_annotation_string_values).
+  uint32_t InternStringValue(Process& p, std::string_view text);
+  // A kernel shape's KernelShapeArgs as encoded debug annotations, their string values
+  // interned: made once per shape, copied into every launch of it.
+  std::string_view KernelShapeAnnotations(Process& p, TraceReader& reader, uint32_t shape_id,
+                                          const KernelShape& shape);
   void BeginTrackEvent(uint32_t type, uint64_t track, uint32_t name_iid);
   void EndEventPacket();
   void EndSlice(const Process& p, uint64_t ts, uint64_t track);
@@ -95,6 +102,7 @@ class PerfettoExporter final : public Exporter {
   std::vector<LaidOutSlice> gpu_, cpu_, metrics_, sync_, overhead_;
   // The event packet being written.
   size_t packet_ = 0, interned_ = 0, event_ = 0;
+  uint32_t value_iids_[kArgCount] = {};  // the current event's interned argument values
 };
 
 }  // namespace kp

@@ -62,23 +62,32 @@ void GraphArgs(uint32_t graph_id, uint64_t node_id, Sink& s) {
   s.UInt(kArgGraphNodeId, node_id);
 }
 
-// `mangled` is the shape's mangled name (shape may be null for a damaged trace).
+// A kernel's arguments in two parts: those of its shape (the same for every launch of it, so
+// the Perfetto exporter encodes them once per shape) and those of the launch.
+// `mangled` is the shape's mangled name.
 template <typename Sink>
-void KernelArgs(const Kernel& k, const KernelShape* shape, std::string_view mangled, Sink& s) {
-  if (shape != nullptr) {
-    s.Dim3(kArgGrid, shape->grid_x(), shape->grid_y(), shape->grid_z());
-    s.Dim3(kArgBlock, shape->block_x(), shape->block_y(), shape->block_z());
-    s.Dim3(kArgCluster, shape->cluster_x(), shape->cluster_y(), shape->cluster_z());
-    s.UInt(kArgRegisters, shape->registers_per_thread());
-    s.UInt(kArgStaticShared, shape->static_shared_bytes());
-    s.UInt(kArgDynamicShared, shape->dynamic_shared_bytes());
-    s.Str(kArgMangledName, mangled);
-  }
+void KernelShapeArgs(const KernelShape& shape, std::string_view mangled, Sink& s) {
+  s.Dim3(kArgGrid, shape.grid_x(), shape.grid_y(), shape.grid_z());
+  s.Dim3(kArgBlock, shape.block_x(), shape.block_y(), shape.block_z());
+  s.Dim3(kArgCluster, shape.cluster_x(), shape.cluster_y(), shape.cluster_z());
+  s.UInt(kArgRegisters, shape.registers_per_thread());
+  s.UInt(kArgStaticShared, shape.static_shared_bytes());
+  s.UInt(kArgDynamicShared, shape.dynamic_shared_bytes());
+  s.Str(kArgMangledName, mangled);
+}
+template <typename Sink>
+void KernelLaunchArgs(const Kernel& k, Sink& s) {
   s.UInt(kArgCorrelation, k.correlation());
   s.UInt(kArgStream, k.stream());
   s.UInt(kArgDevice, k.device());
   s.UInt(kArgContext, k.context());
   GraphArgs(k.graph_id(), k.graph_node_id(), s);
+}
+// Both parts (shape may be null for a damaged trace).
+template <typename Sink>
+void KernelArgs(const Kernel& k, const KernelShape* shape, std::string_view mangled, Sink& s) {
+  if (shape != nullptr) KernelShapeArgs(*shape, mangled, s);
+  KernelLaunchArgs(k, s);
 }
 
 template <typename Sink>
