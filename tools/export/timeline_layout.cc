@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "common/sort_runs.h"
 #include "common/time_math.h"
 
 namespace kp {
@@ -76,8 +77,8 @@ struct StartOrder {
 };
 
 // Sorts by SliceOrder. A chunk holds few tracks (streams, threads), and each track's records
-// mostly arrive in time order: records are grouped by track (a stable counting pass) and only a
-// group out of order is sorted, which costs a fraction of one general sort of the chunk.
+// mostly arrive in time order: records are grouped by track (a stable counting pass) and each
+// group's runs are merged (common/sort_runs.h), a fraction of one general sort of the chunk.
 void SortSlices(std::vector<LaidOutSlice>* slices, std::vector<LaidOutSlice>* scratch) {
   std::vector<LaidOutSlice>& v = *slices;
   if (v.size() < 2 || std::is_sorted(v.begin(), v.end(), SliceOrder())) return;
@@ -120,7 +121,7 @@ void SortSlices(std::vector<LaidOutSlice>* slices, std::vector<LaidOutSlice>* sc
   for (size_t g = 0; g < groups; ++g) {
     auto first = v.begin() + static_cast<ptrdiff_t>(offset[g]);
     auto last = first + static_cast<ptrdiff_t>(counts[g]);
-    if (!std::is_sorted(first, last, StartOrder())) std::sort(first, last, StartOrder());
+    SortRuns(first, last, StartOrder());
   }
 }
 

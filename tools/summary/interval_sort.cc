@@ -6,6 +6,8 @@
 #include <cstring>
 #include <queue>
 
+#include "common/sort_runs.h"
+
 namespace kp {
 namespace {
 
@@ -25,8 +27,8 @@ struct StartBefore {
 };
 
 // Sorts by (key, start). There are few keys (devices, streams) and each key's intervals mostly
-// arrive in time order: they are grouped by key in one counting pass, and only a group out of
-// order is sorted, by start alone.
+// arrive in time order: they are grouped by key in one counting pass, and each group's runs are
+// merged by start (common/sort_runs.h).
 void SortRun(std::vector<KeyedInterval>* v) {
   if (std::is_sorted(v->begin(), v->end(), Before())) return;
   constexpr size_t kMaxKeys = 64;
@@ -70,7 +72,7 @@ void SortRun(std::vector<KeyedInterval>* v) {
   for (size_t g = 0; g < n; ++g) {
     auto first = v->begin() + static_cast<ptrdiff_t>(offset[g]);
     auto end = first + static_cast<ptrdiff_t>(counts[g]);
-    if (!std::is_sorted(first, end, StartBefore())) std::sort(first, end, StartBefore());
+    SortRuns(first, end, StartBefore());
   }
 }
 
