@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 
 #include "tools/reader/fixed_trace.h"
@@ -77,6 +79,26 @@ TEST(Summary, NearestRankAndPopulationStdMatchIndependentValues) {
   EXPECT_TRUE(ComputeDurationStats(&flat).stable);
   std::vector<int64_t> odd = {5, 1, 3};
   EXPECT_EQ(ComputeDurationStats(&odd).median, 3);
+}
+
+// The percentiles come from selection (nth_element), not a sort: every size from 1 to 300,
+// with ties, against the nearest ranks of a sorted copy.
+TEST(Summary, SelectedPercentilesMatchASortedCopy) {
+  std::mt19937_64 rng(11);
+  for (size_t n = 1; n <= 300; ++n) {
+    std::vector<int64_t> v(n);
+    for (int64_t& x : v) x = static_cast<int64_t>(rng() % (n / 3 + 2)) - 1;  // ties, a -1
+    std::vector<int64_t> sorted = v;
+    std::sort(sorted.begin(), sorted.end());
+    const DurationStats d = ComputeDurationStats(&v);
+    ASSERT_EQ(d.median, NearestRank(sorted, 50)) << n;
+    ASSERT_EQ(d.p95, NearestRank(sorted, 95)) << n;
+    ASSERT_EQ(d.p99, NearestRank(sorted, 99)) << n;
+    ASSERT_EQ(d.min, static_cast<double>(sorted.front())) << n;
+    ASSERT_EQ(d.max, static_cast<double>(sorted.back())) << n;
+    std::sort(v.begin(), v.end());
+    ASSERT_EQ(v, sorted) << "the values are reordered, none lost";
+  }
 }
 
 TEST(Summary, KernelTableBusyAndIdleReading) {

@@ -128,7 +128,7 @@ double DurationSketch::Percentile(double p) {
 
 DurationStats DurationSketch::Stats() {
   if (exact_) {
-    sorted_ = true;
+    sorted_ = false;  // reordered by the percentile selection, not sorted
     return ComputeDurationStats(&values_);
   }
   DurationStats s;

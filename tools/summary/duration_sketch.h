@@ -46,10 +46,10 @@ class DurationSketch {
   void Add(int64_t v, SketchBudget* budget);
   uint64_t count() const { return count_; }
   bool exact() const { return exact_; }
-  // Every value kept (exact() only); sorted once Stats() or Percentile() was called.
+  // Every value kept (exact() only), in no particular order.
   const std::vector<int64_t>& values() const { return values_; }
   // The statistics; nearest-rank percentiles exact while exact(), else within the bound above.
-  // Sorts the kept values.
+  // Reorders the kept values.
   DurationStats Stats();
   // Nearest-rank percentile (p in (0, 100]); 0 when empty. Sorts the kept values.
   double Percentile(double p);

@@ -223,11 +223,33 @@ double NearestRank(const std::vector<int64_t>& sorted, double p) {
   return static_cast<double>(sorted[std::min(idx, sorted.size() - 1)]);
 }
 
+namespace {
+
+// The index of the nearest-rank p-th percentile among n values.
+size_t NearestRankIndex(size_t n, double p) {
+  double rank = std::ceil(p / 100.0 * static_cast<double>(n));
+  size_t idx = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
+  return std::min(idx, n - 1);
+}
+
+}  // namespace
+
 DurationStats ComputeDurationStats(std::vector<int64_t>* v) {
   DurationStats s;
   if (v->empty()) return s;
-  std::sort(v->begin(), v->end());
-  s.count = v->size();
+  // Selection, not a sort: each percentile's element is put in place with nth_element, the
+  // later ones in the part after the earlier (linear time; the values end partly ordered).
+  const size_t n = v->size();
+  const size_t i50 = NearestRankIndex(n, 50), i95 = NearestRankIndex(n, 95),
+               i99 = NearestRankIndex(n, 99);
+  auto at = [&](size_t i) { return v->begin() + static_cast<std::ptrdiff_t>(i); };
+  std::nth_element(v->begin(), at(i50), v->end());
+  if (i95 > i50) std::nth_element(at(i50 + 1), at(i95), v->end());
+  if (i99 > i95) std::nth_element(at(i95 + 1), at(i99), v->end());
+  const auto [lo, hi] = std::minmax_element(v->begin(), v->end());
+  s.min = static_cast<double>(*lo);
+  s.max = static_cast<double>(*hi);
+  s.count = n;
   for (int64_t x : *v) s.total += static_cast<double>(x);
   s.mean = s.total / static_cast<double>(s.count);
   double sq = 0;
@@ -235,11 +257,9 @@ DurationStats ComputeDurationStats(std::vector<int64_t>* v) {
   s.std = std::sqrt(sq / static_cast<double>(s.count));
   s.rel_std = s.mean != 0 ? s.std / std::fabs(s.mean) : 0;
   s.stable = s.rel_std < 0.02;
-  s.min = static_cast<double>(v->front());
-  s.max = static_cast<double>(v->back());
-  s.median = NearestRank(*v, 50);
-  s.p95 = NearestRank(*v, 95);
-  s.p99 = NearestRank(*v, 99);
+  s.median = static_cast<double>((*v)[i50]);
+  s.p95 = static_cast<double>((*v)[i95]);
+  s.p99 = static_cast<double>((*v)[i99]);
   return s;
 }
 

@@ -29,7 +29,7 @@ struct DurationStats {
   double total = 0, min = 0, median = 0, p95 = 0, p99 = 0, max = 0, mean = 0, std = 0, rel_std = 0;
   bool stable = false;
 };
-// Sorts `values` in place.
+// Reorders `values` in place (percentile selection; not a full sort).
 DurationStats ComputeDurationStats(std::vector<int64_t>* values);
 // Nearest-rank percentile of sorted values (p in (0, 100]).
 double NearestRank(const std::vector<int64_t>& sorted, double p);
