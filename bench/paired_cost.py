@@ -4,8 +4,9 @@ Each run is one process of 90 timed steps, each an NVTX range "step"; a tool tra
 30-59 only and the process's own untraced steps 0-29 are its baseline. A tool's added cost in a
 run is median(steps 30-59) - median(steps 0-29); steps 60-89 ("after") show whether any cost
 outlives the window. Comparing steps of one process removes the process-to-process spread of
-this kind of machine (the same program's time varies by +-15 % from one process to the next),
-which swamps differences of a few percent between separate processes (bench/run.sh).
+this kind of machine (on the H200 VM the same program's untraced time differed by up to 27-73 %
+between processes of one pass), which swamps differences of a few percent between separate
+processes (bench/run.sh).
 
 Tools (each run pinned to the same CPUs, tools interleaved in a rotating order per pass):
   none         no tool: the bias of the three segments (should be ~0)
@@ -184,6 +185,7 @@ def main(argv=None):
     parser.add_argument("--cpus", default=os.environ.get("KP_BENCH_CPUS", "2-5"))
     parser.add_argument("--python", default=sys.executable or "python3")
     parser.add_argument("--nvcc", default=shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc")
+    parser.add_argument("--arch", default="sm_90", help="nvcc -arch for the launch loop")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--run-timeout", type=int, default=120)
@@ -199,7 +201,7 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     work = tempfile.mkdtemp(prefix="kp-paired-")
     if "launch" in workloads:
-        build = subprocess.run([args.nvcc, "-arch=sm_90", "-O2", "-o",
+        build = subprocess.run([args.nvcc, "-arch=" + args.arch, "-O2", "-o",
                                 os.path.join(work, "launch_loop"),
                                 os.path.join(HERE, "workloads", "launch_loop.cu")],
                                capture_output=True, text=True)

@@ -463,10 +463,11 @@ class Bench:
                 "-I" + os.path.join(self.cuda_home, "extras", "CUPTI", "include"),
                 "-I" + os.path.dirname(HERE), os.path.join(HERE, "floor", "cupti_floor.cc"),
                 os.path.join(os.path.dirname(HERE), "inject", "cupti", "api_selection.cc"),
+                os.path.join(os.path.dirname(HERE), "inject", "cupti", "nvtx_forward.cc"),
                 "-o", self.floor_lib]
         for d in cupti_dirs:
             argv += ["-L" + d, "-Wl,-rpath," + d]
-        argv += ["-Wl,--disable-new-dtags", "-lcupti"]
+        argv += ["-Wl,--disable-new-dtags", "-Wl,--no-undefined", "-lcupti"]
         rc, out, err = capture(argv, timeout_s=300)
         if rc != 0:
             raise RuntimeError("building libkpfloor.so failed: %s" % (err or out))

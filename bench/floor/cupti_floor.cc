@@ -8,7 +8,7 @@
 //
 // KPFLOOR_KINDS: comma list of
 //   kernel, memcpy (MEMCPY + MEMCPY2), memset, sync, overhead, nvtx (MARKER, MARKER_DATA, NAME;
-//   NVTX_INJECTION64_PATH must name libcupti), graph,
+//   NVTX_INJECTION64_PATH must name this library), graph,
 //   runtime, driver (every call as RUNTIME / DRIVER activity),
 //   api_launch (per-cbid RUNTIME/DRIVER activity on kp's launch-related selection, KP_API=launch),
 //   cb_launch (callbacks on the kernel-launch cbids), cb_copy (callbacks on memcpy/memset cbids),
@@ -23,7 +23,7 @@
 // FIRST-th nvtxRangePushA("step") (counting from 0) only that push's callback is on; the kinds and
 // callbacks above are on from then until the (FIRST+COUNT)-th push, then off again, and so is the
 // push callback (kp's trigger also stops once its window is done). NVTX_INJECTION64_PATH must
-// name libcupti. KPFLOOR_DETACH=1: at the window's end the floor also force-flushes and calls
+// name this library. KPFLOOR_DETACH=1: at the window's end the floor also force-flushes and calls
 // cuptiFinalize (in that NVTX callback, without waiting for kernels still running: the floor
 // counts records, it does not keep them), so CUPTI detaches from the process.
 //

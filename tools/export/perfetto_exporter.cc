@@ -260,8 +260,7 @@ struct PerfettoExporter::Process {
   uint32_t next_name_iid = 1;
   std::unordered_map<std::string, uint32_t> arg_iids;  // metric-name annotations
   uint32_t next_arg_iid = kArgCount;
-  // Interned debug-annotation string values; per kernel shape (reader shape id) the iids of its
-  // grid, block, cluster and mangled name (grid 0 = not interned yet).
+  // Interned debug-annotation string values: text -> iid.
   std::unordered_map<std::string, uint32_t> string_value_iids;
   uint32_t next_string_value_iid = 1;
   // Per kernel shape (reader shape id): its arguments (KernelShapeArgs) encoded once as debug
@@ -272,6 +271,7 @@ struct PerfettoExporter::Process {
   };
   std::vector<ShapeArgs> shape_args;
   ShapeArgs shape_args_scratch;  // a shape id too large to index (a damaged trace)
+  static constexpr uint32_t kMaxIndexedShape = 1u << 20;
   std::vector<int8_t> api_flow;  // by string id: 0 unknown, 1 starts a flow, 2 does not
   std::unordered_map<uint32_t, std::string> thread_names;
   std::unordered_map<uint32_t, std::string> threads_described;
@@ -443,7 +443,7 @@ std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReade
                                                           const KernelShape& shape) {
   Process::ShapeArgs* args = &p.shape_args_scratch;
   args->known = false;
-  if (shape_id < (1u << 24)) {
+  if (shape_id < Process::kMaxIndexedShape) {
     if (shape_id >= p.shape_args.size()) p.shape_args.resize(shape_id + 1);
     args = &p.shape_args[shape_id];
   }
@@ -647,6 +647,7 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
   Proto w(&buf_);
   for (const LaidOutSlice& s : gpu_) {
     AnnotationSink args{w};
+    uint32_t values[kArgCount] = {};  // this record's interned argument values
     uint64_t track = StreamTrack(p, reader, s.track, s.lane);
     BeginEventPacket(p, s.start);
     uint32_t iid = 0;
@@ -670,17 +671,17 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
         p.memcpy_iid[kind] = InternText(p, std::string("Memcpy ") + CopyKindName(kind));
       }
       iid = p.memcpy_iid[kind];
-      value_iids_[kArgKind] = InternStringValue(p, CopyKindName(m.copy_kind()));
-      value_iids_[kArgSrcKind] = InternStringValue(p, MemoryKindName(m.src_kind()));
-      value_iids_[kArgDstKind] = InternStringValue(p, MemoryKindName(m.dst_kind()));
-      args.value_iids = value_iids_;
+      values[kArgKind] = InternStringValue(p, CopyKindName(m.copy_kind()));
+      values[kArgSrcKind] = InternStringValue(p, MemoryKindName(m.src_kind()));
+      values[kArgDstKind] = InternStringValue(p, MemoryKindName(m.dst_kind()));
+      args.value_iids = values;
       correlation = m.correlation();
     } else {
       if (p.memset_iid == 0) p.memset_iid = InternText(p, "Memset");
       iid = p.memset_iid;
-      value_iids_[kArgMemoryKind] =
+      values[kArgMemoryKind] =
           InternStringValue(p, MemoryKindName(chunk.memsets(s.index).memory_kind()));
-      args.value_iids = value_iids_;
+      args.value_iids = values;
       correlation = chunk.memsets(s.index).correlation();
     }
     BeginTrackEvent(kSliceBegin, track, iid);

@@ -23,7 +23,6 @@
 #include "kptrace.pb.h"
 #include "tools/export/exporter.h"
 #include "tools/export/output_buffer.h"
-#include "tools/export/record_args.h"
 #include "tools/export/timeline_layout.h"
 
 namespace kp {
@@ -102,7 +101,6 @@ class PerfettoExporter final : public Exporter {
   std::vector<LaidOutSlice> gpu_, cpu_, metrics_, sync_, overhead_;
   // The event packet being written.
   size_t packet_ = 0, interned_ = 0, event_ = 0;
-  uint32_t value_iids_[kArgCount] = {};  // the current event's interned argument values
 };
 
 }  // namespace kp

@@ -38,7 +38,7 @@ struct NamedStats {
   std::string name, domain;
   DurationStats stats;
   double share = 0;              // of GPU time (kernels) or of wall span (ranges)
-  std::vector<int64_t> samples;  // every duration, sorted; only with SummaryOptions::keep_samples
+  std::vector<int64_t> samples;  // every duration, in no order; only with keep_samples
 };
 
 struct CopyStats {
