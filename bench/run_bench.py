@@ -7,7 +7,9 @@ and judges kp's defaults against the targets: added cost <= 1.05x the bare CUPTI
 same kinds on the launch loop, the tiny-op loop and the training step; <= half of torch.profiler
 (CUDA only)'s added cost on the tiny-op loop and the training step; training step <= 1.03x no
 tool; <= 6 bytes per kernel; no drops and host memory flat after 15 s over a 60 s soak at full
-launch rate.
+launch rate. With --paired-passes N it then runs bench/paired_cost.py (each tool against the
+same process's untraced steps, free of the process-to-process spread) in what is left of the
+budget and appends its tables.
 
 Output: a Markdown report on stdout and in OUT/bench_results.md, raw numbers in OUT/bench_raw.json.
 """
@@ -688,6 +690,7 @@ class Bench:
             self.notes.append("PyTorch unavailable: torch workloads and torch.profiler skipped")
         schedule = interleaved_schedule(names, self.args.rounds, self.args.seed)
         soak_reserve = 0 if self.args.skip_soak else self.soak_seconds() + 15
+        soak_reserve += self.args.paired_passes * PAIRED_PASS_S
         last_round_s = 0.0
         for round_index, order in enumerate(schedule, 1):
             elapsed = time.perf_counter() - self.t0
@@ -787,10 +790,40 @@ class Bench:
         else:
             self.notes.append("no kp trace of the launch loop: convert throughput not measured")
         self.phase("convert", started)
-        report = build_report(self.setup_info, self.runs, soak, convert, self.phases, self.notes,
-                              self.kp_launch_mode, time.perf_counter() - self.t0,
-                              uncompressed=uncompressed)
-        return report
+        paired = None
+        if self.args.paired_passes > 0:
+            started = time.perf_counter()
+            paired = self.paired()
+            self.phase("paired (within-process) cost", started)
+        markdown, raw = build_report(self.setup_info, self.runs, soak, convert, self.phases,
+                                     self.notes, self.kp_launch_mode,
+                                     time.perf_counter() - self.t0, uncompressed=uncompressed)
+        if paired is not None:
+            markdown += ("\n## Within one process (bench/paired_cost.sh)\n\nThe cost targets "
+                         "judged free of the process-to-process spread: each tool traces steps "
+                         "30-59 of a 90-step loop against the same process's untraced steps "
+                         "(bench/README.md).\n\n" + paired + "\n")
+            raw["paired_cost"] = paired
+        return markdown, raw
+
+    def paired(self):
+        """bench/paired_cost.py with what is left of the budget; its tables, or a note."""
+        import paired_cost  # bench/paired_cost.py, beside this file
+
+        left = int(self.args.budget_s - (time.perf_counter() - self.t0))
+        out = os.path.join(self.args.out, "paired")
+        argv = [self.dist, "--passes", str(self.args.paired_passes), "--budget-s",
+                str(max(left, 1)), "--cpus",
+                ",".join(str(c) for c in (self.cpus or sorted(os.sched_getaffinity(0)))),
+                "--python", self.args.python, "--arch", self.args.arch, "--out", out]
+        try:
+            paired_cost.main(argv)
+            with open(os.path.join(out, "paired_cost.md")) as f:
+                text = f.read()
+        except Exception as error:  # a failed diagnostic must not lose the report
+            self.notes.append("paired cost not measured: %s" % error)
+            return None
+        return text[text.index("Each run:"):] if "Each run:" in text else text
 
 
 def _last_line(text):
@@ -826,6 +859,7 @@ LAUNCH_ATTRIBUTION = (
 # NVTX marker activity, callbacks on the launch-related calls, copy kinds at the first copy) and
 # for kp's former defaults (KP_API=launch-activity, sync and overhead on).
 FLOOR_KINDS_OF_KP_DEFAULTS = "kernel,nvtx,cb_api,lazy_copy"
+PAIRED_PASS_S = 105  # one pass of bench/paired_cost.py on the H200 VM
 FLOOR_KINDS_OF_OLD_DEFAULTS = "kernel,memcpy,memset,api_launch,nvtx,sync,overhead"
 
 
@@ -1139,6 +1173,9 @@ def main(argv=None):
     parser.add_argument("--budget-s", type=int, default=540,
                         help="start no round that would push the run (soak included) past this")
     parser.add_argument("--keep-work", action="store_true", help="keep traces and logs")
+    parser.add_argument("--paired-passes", type=int, default=0,
+                        help="then bench/paired_cost.py with this many passes (~%d s each), "
+                             "its tables in the report" % PAIRED_PASS_S)
     parser.add_argument("--tools", default="",
                         help="comma list of optional tools to add to none, floor, kp and "
                              "torch_prof_cuda: floor_kernel, floor_old_defaults, "

@@ -3,6 +3,7 @@
 Run by ctest (bench_driver_test) with the system python3; standard library only.
 """
 
+import argparse
 import json
 import os
 import stat
@@ -366,6 +367,58 @@ class ReportTest(unittest.TestCase):
         self.assertIn("| launch loop: kp added cost <= 1.05 x the floor's (same kinds) | UNKNOWN",
                       markdown)
 
+
+
+class PairedPhaseTest(unittest.TestCase):
+    """--paired-passes: bench/paired_cost.py runs in what is left of the budget."""
+
+    def bench(self, out):
+        args = argparse.Namespace(
+            dist=out, out=out, paired_passes=2, budget_s=100000, python="python3",
+            arch="sm_90", cpus="all")
+        b = run_bench.Bench.__new__(run_bench.Bench)  # no GPU set-up: only what paired() reads
+        b.args, b.dist, b.cpus, b.notes = args, out, [0], []
+        b.t0 = run_bench.time.perf_counter()
+        return b
+
+    def test_tables_returned_and_arguments_passed(self):
+        import paired_cost
+        with tempfile.TemporaryDirectory() as out:
+            seen = {}
+
+            def fake_main(argv):
+                seen["argv"] = argv
+                d = argv[argv.index("--out") + 1]
+                os.makedirs(d, exist_ok=True)
+                with open(os.path.join(d, "paired_cost.md"), "w") as f:
+                    f.write("# Paired cost\n\nheader\n\nEach run: the table\n")
+                return 0
+
+            real, paired_cost.main = paired_cost.main, fake_main
+            try:
+                text = self.bench(out).paired()
+            finally:
+                paired_cost.main = real
+            self.assertEqual(text, "Each run: the table\n")
+            argv = seen["argv"]
+            self.assertEqual(argv[argv.index("--passes") + 1], "2")
+            self.assertEqual(argv[argv.index("--cpus") + 1], "0")
+            self.assertGreater(int(argv[argv.index("--budget-s") + 1]), 99000)
+
+    def test_a_failure_becomes_a_note(self):
+        import paired_cost
+
+        def failing(argv):
+            raise RuntimeError("no GPU today")
+
+        with tempfile.TemporaryDirectory() as out:
+            real, paired_cost.main = paired_cost.main, failing
+            try:
+                b = self.bench(out)
+                self.assertIsNone(b.paired())
+            finally:
+                paired_cost.main = real
+            self.assertIn("paired cost not measured: no GPU today", b.notes)
 
 if __name__ == "__main__":
     unittest.main()
