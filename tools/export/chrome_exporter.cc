@@ -293,6 +293,25 @@ bool ChromeExporter::NamePlain(Process& p, TraceReader& reader, uint32_t sid) {
   return p.name_plain[sid] == 1;
 }
 
+std::string_view ChromeExporter::ShapeMembers(Process& p, TraceReader& reader, uint32_t shape_id,
+                                              const KernelShape& shape) {
+  auto members = [&] {
+    JsonWriter w(nullptr);  // never flushed: only its buffer is read
+    JsonArgs sink{w};
+    w.BeginObject();
+    KernelShapeArgs(shape, reader.Str(shape.name()), sink);
+    std::string text = w.buffer();
+    return text.substr(1);  // without the "{"
+  };
+  if (shape_id >= kMaxIndexedShape) {
+    shape_scratch_ = members();
+    return shape_scratch_;
+  }
+  if (shape_id >= p.shape_members.size()) p.shape_members.resize(shape_id + 1);
+  if (p.shape_members[shape_id].empty()) p.shape_members[shape_id] = members();
+  return p.shape_members[shape_id];
+}
+
 void ChromeExporter::BeginComplete(std::string_view members, std::string_view name, int32_t pid,
                                    int64_t tid, uint64_t start, uint64_t end, bool plain) {
   JsonWriter& j = *json_;
@@ -421,7 +440,8 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
       BeginComplete(kCatKernel, name, p.pid, tid, s.start, s.end, plain);
       j.KeyPlain("args");
       j.BeginObject();
-      KernelArgs(k, shape, shape != nullptr ? reader.Str(shape->name()) : "", args);
+      if (shape != nullptr) j.PlainMembers(ShapeMembers(p, reader, k.shape(), *shape));
+      KernelLaunchArgs(k, args);
       j.EndObject();
       j.EndObject();
       correlation = k.correlation();

@@ -118,6 +118,8 @@ class CsvFile {
     Sep();
     buf_.Append(fields);
   }
+  // The fields written so far (a CsvFile never opened builds a fragment for Raw).
+  std::string_view Written() const { return buf_.view(); }
   void EndRow() {
     buf_.Append("\r\n", 2);
     first_ = true;
@@ -286,6 +288,7 @@ class CsvExporter final : public Exporter {
 
   void BeginFile(int file_index, TraceReader& reader) override {
     file_ = file_index;
+    shape_fields_.clear();  // shape ids are the file's own
     std::fill(launches_.begin(), launches_.end(), LaunchEntry{});
     ProcessRow row;
     row.path = reader.path();
@@ -421,14 +424,7 @@ class CsvExporter final : public Exporter {
     Times(f, k.start(), k.duration());
     const KernelShape* s = reader.Shape(k.shape());
     if (s != nullptr) {
-      f.Str(reader.Str(s->demangled()));
-      f.Str(reader.Str(s->name()));
-      for (uint32_t v :
-           {s->grid_x(), s->grid_y(), s->grid_z(), s->block_x(), s->block_y(), s->block_z(),
-            s->cluster_x(), s->cluster_y(), s->cluster_z(), s->registers_per_thread(),
-            s->static_shared_bytes(), s->dynamic_shared_bytes(), s->local_bytes_per_thread()}) {
-        f.U(v);
-      }
+      f.Raw(ShapeFields(reader, k.shape(), *s));
     } else {
       for (int i = 0; i < 15; ++i) f.Empty();
     }
@@ -439,6 +435,30 @@ class CsvExporter final : public Exporter {
     f.U((k.flags() & RECORD_FLAG_PROFILER_INTERNAL) ? 1 : 0);
     Launch(f, k.correlation());
     f.EndRow();
+  }
+
+  // A kernel shape's 15 columns (names, grid, block, cluster, registers, shared and local
+  // memory), formatted once per shape of the file and copied into each of its rows.
+  std::string_view ShapeFields(TraceReader& reader, uint32_t shape_id, const KernelShape& s) {
+    auto format = [&] {
+      CsvFile fields;
+      fields.Str(reader.Str(s.demangled()));
+      fields.Str(reader.Str(s.name()));
+      for (uint32_t v :
+           {s.grid_x(), s.grid_y(), s.grid_z(), s.block_x(), s.block_y(), s.block_z(),
+            s.cluster_x(), s.cluster_y(), s.cluster_z(), s.registers_per_thread(),
+            s.static_shared_bytes(), s.dynamic_shared_bytes(), s.local_bytes_per_thread()}) {
+        fields.U(v);
+      }
+      return std::string(fields.Written());
+    };
+    if (shape_id >= kMaxIndexedShape) {
+      shape_scratch_ = format();
+      return shape_scratch_;
+    }
+    if (shape_id >= shape_fields_.size()) shape_fields_.resize(shape_id + 1);
+    if (shape_fields_[shape_id].empty()) shape_fields_[shape_id] = format();
+    return shape_fields_[shape_id];
   }
 
   void WriteMemcpy(const Memcpy& m) {
@@ -722,6 +742,9 @@ class CsvExporter final : public Exporter {
   uint32_t pid_ = 0;
   uint64_t base_ns_ = 0;
   std::vector<LaunchEntry> launches_;
+  static constexpr uint32_t kMaxIndexedShape = 1u << 20;
+  std::vector<std::string> shape_fields_;  // by shape id, of the file being converted
+  std::string shape_scratch_;              // a shape id too large to index (a damaged trace)
   std::vector<std::string> api_names_;
   std::unordered_map<uint32_t, uint32_t> api_index_;  // string id -> api_names_ index + 1
   std::vector<ProcessRow> processes_;
