@@ -18,11 +18,13 @@
 
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
+#include "perfetto_trace_subset.pb.h"
 #include "tests/unit/status_assertions.h"
 #include "tools/export/chrome_exporter.h"
 #include "tools/export/perfetto_exporter.h"
 #include "tools/export/record_args.h"
 #include "tools/kptrace/commands.h"
+#include "tools/reader/proto_trace_writer.h"
 
 namespace kp_export_test {
 // Defined in perfetto_test.cc (same test executable).
@@ -483,6 +485,87 @@ TEST(RecordArgs, NamesNeedNoJsonEscaping) {
     for (char c : std::string(kp::kArgNames[i])) {
       EXPECT_TRUE(c >= 0x20 && c < 0x7f && c != '"' && c != '\\') << kp::kArgNames[i];
     }
+  }
+}
+
+// Two files whose kernel shape 1 differs (shape ids are each file's own): the exporters cache a
+// shape's arguments per file, so each file's kernels keep their own name and grid.
+std::string OneShapeTrace(const std::string& path, int pid, const std::string& name,
+                          uint32_t grid_x) {
+  kp::ProtoTraceWriter w;
+  kp::Chunk c;
+  c.mutable_header()->set_pid(pid);
+  c.set_time_base_ns(1000000000);
+  kp::InternedString* s = c.add_strings();
+  s->set_id(1);
+  s->set_value(name);
+  kp::KernelShape* sh = c.add_kernel_shapes();
+  sh->set_id(1);
+  sh->set_name(1);
+  sh->set_demangled(1);
+  sh->set_grid_x(grid_x);
+  sh->set_grid_y(1);
+  sh->set_grid_z(1);
+  for (int i = 0; i < 3; ++i) {
+    kp::Kernel* k = c.add_kernels();
+    k->set_start(1000000000 + i * 10000);
+    k->set_duration(5000);
+    k->set_shape(1);
+    k->set_stream(7);
+  }
+  w.Add(c);
+  EXPECT_TRUE(w.WriteFile(path).ok());
+  return path;
+}
+
+TEST(ShapeCaches, EachFileKeepsItsOwnShapes) {
+  const std::string a = OneShapeTrace("shape_a.kptrace", 11, "_Z5alphav", 128);
+  const std::string b = OneShapeTrace("shape_b.kptrace", 22, "_Z4betav", 64);
+  {
+    kp::ExportOptions opt;
+    opt.output = "shapes.json";
+    kp::ChromeExporter exporter(opt);
+    ASSERT_TRUE(IsOk(ExportFiles(exporter, {a, b})));
+    std::multiset<std::string> seen;
+    const json j = json::parse(ReadFile(opt.output));
+    for (const json& e : j["traceEvents"]) {
+      if (e.value("cat", "") != "kernel") continue;
+      seen.insert(std::to_string(e["pid"].get<int>()) + " " +
+                  e["args"]["mangled name"].get<std::string>() + " " +
+                  e["args"]["grid"].get<std::string>());
+    }
+    EXPECT_EQ(seen, (std::multiset<std::string>{"11 _Z5alphav (128,1,1)", "11 _Z5alphav (128,1,1)",
+                                                "11 _Z5alphav (128,1,1)", "22 _Z4betav (64,1,1)",
+                                                "22 _Z4betav (64,1,1)", "22 _Z4betav (64,1,1)"}));
+  }
+  {
+    kp::ExportOptions opt;
+    opt.output = "shapes.pftrace";
+    kp::PerfettoExporter exporter(opt);
+    ASSERT_TRUE(IsOk(ExportFiles(exporter, {a, b})));
+    kp_test::perfetto::Trace trace;
+    ASSERT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
+    std::map<uint32_t, std::map<uint64_t, std::string>> arg_names, values;
+    std::multiset<std::string> seen;
+    for (const auto& pkt : trace.packet()) {
+      const uint32_t seq = pkt.trusted_packet_sequence_id();
+      for (const auto& e : pkt.interned_data().debug_annotation_names()) {
+        arg_names[seq][e.iid()] = e.name();
+      }
+      for (const auto& e : pkt.interned_data().debug_annotation_string_values()) {
+        values[seq][e.iid()] = e.name();
+      }
+      std::string mangled, grid;
+      for (const auto& da : pkt.track_event().debug_annotations()) {
+        const std::string& n = arg_names[seq][da.name_iid()];
+        if (n == "mangled name") mangled = values[seq][da.string_value_iid()];
+        if (n == "grid") grid = values[seq][da.string_value_iid()];
+      }
+      if (!mangled.empty()) seen.insert(mangled + " " + grid);
+    }
+    EXPECT_EQ(seen, (std::multiset<std::string>{"_Z5alphav (128,1,1)", "_Z5alphav (128,1,1)",
+                                                "_Z5alphav (128,1,1)", "_Z4betav (64,1,1)",
+                                                "_Z4betav (64,1,1)", "_Z4betav (64,1,1)"}));
   }
 }
 

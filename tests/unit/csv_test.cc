@@ -15,6 +15,7 @@
 #include "tools/export/csv_exporter.h"
 #include "tools/kptrace/commands.h"
 #include "tools/reader/fixed_trace.h"
+#include "tools/reader/proto_trace_writer.h"
 
 namespace kp {
 namespace {
@@ -200,6 +201,40 @@ TEST(CsvExporter, TwoFilesMergeWithFileIndex) {
   EXPECT_EQ(t["kernels"].size(), 13u);
   EXPECT_EQ(Col(t["kernels"], 12, "file"), "1");
   EXPECT_EQ(Col(t["processes"], 2, "clean_end"), "0");
+}
+
+// Shape ids are each file's own: the cached shape columns must not carry over between files.
+std::string OneShapeTrace(const std::string& name, const std::string& kernel, uint32_t grid_x) {
+  ProtoTraceWriter w;
+  Chunk c;
+  c.set_time_base_ns(1000000000);
+  InternedString* s = c.add_strings();
+  s->set_id(1);
+  s->set_value(kernel);
+  KernelShape* sh = c.add_kernel_shapes();
+  sh->set_id(1);
+  sh->set_name(1);
+  sh->set_demangled(1);
+  sh->set_grid_x(grid_x);
+  Kernel* k = c.add_kernels();
+  k->set_start(1000000000);
+  k->set_duration(5000);
+  k->set_shape(1);
+  w.Add(c);
+  return WriteTemp(name, w.bytes());
+}
+
+TEST(CsvExporter, EachFileKeepsItsOwnShapes) {
+  std::string a = OneShapeTrace("shape_a.kptrace", "_Z5alphav", 128);
+  std::string b = OneShapeTrace("shape_b.kptrace", "_Z4betav", 64);
+  std::string dir = TempDir("shapes_csv");
+  ASSERT_EQ(Convert({a, b, "--to", "csv", "-o", dir, "--no-progress"}), 0);
+  auto t = LoadTables(dir);
+  ASSERT_EQ(t["kernels"].size(), 3u);  // the header and one row per file
+  EXPECT_EQ(Col(t["kernels"], 1, "mangled_name"), "_Z5alphav");
+  EXPECT_EQ(Col(t["kernels"], 1, "grid_x"), "128");
+  EXPECT_EQ(Col(t["kernels"], 2, "mangled_name"), "_Z4betav");
+  EXPECT_EQ(Col(t["kernels"], 2, "grid_x"), "64");
 }
 
 TEST(CsvExporter, GoldenDiffOnFixedTrace) {
