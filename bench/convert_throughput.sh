@@ -45,8 +45,12 @@ log=$work/times.txt
 if [[ ${FLOOR:-} != only ]]; then
   : >"$log"
   for ((r = 1; r <= rounds; ++r)); do
+    # Odd rounds run the binaries in order, even rounds in reverse: the sys time of a write
+    # depends on the run just before it (the page cache it left), which must not favour one.
+    order=("${!binaries[@]}")
+    ((r % 2 == 0)) && order=($(printf '%s\n' "${order[@]}" | tac))
     for f in "${formats[@]}"; do
-      for b in "${!binaries[@]}"; do
+      for b in "${order[@]}"; do
         out=$work/out_$f
         rm -rf "$out" "$out".*
         tf=$work/time.txt
