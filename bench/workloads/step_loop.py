@@ -25,20 +25,10 @@ TINY_ITERATIONS_PER_STEP = 50
 
 
 def make_tiny_step():
-    import torch
+    from torch_tiny_ops import make_tiny_body
 
-    x = torch.randn(1024, device="cuda")
-
-    def step():
-        nonlocal x
-        for _ in range(TINY_ITERATIONS_PER_STEP):
-            y = x * 1.0001
-            y = y + 0.5
-            y = torch.relu(y)
-            y = y.sin()
-            x = y * 0.5
-
-    return step
+    body = make_tiny_body()
+    return lambda: body(TINY_ITERATIONS_PER_STEP)
 
 
 def parse_window(text):

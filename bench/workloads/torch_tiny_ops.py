@@ -16,11 +16,8 @@ OPS_PER_ITERATION = 5
 BLOCKS = 10
 
 
-def run_tiny_ops(iterations=3000, warmup=300, profiler=None):
-    """Times `iterations` loops of 5 ops; `profiler` (a started-on-enter context) wraps them.
-
-    us_per_iter is the median over ten equal blocks of the timed loop.
-    """
+def make_tiny_body():
+    """body(n): n iterations of the five ops on one 1024-element tensor it keeps."""
     import torch
 
     x = torch.randn(1024, device="cuda")
@@ -34,6 +31,17 @@ def run_tiny_ops(iterations=3000, warmup=300, profiler=None):
             y = y.sin()
             x = y * 0.5
 
+    return body
+
+
+def run_tiny_ops(iterations=3000, warmup=300, profiler=None):
+    """Times `iterations` loops of 5 ops; `profiler` (a started-on-enter context) wraps them.
+
+    us_per_iter is the median over ten equal blocks of the timed loop.
+    """
+    import torch
+
+    body = make_tiny_body()
     body(warmup)
     torch.cuda.synchronize()
     gc.collect()

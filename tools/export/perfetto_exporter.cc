@@ -416,26 +416,29 @@ uint32_t PerfettoExporter::InternName(Process& p, TraceReader& reader, uint32_t 
   return iid;
 }
 
-uint32_t PerfettoExporter::InternText(Process& p, const std::string& name) {
-  auto [it, added] = p.other_names.emplace(name, p.next_name_iid);
+uint32_t PerfettoExporter::Intern(std::unordered_map<std::string, uint32_t>* table,
+                                  uint32_t* next_iid, uint32_t field, std::string_view text) {
+  auto [it, added] = table->emplace(std::string(text), *next_iid);
   if (added) {
-    ++p.next_name_iid;
+    ++*next_iid;
     OpenInterned();
     Proto w(&buf_);
-    InternedEntry(w, kIdEventNames, it->second, name);
+    InternedEntry(w, field, it->second, text);
   }
   return it->second;
 }
 
+uint32_t PerfettoExporter::InternText(Process& p, const std::string& name) {
+  return Intern(&p.other_names, &p.next_name_iid, kIdEventNames, name);
+}
+
 uint32_t PerfettoExporter::InternStringValue(Process& p, std::string_view text) {
-  auto [it, added] = p.string_value_iids.emplace(std::string(text), p.next_string_value_iid);
-  if (added) {
-    ++p.next_string_value_iid;
-    OpenInterned();
-    Proto w(&buf_);
-    InternedEntry(w, kIdDebugAnnotationStringValues, it->second, text);
-  }
-  return it->second;
+  return Intern(&p.string_value_iids, &p.next_string_value_iid, kIdDebugAnnotationStringValues,
+                text);
+}
+
+uint32_t PerfettoExporter::InternArg(Process& p, const std::string& name) {
+  return Intern(&p.arg_iids, &p.next_arg_iid, kIdDebugAnnotationNames, name);
 }
 
 std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReader& reader,
@@ -468,17 +471,6 @@ std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReade
     args->known = true;
   }
   return args->bytes;
-}
-
-uint32_t PerfettoExporter::InternArg(Process& p, const std::string& name) {
-  auto [it, added] = p.arg_iids.emplace(name, p.next_arg_iid);
-  if (added) {
-    ++p.next_arg_iid;
-    OpenInterned();
-    Proto w(&buf_);
-    InternedEntry(w, kIdDebugAnnotationNames, it->second, name);
-  }
-  return it->second;
 }
 
 void PerfettoExporter::BeginTrackEvent(uint32_t type, uint64_t track, uint32_t name_iid) {

@@ -76,6 +76,9 @@ class PerfettoExporter final : public Exporter {
   uint32_t InternName(Process& p, TraceReader& reader, uint32_t string_id, bool internal);
   uint32_t InternText(Process& p, const std::string& name);
   uint32_t InternArg(Process& p, const std::string& name);
+  // The iid of `text` in `table`, interned into the open packet's `field` list when new.
+  uint32_t Intern(std::unordered_map<std::string, uint32_t>* table, uint32_t* next_iid,
+                  uint32_t field, std::string_view text);
   // An interned debug-annotation string value (InternedData.debug_annotation_string_values).
   uint32_t InternStringValue(Process& p, std::string_view text);
   // A kernel shape's KernelShapeArgs as encoded debug annotations, their string values
