@@ -23,7 +23,7 @@ set -euo pipefail
 build=${1:-build}
 records=${2:-20000000}
 work=${3:-$(mktemp -d /tmp/kp_convert_bench.XXXXXX)}
-rounds=${4:-3}
+rounds=${4:-4}
 kptrace=$build/tools/kptrace
 gen=$build/bench/kp_gen_trace
 for tool in "$kptrace" "$gen" /usr/bin/time; do
@@ -47,8 +47,11 @@ if [[ ${FLOOR:-} != only ]]; then
   for ((r = 1; r <= rounds; ++r)); do
     # Odd rounds run the binaries in order, even rounds in reverse: the sys time of a write
     # depends on the run just before it (the page cache it left), which must not favour one.
-    order=("${!binaries[@]}")
-    ((r % 2 == 0)) && order=($(printf '%s\n' "${order[@]}" | tac))
+    # (An even ROUNDS gives each order the same number of rounds.)
+    order=()
+    for ((i = 0; i < ${#binaries[@]}; ++i)); do
+      if ((r % 2 == 0)); then order=("$i" "${order[@]}"); else order+=("$i"); fi
+    done
     for f in "${formats[@]}"; do
       for b in "${order[@]}"; do
         out=$work/out_$f
