@@ -3,7 +3,8 @@
 // The exporters and the summary sort each stream's or thread's records by start time. Those
 // records come as a handful of runs already in order (a stream's kernels, then its copies, then
 // its memsets; a thread's API calls, then its NVTX ranges): merging the runs costs one pass per
-// merge level, where a general sort costs a pass per halving. Past kMaxRuns runs it sorts.
+// merge level (log2 of the runs), where a general sort costs a pass per halving of the range. Past
+// kMaxRuns runs it sorts.
 #pragma once
 
 #include <algorithm>
@@ -13,7 +14,7 @@ namespace kp {
 
 template <typename It, typename Less>
 void SortRuns(It first, It last, Less less) {
-  constexpr size_t kMaxRuns = 16;
+  constexpr size_t kMaxRuns = 64;
   It bounds[kMaxRuns + 1];
   size_t runs = 0;
   bounds[0] = first;

@@ -53,12 +53,12 @@ void ExpectSortedPermutation(std::vector<Item> input) {
 
 TEST(SortRuns, FewRunsAreMergedIntoOrder) {
   std::mt19937 rng(3);
-  for (int runs = 1; runs <= 15; ++runs) ExpectSortedPermutation(Runs(rng, runs, 37));
+  for (int runs = 1; runs <= 63; ++runs) ExpectSortedPermutation(Runs(rng, runs, 37));
 }
 
 TEST(SortRuns, ManyRunsFallBackToASort) {
   std::mt19937 rng(4);
-  ExpectSortedPermutation(Runs(rng, 16, 20));
+  ExpectSortedPermutation(Runs(rng, 64, 20));
   ExpectSortedPermutation(Runs(rng, 400, 3));
 }
 
