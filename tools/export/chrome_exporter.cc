@@ -104,18 +104,10 @@ struct JsonArgs {
     j.KeyPlain(keys.name[id]);
     j.String(v);
   }
+  // Once per kernel shape (ShapeMembers), so a string per call is fine.
   void Dim3(uint32_t id, uint32_t x, uint32_t y, uint32_t z) {
     j.KeyPlain(keys.name[id]);
-    char tmp[40];  // "(x,y,z)" as kp::Dim3 spells it, without a heap string per kernel
-    char* p = tmp;
-    *p++ = '(';
-    p = WriteDecimal(p, x);
-    *p++ = ',';
-    p = WriteDecimal(p, y);
-    *p++ = ',';
-    p = WriteDecimal(p, z);
-    *p++ = ')';
-    j.PlainString(std::string_view(tmp, static_cast<size_t>(p - tmp)));
+    j.PlainString(kp::Dim3(x, y, z));
   }
   void Payload(uint32_t id, const NvtxPayload& p) {
     if (p.value_case() == NvtxPayload::VALUE_NOT_SET) return;

@@ -99,20 +99,6 @@ enum TrackKind : uint64_t {
   kPmCounterTrack
 };
 
-// "(x,y,z)" written into `tmp`, as kp::Dim3 spells it.
-constexpr size_t kDim3TextBytes = 40;
-std::string_view Dim3Text(char (&tmp)[kDim3TextBytes], uint32_t x, uint32_t y, uint32_t z) {
-  char* p = tmp;
-  *p++ = '(';
-  p = WriteDecimal(p, x);
-  *p++ = ',';
-  p = WriteDecimal(p, y);
-  *p++ = ',';
-  p = WriteDecimal(p, z);
-  *p++ = ')';
-  return std::string_view(tmp, static_cast<size_t>(p - tmp));
-}
-
 // Protobuf fields appended to an OutputBuffer through the shared wire writer: each write
 // reserves its worst case first, so the writer itself never checks bounds.
 class Proto {
@@ -133,11 +119,6 @@ class Proto {
     auto w = Writer(wire::MaxLengthDelimitedBytes(s.size()));
     w.StringAlways(field, s);
     b_->Advance(w.size());
-  }
-  // "(x,y,z)" as a string field (no allocation).
-  void Dim3Bytes(uint32_t field, uint32_t x, uint32_t y, uint32_t z) {
-    char tmp[kDim3TextBytes];
-    Bytes(field, Dim3Text(tmp, x, y, z));
   }
   // A nested message: Begin returns where its length goes, End patches it in.
   size_t Begin(uint32_t field) {
@@ -219,13 +200,8 @@ struct AnnotationSink {
     w.Bytes(kDaString, v);
     w.End(d);
   }
-  void Dim3(uint32_t iid, uint32_t x, uint32_t y, uint32_t z) {
-    if (uint32_t value = ValueIid(iid)) return w.VarintAnnotation(iid, kDaStringValueIid, value);
-    size_t d = w.Begin(kTeDebugAnnotations);
-    w.UInt(kDaNameIid, iid);
-    w.Dim3Bytes(kDaString, x, y, z);
-    w.End(d);
-  }
+  // Once per kernel shape (KernelShapeAnnotations), so a string per call is fine.
+  void Dim3(uint32_t iid, uint32_t x, uint32_t y, uint32_t z) { Str(iid, kp::Dim3(x, y, z)); }
   void Payload(uint32_t iid, const NvtxPayload& p) {
     if (p.value_case() != NvtxPayload::VALUE_NOT_SET) Str(iid, NvtxPayloadText(p));
   }
@@ -454,13 +430,11 @@ std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReade
     // The string values first (their interned entries go into the open packet), then the
     // annotations, encoded apart and kept.
     uint32_t values[kArgCount] = {};
-    char tmp[kDim3TextBytes];
-    values[kArgGrid] =
-        InternStringValue(p, Dim3Text(tmp, shape.grid_x(), shape.grid_y(), shape.grid_z()));
+    values[kArgGrid] = InternStringValue(p, Dim3(shape.grid_x(), shape.grid_y(), shape.grid_z()));
     values[kArgBlock] =
-        InternStringValue(p, Dim3Text(tmp, shape.block_x(), shape.block_y(), shape.block_z()));
-    values[kArgCluster] = InternStringValue(
-        p, Dim3Text(tmp, shape.cluster_x(), shape.cluster_y(), shape.cluster_z()));
+        InternStringValue(p, Dim3(shape.block_x(), shape.block_y(), shape.block_z()));
+    values[kArgCluster] =
+        InternStringValue(p, Dim3(shape.cluster_x(), shape.cluster_y(), shape.cluster_z()));
     const std::string_view mangled = reader.Str(shape.name());
     values[kArgMangledName] = InternStringValue(p, mangled);
     OutputBuffer encoded;

@@ -33,23 +33,13 @@ bool ApiStartsGpuWork(std::string_view name) {
 }
 
 std::string Dim3(uint32_t x, uint32_t y, uint32_t z) {
-  // Hot (three per kernel): plain digit writing, no snprintf.
-  char buf[40];
-  char* p = buf;
-  *p++ = '(';
-  const uint32_t v[3] = {x, y, z};
-  for (int i = 0; i < 3; ++i) {
-    char tmp[10];
-    int n = 0;
-    uint32_t a = v[i];
-    do {
-      tmp[n++] = static_cast<char>('0' + a % 10);
-      a /= 10;
-    } while (a != 0);
-    while (n > 0) *p++ = tmp[--n];
-    *p++ = i < 2 ? ',' : ')';
-  }
-  return std::string(buf, p - buf);
+  std::string text = "(";
+  text += std::to_string(x);
+  text += ',';
+  text += std::to_string(y);
+  text += ',';
+  text += std::to_string(z);
+  return text + ')';
 }
 
 std::string CommandLabel(const Header* header) {
