@@ -805,7 +805,9 @@ void DoToolInit(InjectionMode mode) {
   state->thread = thread_ptr;
   SetNoticeSink(
       [thread_ptr](LogSeverity severity, std::string_view component, const std::string& text) {
-        const uint64_t t = g_cupti_fatal.load() ? 0 : TraceNowNs();
+        // No CUPTI call after a fatal error nor in a forked child (TraceNowNs needs none while
+        // CUPTI detaches).
+        const uint64_t t = g_cupti_fatal.load() || g_in_fork_child.load() ? 0 : TraceNowNs();
         thread_ptr->Post([severity, c = std::string(component), text, t](TraceEncoder& enc) {
           enc.AddNotice(NoticeSeverityOf(severity), c, text, t);
         });
