@@ -528,12 +528,13 @@ TEST(ActivityDecoderTest, EndBeforeStartPairsAcrossThreadBuffers) {
   EXPECT_EQ(stats.nvtx_open_ranges, 0u);
 }
 
-void AddKernelAt(BufferBuilder* b, uint64_t start, uint32_t correlation) {
+CUpti_ActivityKernel10& AddKernelAt(BufferBuilder* b, uint64_t start, uint32_t correlation) {
   auto& k = b->Add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   k.start = start;
   k.end = start + 10;
   k.correlationId = correlation;
   k.name = "k";
+  return k;
 }
 
 TEST(ActivityDecoderTest, CaptureWindowFiltersByTime) {
@@ -574,12 +575,7 @@ TEST(ActivityDecoderTest, WorkCountsPairLaunchCallsWithTheirKernels) {
   api(CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, 7, 0);
   AddKernelAt(&b, 1000, 1);
   AddKernelAt(&b, 1100, 2);
-  auto& graph_kernel = b.Add<CUpti_ActivityKernel10>(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  graph_kernel.start = 1200;
-  graph_kernel.end = 1210;
-  graph_kernel.correlationId = 5;
-  graph_kernel.graphId = 9;
-  graph_kernel.name = "g";
+  AddKernelAt(&b, 1200, 5).graphId = 9;
   auto& copy = b.Add<CUpti_ActivityMemcpy6>(CUPTI_ACTIVITY_KIND_MEMCPY);
   copy.start = 1300;
   copy.end = 1310;
