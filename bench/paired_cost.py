@@ -33,10 +33,11 @@ import sys
 import tempfile
 import time
 
+from run_bench import FLOOR_KINDS_OF_KP_DEFAULTS  # bench/floor's kinds for kp's defaults
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS = 90
 FIRST, COUNT = 30, 30
-FLOOR_KINDS_OF_KP_DEFAULTS = "kernel,nvtx,cb_api,lazy_copy"  # as bench/run_bench.py
 TOOLS = ("none", "kp", "floor", "floor_kernel", "torch_prof")
 WORKLOADS = ("launch", "tiny", "train")
 UNITS = {"launch": ("us/launch", 3000), "tiny": ("us/iter", 50), "train": ("ms/step", 1e-3)}
