@@ -83,13 +83,17 @@ ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left) {
 
 namespace {
 
-// Drops a column whose values are all 0 (the reader takes an absent column as all 0).
+// Drops each column whose values are all 0 (the reader takes an absent column as all 0).
 template <typename T>
 void DropIfZero(google::protobuf::RepeatedField<T>* column) {
   for (const T& v : *column) {
     if (v != T{0}) return;
   }
   column->Clear();
+}
+template <typename... Columns>
+void DropZeroColumns(Columns*... columns) {
+  (DropIfZero(columns), ...);
 }
 
 }  // namespace
@@ -112,15 +116,10 @@ void MoveToColumns(Chunk* chunk) {
     k->add_channel(r.channel());
   }
   k->set_count(static_cast<uint32_t>(chunk->kernels_size()));
-  for (auto* column : {k->mutable_start(), k->mutable_duration(), k->mutable_correlation()}) {
-    DropIfZero(column);
-  }
-  for (auto* column : {k->mutable_shape(), k->mutable_stream(), k->mutable_context(),
-                       k->mutable_device(), k->mutable_graph_id(), k->mutable_flags(),
-                       k->mutable_launch_type(), k->mutable_channel()}) {
-    DropIfZero(column);
-  }
-  DropIfZero(k->mutable_graph_node_id());
+  DropZeroColumns(k->mutable_start(), k->mutable_duration(), k->mutable_shape(),
+                  k->mutable_stream(), k->mutable_correlation(), k->mutable_context(),
+                  k->mutable_device(), k->mutable_graph_id(), k->mutable_graph_node_id(),
+                  k->mutable_flags(), k->mutable_launch_type(), k->mutable_channel());
   ApiCallColumns* a = chunk->mutable_api_call_columns();
   for (const ApiCall& r : chunk->api_calls()) {
     a->add_start(r.start());
@@ -133,14 +132,9 @@ void MoveToColumns(Chunk* chunk) {
     a->add_return_value(r.return_value());
   }
   a->set_count(static_cast<uint32_t>(chunk->api_calls_size()));
-  for (auto* column : {a->mutable_start(), a->mutable_duration(), a->mutable_correlation()}) {
-    DropIfZero(column);
-  }
-  for (auto* column : {a->mutable_name(), a->mutable_cbid(), a->mutable_thread_id()}) {
-    DropIfZero(column);
-  }
-  DropIfZero(a->mutable_domain());
-  DropIfZero(a->mutable_return_value());
+  DropZeroColumns(a->mutable_start(), a->mutable_duration(), a->mutable_name(), a->mutable_domain(),
+                  a->mutable_cbid(), a->mutable_thread_id(), a->mutable_correlation(),
+                  a->mutable_return_value());
   chunk->clear_kernels();
   chunk->clear_api_calls();
   if (k->count() == 0) chunk->clear_kernel_columns();
