@@ -569,7 +569,8 @@ class Bench:
             # Its floor: every runtime and driver call as API activity, copy kinds from the start.
             "floor_api_all": floor("kernel,memcpy,memset,nvtx,runtime,driver"),
             # kp's kinds with the launch calls taken from the whole RUNTIME and DRIVER activity
-            # kinds instead of callbacks (what torch.profiler enables), copy kinds at the first copy.
+            # kinds instead of callbacks (what torch.profiler enables), copy kinds at the first
+            # copy.
             "floor_api_kinds": floor("kernel,nvtx,runtime,driver,lazy_copy"),
             # The launch loop has no NVTX ranges, so metrics there would measure nothing.
             "kp_nvtx_metrics": {"env": {"KP_METRICS": metrics,
@@ -689,12 +690,13 @@ class Bench:
         if not self.torch_ok:
             self.notes.append("PyTorch unavailable: torch workloads and torch.profiler skipped")
         schedule = interleaved_schedule(names, self.args.rounds, self.args.seed)
-        soak_reserve = 0 if self.args.skip_soak else self.soak_seconds() + 15
-        soak_reserve += self.args.paired_passes * PAIRED_PASS_S
+        # What must be left after the rounds: the soak and the paired passes.
+        reserve = 0 if self.args.skip_soak else self.soak_seconds() + 15
+        reserve += self.args.paired_passes * PAIRED_PASS_S
         last_round_s = 0.0
         for round_index, order in enumerate(schedule, 1):
             elapsed = time.perf_counter() - self.t0
-            if round_index > 1 and elapsed + last_round_s + soak_reserve > self.args.budget_s:
+            if round_index > 1 and elapsed + last_round_s + reserve > self.args.budget_s:
                 self.notes.append(
                     "stopped after %d of %d rounds to stay within --budget-s %d (%.0f s used, "
                     "a round takes %.0f s)" % (round_index - 1, len(schedule),
@@ -842,8 +844,8 @@ METRICS = (
 )
 TOOL_ORDER = ("none", "floor", "kp", "torch_prof_cuda", "floor_no_cb_api", "kp_api_none",
               "kp_direct", "kp_flush_off", "floor_kernel", "floor_old_defaults",
-              "kp_old_defaults", "kp_api_all", "floor_api_all", "floor_api_kinds", "kp_nvtx_metrics",
-              "torch_prof_cpu_cuda")
+              "kp_old_defaults", "kp_api_all", "floor_api_all", "floor_api_kinds",
+              "kp_nvtx_metrics", "torch_prof_cpu_cuda")
 # The four after torch_prof_cuda run the launch loop only (about 2 s a round each): they split
 # kp's launch-loop cost above the floor's (launch_attribution()).
 DEFAULT_TOOLS = ["none", "floor", "kp", "torch_prof_cuda", "floor_no_cb_api", "kp_api_none",
@@ -1179,8 +1181,8 @@ def main(argv=None):
     parser.add_argument("--tools", default="",
                         help="comma list of optional tools to add to none, floor, kp and "
                              "torch_prof_cuda: floor_kernel, floor_old_defaults, "
-                             "kp_old_defaults, kp_api_all, floor_api_all, floor_api_kinds, kp_nvtx_metrics, "
-                             "torch_prof_cpu_cuda")
+                             "kp_old_defaults, kp_api_all, floor_api_all, floor_api_kinds, "
+                             "kp_nvtx_metrics, torch_prof_cpu_cuda")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds = 1
