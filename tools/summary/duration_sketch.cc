@@ -121,9 +121,7 @@ double DurationSketch::Percentile(double p) {
     sorted_ = true;
     return NearestRank(values_, p);
   }
-  const double rank = std::ceil(p / 100.0 * static_cast<double>(count_));
-  const uint64_t index = rank < 1 ? 0 : std::min(static_cast<uint64_t>(rank) - 1, count_ - 1);
-  return ValueAtRank(index + 1);
+  return ValueAtRank(NearestRankIndex(count_, p) + 1);
 }
 
 DurationStats DurationSketch::Stats() {

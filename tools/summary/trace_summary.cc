@@ -216,23 +216,16 @@ std::pair<std::string, std::string> ChooseStepRange(std::vector<FileRanges>* fil
 
 }  // namespace
 
-double NearestRank(const std::vector<int64_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  double rank = std::ceil(p / 100.0 * static_cast<double>(sorted.size()));
-  size_t idx = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
-  return static_cast<double>(sorted[std::min(idx, sorted.size() - 1)]);
-}
-
-namespace {
-
-// The index of the nearest-rank p-th percentile among n values.
 size_t NearestRankIndex(size_t n, double p) {
   double rank = std::ceil(p / 100.0 * static_cast<double>(n));
   size_t idx = rank < 1 ? 0 : static_cast<size_t>(rank) - 1;
   return std::min(idx, n - 1);
 }
 
-}  // namespace
+double NearestRank(const std::vector<int64_t>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  return static_cast<double>(sorted[NearestRankIndex(sorted.size(), p)]);
+}
 
 DurationStats ComputeDurationStats(std::vector<int64_t>* v) {
   DurationStats s;

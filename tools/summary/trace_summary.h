@@ -33,6 +33,8 @@ struct DurationStats {
 DurationStats ComputeDurationStats(std::vector<int64_t>* values);
 // Nearest-rank percentile of sorted values (p in (0, 100]).
 double NearestRank(const std::vector<int64_t>& sorted, double p);
+// The 0-based index of that percentile among n > 0 values.
+size_t NearestRankIndex(size_t n, double p);
 
 struct NamedStats {
   std::string name, domain;
