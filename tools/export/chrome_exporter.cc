@@ -287,21 +287,13 @@ bool ChromeExporter::NamePlain(Process& p, TraceReader& reader, uint32_t sid) {
 
 std::string_view ChromeExporter::ShapeMembers(Process& p, TraceReader& reader, uint32_t shape_id,
                                               const KernelShape& shape) {
-  auto members = [&] {
+  return p.shape_members.Get(shape_id, [&] {
     JsonWriter w(nullptr);  // never flushed: only its buffer is read
     JsonArgs sink{w};
     w.BeginObject();
     KernelShapeArgs(shape, reader.Str(shape.name()), sink);
-    std::string text = w.buffer();
-    return text.substr(1);  // without the "{"
-  };
-  if (shape_id >= kMaxIndexedShape) {
-    shape_scratch_ = members();
-    return shape_scratch_;
-  }
-  if (shape_id >= p.shape_members.size()) p.shape_members.resize(shape_id + 1);
-  if (p.shape_members[shape_id].empty()) p.shape_members[shape_id] = members();
-  return p.shape_members[shape_id];
+    return w.buffer().substr(1);  // without the "{"
+  });
 }
 
 void ChromeExporter::BeginComplete(std::string_view members, std::string_view name, int32_t pid,

@@ -22,6 +22,7 @@
 
 #include "tools/export/exporter.h"
 #include "tools/export/json_writer.h"
+#include "tools/export/shape_text_cache.h"
 #include "tools/export/timeline_layout.h"
 
 namespace kp {
@@ -57,15 +58,12 @@ class ChromeExporter final : public Exporter {
     // needs JSON escaping (0 unknown, 1 plain, 2 escape) and whether an API call starts GPU
     // work (0 unknown, 1 yes, 2 no); the last CPU thread named.
     std::vector<int8_t> name_plain, api_flow;
-    // A kernel shape's arguments (KernelShapeArgs) as JSON members, made once per shape (reader
-    // shape id; empty = not yet: a shape always has members) and copied into every launch.
-    std::vector<std::string> shape_members;
+    // A kernel shape's arguments (KernelShapeArgs) as JSON members, copied into every launch.
+    ShapeTextCache shape_members;
     uint32_t last_named_tid = 0;
     bool have_named_tid = false;
     std::unordered_map<uint32_t, std::vector<std::string>> pm_counter_names;
   };
-  static constexpr uint32_t kMaxIndexedShape = 1u << 20;
-  std::string shape_scratch_;  // the members of a shape id too large to index (a damaged trace)
   Process& ProcessFor(int file_index, TraceReader& reader);
   void Meta(const char* name, int32_t pid, int64_t tid, std::string_view key,
             std::string_view value);

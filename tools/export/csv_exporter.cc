@@ -17,6 +17,7 @@
 #include "tools/export/output_buffer.h"
 #include "tools/export/pm_samples_csv.h"
 #include "tools/export/record_naming.h"
+#include "tools/export/shape_text_cache.h"
 #include "tools/info/trace_info.h"
 #include "tools/pc_stalls/pc_stall_table.h"
 
@@ -288,7 +289,7 @@ class CsvExporter final : public Exporter {
 
   void BeginFile(int file_index, TraceReader& reader) override {
     file_ = file_index;
-    shape_fields_.clear();  // shape ids are the file's own
+    shape_fields_.Clear();  // shape ids are the file's own
     std::fill(launches_.begin(), launches_.end(), LaunchEntry{});
     ProcessRow row;
     row.path = reader.path();
@@ -440,7 +441,7 @@ class CsvExporter final : public Exporter {
   // A kernel shape's 15 columns (names, grid, block, cluster, registers, shared and local
   // memory), formatted once per shape of the file and copied into each of its rows.
   std::string_view ShapeFields(TraceReader& reader, uint32_t shape_id, const KernelShape& s) {
-    auto format = [&] {
+    return shape_fields_.Get(shape_id, [&] {
       CsvFile fields;
       fields.Str(reader.Str(s.demangled()));
       fields.Str(reader.Str(s.name()));
@@ -451,14 +452,7 @@ class CsvExporter final : public Exporter {
         fields.U(v);
       }
       return std::string(fields.Written());
-    };
-    if (shape_id >= kMaxIndexedShape) {
-      shape_scratch_ = format();
-      return shape_scratch_;
-    }
-    if (shape_id >= shape_fields_.size()) shape_fields_.resize(shape_id + 1);
-    if (shape_fields_[shape_id].empty()) shape_fields_[shape_id] = format();
-    return shape_fields_[shape_id];
+    });
   }
 
   void WriteMemcpy(const Memcpy& m) {
@@ -742,9 +736,7 @@ class CsvExporter final : public Exporter {
   uint32_t pid_ = 0;
   uint64_t base_ns_ = 0;
   std::vector<LaunchEntry> launches_;
-  static constexpr uint32_t kMaxIndexedShape = 1u << 20;
-  std::vector<std::string> shape_fields_;  // by shape id, of the file being converted
-  std::string shape_scratch_;              // a shape id too large to index (a damaged trace)
+  ShapeTextCache shape_fields_;  // of the file being converted
   std::vector<std::string> api_names_;
   std::unordered_map<uint32_t, uint32_t> api_index_;  // string id -> api_names_ index + 1
   std::vector<ProcessRow> processes_;

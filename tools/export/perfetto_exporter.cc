@@ -12,6 +12,7 @@
 #include "tools/export/nvtx_payload_text.h"
 #include "tools/export/record_args.h"
 #include "tools/export/record_naming.h"
+#include "tools/export/shape_text_cache.h"
 
 namespace kp {
 namespace {
@@ -239,15 +240,9 @@ struct PerfettoExporter::Process {
   // Interned debug-annotation string values: text -> iid.
   std::unordered_map<std::string, uint32_t> string_value_iids;
   uint32_t next_string_value_iid = 1;
-  // Per kernel shape (reader shape id): its arguments (KernelShapeArgs) encoded once as debug
-  // annotations, their string values interned; `known` false = not encoded yet.
-  struct ShapeArgs {
-    bool known = false;
-    std::string bytes;
-  };
-  std::vector<ShapeArgs> shape_args;
-  ShapeArgs shape_args_scratch;  // a shape id too large to index (a damaged trace)
-  static constexpr uint32_t kMaxIndexedShape = 1u << 20;
+  // Per kernel shape: its arguments (KernelShapeArgs) encoded as debug annotations, their
+  // string values interned.
+  ShapeTextCache shape_args;
   std::vector<int8_t> api_flow;  // by string id: 0 unknown, 1 starts a flow, 2 does not
   std::unordered_map<uint32_t, std::string> thread_names;
   std::unordered_map<uint32_t, std::string> threads_described;
@@ -420,13 +415,7 @@ uint32_t PerfettoExporter::InternArg(Process& p, const std::string& name) {
 std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReader& reader,
                                                           uint32_t shape_id,
                                                           const KernelShape& shape) {
-  Process::ShapeArgs* args = &p.shape_args_scratch;
-  args->known = false;
-  if (shape_id < Process::kMaxIndexedShape) {
-    if (shape_id >= p.shape_args.size()) p.shape_args.resize(shape_id + 1);
-    args = &p.shape_args[shape_id];
-  }
-  if (!args->known) {
+  return p.shape_args.Get(shape_id, [&] {
     // The string values first (their interned entries go into the open packet), then the
     // annotations, encoded apart and kept.
     uint32_t values[kArgCount] = {};
@@ -441,10 +430,8 @@ std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReade
     Proto w(&encoded);
     AnnotationSink sink{w, values};
     KernelShapeArgs(shape, mangled, sink);
-    args->bytes.assign(encoded.view());
-    args->known = true;
-  }
-  return args->bytes;
+    return std::string(encoded.view());
+  });
 }
 
 void PerfettoExporter::BeginTrackEvent(uint32_t type, uint64_t track, uint32_t name_iid) {
