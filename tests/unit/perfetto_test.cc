@@ -210,6 +210,20 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// The fixed trace (pid 4242) written to `input` and converted to Perfetto at `output`: the
+// output's bytes ("" when the export failed, which is a test failure). `want`: its counts.
+std::string FixedTraceAsPerfetto(const std::string& input, const std::string& output,
+                                 FixedTraceCounts* want = nullptr) {
+  FixedTraceCounts counts = WriteFixedTrace(input, 4242);
+  if (want != nullptr) *want = counts;
+  kp::ExportOptions opt;
+  opt.output = output;
+  kp::PerfettoExporter exporter(opt);
+  const kp::Status exported = ExportFiles(exporter, {input});
+  EXPECT_TRUE(IsOk(exported));
+  return exported.ok() ? ReadFile(output) : std::string();
+}
+
 // Compares `actual` with tests/data/golden/<name>; KP_UPDATE_GOLDEN=1 rewrites the golden file.
 void ExpectGolden(const std::string& name, const std::string& actual) {
   std::string path = std::string(KP_TEST_DATA_DIR) + "/golden/" + name;
@@ -404,14 +418,12 @@ TEST(PerfettoExporter, DecodesWithLibprotobufAndHoldsEveryRecord) {
 // they are interned values (debug_annotation_string_values), each text written once per
 // sequence, and resolve to the record's own values.
 TEST(PerfettoExporter, RepeatedArgumentValuesAreInterned) {
-  const std::string in = "perfetto_values_input.kptrace";
-  FixedTraceCounts want = WriteFixedTrace(in, 4242);
-  kp::ExportOptions opt;
-  opt.output = "perfetto_values_output.pftrace";
-  kp::PerfettoExporter exporter(opt);
-  ASSERT_TRUE(IsOk(ExportFiles(exporter, {in})));
+  FixedTraceCounts want;
+  const std::string bytes = FixedTraceAsPerfetto("perfetto_values_input.kptrace",
+                                                 "perfetto_values_output.pftrace", &want);
+  ASSERT_FALSE(bytes.empty());
   kp_test::perfetto::Trace trace;
-  ASSERT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
+  ASSERT_TRUE(trace.ParseFromString(bytes));
   std::map<uint64_t, std::string> arg_names, values;
   std::map<std::string, int> times_interned;
   std::map<std::string, std::multiset<std::string>> seen;  // argument name -> resolved values
@@ -452,15 +464,11 @@ TEST(PerfettoExporter, RepeatedArgumentValuesAreInterned) {
 }
 
 TEST(PerfettoExporter, TrackLayout) {
-  const std::string in = "perfetto_layout_input.kptrace";
-  WriteFixedTrace(in, 4242);
-  kp::ExportOptions opt;
-  opt.output = "perfetto_layout_output.pftrace";
-  kp::PerfettoExporter exporter(opt);
-  std::string err;
-  ASSERT_TRUE(IsOk(ExportFiles(exporter, {in})));
+  const std::string bytes =
+      FixedTraceAsPerfetto("perfetto_layout_input.kptrace", "perfetto_layout_output.pftrace");
+  ASSERT_FALSE(bytes.empty());
   kp_test::perfetto::Trace trace;
-  ASSERT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
+  ASSERT_TRUE(trace.ParseFromString(bytes));
   std::map<uint64_t, kp_test::perfetto::TrackDescriptor> tracks;
   for (const auto& p : trace.packet()) {
     if (p.has_track_descriptor()) tracks[p.track_descriptor().uuid()] = p.track_descriptor();
@@ -583,13 +591,8 @@ TEST(SliceNester, NestsOrSeparates) {
 
 TEST(PerfettoExporter, Golden) {
   // Relative input path: the output names it, and must not depend on the build directory.
-  WriteFixedTrace("golden_input.kptrace", 4242);
-  kp::ExportOptions opt;
-  opt.output = "golden_output.pftrace";
-  kp::PerfettoExporter exporter(opt);
-  std::string err;
-  ASSERT_TRUE(IsOk(ExportFiles(exporter, {"golden_input.kptrace"})));
-  const std::string bytes = ReadFile(opt.output);
+  const std::string bytes = FixedTraceAsPerfetto("golden_input.kptrace", "golden_output.pftrace");
+  ASSERT_FALSE(bytes.empty());
   ExpectGolden("fixed.pftrace", bytes);
   // Its text form beside it, so a changed golden reads as a diff of fields.
   kp_test::perfetto::Trace trace;
