@@ -130,28 +130,24 @@ bool ActivityDecoder::Keep(uint64_t time) {
   return false;
 }
 
-const char* ActivityDecoder::ApiName(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  auto& cache = api_names_[domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1 : 0];
+const ActivityDecoder::CbidInfo& ActivityDecoder::Cbid(CUpti_CallbackDomain domain,
+                                                       CUpti_CallbackId cbid) {
+  static const CbidInfo kCorrupt = {"unknown", false};
+  auto& cache = cbids_[domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1 : 0];
   if (cbid >= cache.size()) {
-    if (cbid > 65535) return "unknown";  // corrupt record; don't grow the cache for it
-    cache.resize(cbid + 1, nullptr);
+    if (cbid > 65535) return kCorrupt;  // corrupt record; don't grow the cache for it
+    cache.resize(cbid + 1);
   }
-  if (cache[cbid] == nullptr) {
+  CbidInfo& info = cache[cbid];
+  if (info.name == nullptr) {
     const char* name = nullptr;
     if (cuptiGetCallbackName(domain, cbid, &name) != CUPTI_SUCCESS || name == nullptr) {
       name = "unknown";
     }
-    cache[cbid] = name;  // CUPTI's names are static strings
+    info.name = name;  // CUPTI's names are static strings
+    info.launches_one_kernel = LaunchesOneKernelApiName(name);
   }
-  return cache[cbid];
-}
-
-bool ActivityDecoder::LaunchesOneKernel(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
-  auto& cache = launch_kind_[domain == CUPTI_CB_DOMAIN_DRIVER_API ? 1 : 0];
-  if (cbid > 65535) return false;
-  if (cbid >= cache.size()) cache.resize(cbid + 1, -1);
-  if (cache[cbid] < 0) cache[cbid] = LaunchesOneKernelApiName(ApiName(domain, cbid)) ? 1 : 0;
-  return cache[cbid] == 1;
+  return info;
 }
 
 void ActivityDecoder::DecodeRecord(const CUpti_Activity* record) {
@@ -331,12 +327,13 @@ void ActivityDecoder::DecodeMemset(const CUpti_ActivityMemset4& r) {
 void ActivityDecoder::DecodeApi(const CUpti_ActivityAPI& r, CUpti_CallbackDomain domain,
                                 uint32_t kp_domain) {
   SeeTime(r.end);
-  if (r.returnValue == 0 && LaunchesOneKernel(domain, static_cast<CUpti_CallbackId>(r.cbid))) {
+  const CbidInfo& call = Cbid(domain, static_cast<CUpti_CallbackId>(r.cbid));
+  if (r.returnValue == 0 && call.launches_one_kernel) {
     launch_calls_.fetch_add(1, std::memory_order_release);
   }
   if (!Keep(r.start)) return;
   ApiRecord a;
-  a.name = ApiName(domain, r.cbid);
+  a.name = call.name;
   a.start = r.start;
   a.end = r.end;
   a.domain = kp_domain;

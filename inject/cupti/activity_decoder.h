@@ -109,9 +109,13 @@ class ActivityDecoder {
   void SeeTime(uint64_t time) {
     if (time > last_timestamp_) last_timestamp_ = time;
   }
-  const char* ApiName(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
-  // LaunchesOneKernelApiName (api_selection.h) of the call, cached per cbid like ApiName.
-  bool LaunchesOneKernel(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+  // What kp knows of an API call, looked up once per cbid: CUPTI's name ("unknown" for a cbid
+  // CUPTI does not name) and whether it launches one kernel (LaunchesOneKernelApiName).
+  struct CbidInfo {
+    const char* name = nullptr;  // nullptr: not looked up yet
+    bool launches_one_kernel = false;
+  };
+  const CbidInfo& Cbid(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
   void DecodeKernel(const CUpti_ActivityKernel10& r);
   void DecodeMemcpy(const CUpti_ActivityMemcpy6& r);
@@ -139,7 +143,6 @@ class ActivityDecoder {
   bool IsCaptureStart(const char* name, const char* domain) const;
   uint64_t last_timestamp_ = 0;
   std::atomic<uint64_t> launch_calls_{0}, kernels_{0}, gpu_records_{0};  // work_counts()
-  std::vector<int8_t> launch_kind_[2];  // LaunchesOneKernel per cbid: -1 unknown, 0, 1
   std::unordered_map<uint64_t, OpenRange> open_ranges_;
   // END markers seen before their START: with per-thread buffers, a range ended on another
   // thread can arrive first. Paired when the START comes; unmatched at Finish.
@@ -167,7 +170,7 @@ class ActivityDecoder {
   std::vector<ClosedRange> pending_closed_;
   std::vector<std::pair<uint64_t, uint64_t>> discards_;  // [begin, end], in time order
   std::vector<std::pair<uint64_t, uint64_t>> windows_;   // closed capture windows
-  std::vector<const char*> api_names_[2];  // [runtime, driver] by cbid; nullptr = not looked up
+  std::vector<CbidInfo> cbids_[2];                       // [runtime, driver] by cbid
 };
 
 }  // namespace kp
