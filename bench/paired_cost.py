@@ -12,6 +12,8 @@ Tools (each run pinned to the same CPUs, tools interleaved in a rotating order p
   none         no tool: the bias of the three segments (should be ~0)
   kp           kptrace run --capture-schedule step:30,0,30,1 (kp's default kinds inside the
                window; CUPTI detached after it)
+  kp_kernel    the same with kernel records only (--activities kernel): kp's own cost on top of
+               floor_kernel's, without the other kinds
   floor        bench/floor with kp's default kinds (KPFLOOR_KINDS=kernel,nvtx,cb_api,lazy_copy),
                KPFLOOR_WINDOW=30,30, KPFLOOR_DETACH=1
   floor_kernel the same with kernel records only: what every CUPTI kernel tracer pays
@@ -19,6 +21,9 @@ Tools (each run pinned to the same CPUs, tools interleaved in a rotating order p
                outside the timed steps (PyTorch workloads only)
 Workloads: launch (bench/workloads/launch_loop.cu, 3,000 empty-kernel launches per step), tiny
 (250 tiny PyTorch ops per step), train (one transformer training step per step).
+
+--segment N makes each of the three parts N steps long (default 30): the training step's own
+step-to-step spread needs more steps per part than the launch loop's.
 
 Writes paired_cost.md and paired_cost_raw.jsonl under --out; prints the table after each pass.
 """
@@ -38,9 +43,15 @@ from run_bench import FLOOR_KINDS_OF_KP_DEFAULTS  # bench/floor's kinds for kp's
 HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS = 90
 FIRST, COUNT = 30, 30
-TOOLS = ("none", "kp", "floor", "floor_kernel", "torch_prof")
+TOOLS = ("none", "kp", "kp_kernel", "floor", "floor_kernel", "torch_prof")
 WORKLOADS = ("launch", "tiny", "train")
 UNITS = {"launch": ("us/launch", 3000), "tiny": ("us/iter", 50), "train": ("ms/step", 1e-3)}
+
+
+def set_segment(steps):
+    """Each of the three parts (before, inside, after the window) `steps` steps long."""
+    global STEPS, FIRST, COUNT
+    STEPS, FIRST, COUNT = 3 * steps, steps, steps
 
 
 def command(args, work, workload, tool):
@@ -56,10 +67,11 @@ def command(args, work, workload, tool):
         if workload == "launch":
             return None
         argv += ["--torch-profiler-window", "%d,%d" % (FIRST, COUNT)]
-    elif tool == "kp":
+    elif tool in ("kp", "kp_kernel"):
+        kinds = ["--activities", "kernel"] if tool == "kp_kernel" else []
         argv = [os.path.join(args.dist, "bin", "kptrace"), "run", "-o",
                 os.path.join(work, "%s.kptrace" % workload), "--force", "--log", "quiet",
-                "--capture-schedule", "step:%d,0,%d,1" % (FIRST, COUNT), "--"] + argv
+                "--capture-schedule", "step:%d,0,%d,1" % (FIRST, COUNT)] + kinds + ["--"] + argv
     elif tool in ("floor", "floor_kernel"):
         floor_lib = os.path.join(args.dist, "lib", "libkpfloor.so")
         env.update(CUDA_INJECTION64_PATH=floor_lib, NVTX_INJECTION64_PATH=floor_lib,
@@ -108,7 +120,7 @@ def run_one(args, work, workload, tool, pass_index):
         return row
     before, inside, after = segments(step_us)
     row.update(before=before, inside=inside, after=after, step_us=step_us)
-    if tool == "kp":
+    if tool in ("kp", "kp_kernel"):
         row["kp_kernels"] = kp_kernels(args, work, workload)
     floor_lines = [l for l in proc.stderr.splitlines() if l.startswith("kpfloor: ")]
     if floor_lines:
@@ -154,8 +166,9 @@ def table(rows):
                            min(pct), max(pct), statistics.median(aft), min(aft), max(aft),
                            traced))
     out += ["", "| workload | kp / floor (target <= 1.05) | kp / torch.profiler (target <= 0.5) "
-            "| floor / torch.profiler | floor_kernel / torch.profiler | kp, % over no tool |",
-            "|---|---|---|---|---|---|"]
+            "| floor / torch.profiler | floor_kernel / torch.profiler "
+            "| kp_kernel / floor_kernel | kp, % over no tool |",
+            "|---|---|---|---|---|---|---|"]
 
     def ratio(w, a, b):
         if (w, a) not in added or (w, b) not in added or added[(w, b)][0] <= 0:
@@ -165,10 +178,10 @@ def table(rows):
     for w in WORKLOADS:
         if (w, "kp") not in added:
             continue
-        out.append("| %s | %s | %s | %s | %s | %+.2f %% |" % (
+        out.append("| %s | %s | %s | %s | %s | %s | %+.2f %% |" % (
             w, ratio(w, "kp", "floor"), ratio(w, "kp", "torch_prof"),
             ratio(w, "floor", "torch_prof"), ratio(w, "floor_kernel", "torch_prof"),
-            added[(w, "kp")][1]))
+            ratio(w, "kp_kernel", "floor_kernel"), added[(w, "kp")][1]))
     errors = [r for r in rows if "error" in r]
     if errors:
         out += ["", "Failed runs:"] + ["- %s/%s pass %d: rc %s, %s" % (
@@ -189,10 +202,15 @@ def main(argv=None):
     parser.add_argument("--arch", default="sm_90", help="nvcc -arch for the launch loop")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--segment", type=int, default=30,
+                        help="steps before, inside and after the window (each)")
     parser.add_argument("--run-timeout", type=int, default=120)
     parser.add_argument("--out", default=os.environ.get("OUT") or os.path.join(HERE, "results"))
     args = parser.parse_args(argv)
     args.dist = os.path.abspath(args.dist)
+    if args.segment < 5:
+        parser.error("--segment must be at least 5 steps")
+    set_segment(args.segment)
     workloads = [w for w in args.workloads.split(",") if w]
     tools = [t for t in args.tools.split(",") if t]
     for name, known in ((workloads, WORKLOADS), (tools, TOOLS)):

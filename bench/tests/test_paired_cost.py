@@ -52,6 +52,25 @@ class CommandTest(unittest.TestCase):
                          "step:%d,0,%d,1" % (pc.FIRST, pc.COUNT))
         self.assertEqual(argv[:3], ["taskset", "-c", "2-5"])
 
+    def test_kp_kernel_records_kernels_only_in_the_same_window(self):
+        argv, _ = pc.command(args_for("/d"), "/w", "train", "kp_kernel")
+        self.assertEqual(argv[argv.index("--activities") + 1], "kernel")
+        self.assertEqual(argv[argv.index("--capture-schedule") + 1],
+                         "step:%d,0,%d,1" % (pc.FIRST, pc.COUNT))
+        self.assertLess(argv.index("--activities"), argv.index("--"))
+        argv, _ = pc.command(args_for("/d"), "/w", "train", "kp")
+        self.assertNotIn("--activities", argv)
+
+    def test_segment_length_sets_the_window_and_the_step_count(self):
+        self.addCleanup(pc.set_segment, pc.COUNT)
+        pc.set_segment(60)
+        self.assertEqual((pc.STEPS, pc.FIRST, pc.COUNT), (180, 60, 60))
+        argv, env = pc.command(args_for("/d"), "/w", "train", "floor")
+        self.assertEqual(argv[argv.index("--steps") + 1], "180")
+        self.assertEqual(env["KPFLOOR_WINDOW"], "60,60")
+        steps = [10.0] * 60 + [12.0] * 60 + [11.0] * 60
+        self.assertEqual(pc.segments(steps), (10.0, 12.0, 11.0))
+
     def test_floor_window_and_nvtx_through_the_floor_itself(self):
         _, env = pc.command(args_for("/d"), "/w", "train", "floor")
         self.assertEqual(env["CUDA_INJECTION64_PATH"], "/d/lib/libkpfloor.so")
@@ -82,6 +101,7 @@ class TableTest(unittest.TestCase):
                      row("tiny", "kp", b, b + 400.0, kp_kernels=7500),
                      row("tiny", "floor", b, b + 500.0),
                      row("tiny", "floor_kernel", b, b + 250.0),
+                     row("tiny", "kp_kernel", b, b + 300.0),
                      row("tiny", "torch_prof", b, b + 1000.0)]
         return rows
 
@@ -89,8 +109,8 @@ class TableTest(unittest.TestCase):
         text = pc.table(self.rows())
         line = [l for l in text.splitlines() if l.startswith("| tiny | 0.")][0]
         cells = [c.strip() for c in line.split("|")[1:-1]]
-        self.assertEqual(cells[1:5], ["0.800", "0.400", "0.500", "0.250"])
-        self.assertEqual(cells[5], "+8.00 %")  # 400 over the median baseline's 5000
+        self.assertEqual(cells[1:6], ["0.800", "0.400", "0.500", "0.250", "1.200"])
+        self.assertEqual(cells[6], "+8.00 %")  # 400 over the median baseline's 5000
 
     def test_per_iteration_units(self):
         text = pc.table(self.rows())

@@ -1,0 +1,207 @@
+// l2_prestate.cu: the L2 state a measured kernel starts from, prepared by the program itself, for
+// bench/l2_prestate_probe.sh. ncu measures the kernels with --cache-control none (so the state
+// each --prestate leaves is what the kernel sees) and, as the reference, with --cache-control all
+// (ncu's own flush). Which prepared state reproduces ncu's flush, counter by counter, tells what
+// kp's kernel-mode cache control should do before a measured kernel.
+//
+// Each repetition: fill_dirty writes a 512 MiB buffer (the L2 ends full of dirty lines, as after
+// a real write-heavy kernel; --dirty other: a separate 512 MiB buffer, so that the dirty lines
+// are not write_heavy's own, as after a GEMM's output in tests/gpu/programs/metrics_cache.cu),
+// then, each after the prepared state: write_heavy (writes the 512 MiB buffer), read_only (reads a
+// 256 MiB buffer) and reduction (sums it).
+//
+// --prestate:
+//   none       nothing
+//   idle       20 ms on the host with the GPU idle (its clocks may drop, as in ncu's pauses)
+//   kp         kp's sweep: read 2 x L2 of zeros with ld.global.cg, then discard.global.L2 on
+//              every line of that buffer (inject/metrics/l2_sweep.cc)
+//   kp_idle    kp, then idle
+//   rsweep     the read sweep alone (L2 full of clean lines of the sweep buffer)
+//   wsweep     write zeros over 2 x L2, then discard every line (dirty lines dropped unwritten)
+//   kp2        kp twice
+//   kp_all     the read sweep, then one block per SM each discards every line of the buffer (a
+//              line read through the far L2 partition may leave a copy in the near one that a
+//              discard from an SM of the other side does not reach)
+//   wsweep_all write zeros over 2 x L2, then kp_all's discard
+//
+// nvcc -arch=sm_90 -O2 -o l2_prestate l2_prestate.cu
+// Usage: l2_prestate --prestate NAME [--reps R] (default 4) [--dirty same|other] (default same)
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#define CHECK(call)                                                                 \
+  do {                                                                              \
+    cudaError_t e_ = (call);                                                        \
+    if (e_ != cudaSuccess) {                                                        \
+      std::fprintf(stderr, "l2_prestate: %s: %s\n", #call, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                 \
+    }                                                                               \
+  } while (0)
+
+constexpr int kThreads = 256;
+
+__global__ void fill_dirty(float4* p, uint64_t n4, float v) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n4;
+       i += uint64_t{gridDim.x} * blockDim.x)
+    p[i] = make_float4(v, v, v, v);
+}
+
+__global__ void fill_small(float* p, uint64_t n) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += uint64_t{gridDim.x} * blockDim.x)
+    p[i] = static_cast<float>(i % 7) - 3.f;
+}
+
+// The prepared states' kernels ("prep_": never matched by the measured kernels' regex).
+__global__ void prep_read_sweep(const uint4* p, uint64_t n, unsigned* sink) {
+  unsigned x = 0;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const uint4 v = __ldcg(p + i);
+    x ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (x) *sink = x;
+}
+
+__global__ void prep_write_sweep(uint4* p, uint64_t n) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += uint64_t{gridDim.x} * blockDim.x)
+    p[i] = make_uint4(0, 0, 0, 0);
+}
+
+__global__ void prep_discard(char* p, uint64_t lines) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < lines;
+       i += uint64_t{gridDim.x} * blockDim.x)
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(p + 128 * i) : "memory");
+}
+
+// Every block discards every line (launched with one block per SM).
+__global__ void prep_discard_all(char* p, uint64_t lines) {
+  for (uint64_t i = threadIdx.x; i < lines; i += blockDim.x)
+    asm volatile("discard.global.L2 [%0], 128;" ::"l"(p + 128 * i) : "memory");
+}
+
+// The measured kernels (as in tests/gpu/programs/metrics_cache.cu).
+__global__ void write_heavy(float4* __restrict__ dst, uint64_t n4) {
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n4;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const float f = static_cast<float>((4 * i) & 0xffff);
+    dst[i] = make_float4(f, f + 1, f + 2, f + 3);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    read_only(const float4* __restrict__ src, uint64_t n4, float* __restrict__ partial) {
+  float sum = 0.f;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n4;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const float4 v = src[i];
+    sum += (v.x + v.y) + (v.z + v.w);
+  }
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_down_sync(0xffffffffu, sum, off);
+  if (threadIdx.x % 32 == 0) atomicAdd(partial + blockIdx.x, sum);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    reduction(const float4* __restrict__ src, uint64_t n4, float* __restrict__ total) {
+  __shared__ float part[kThreads];
+  float sum = 0.f;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n4;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const float4 v = src[i];
+    sum += (v.x + v.y) + (v.z + v.w);
+  }
+  part[threadIdx.x] = sum;
+  __syncthreads();
+  for (int s = kThreads / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) part[threadIdx.x] += part[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) atomicAdd(total, part[0]);
+}
+
+int main(int argc, char** argv) {
+  std::string prestate = "none";
+  long reps = 4;
+  std::string dirty = "same";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (!std::strcmp(argv[i], "--prestate")) prestate = argv[i + 1];
+    if (!std::strcmp(argv[i], "--dirty")) dirty = argv[i + 1];
+    if (!std::strcmp(argv[i], "--reps")) reps = std::atol(argv[i + 1]);
+  }
+  const std::string known[] = {"none",   "idle", "kp",     "kp_idle",   "rsweep",
+                               "wsweep", "kp2",  "kp_all", "wsweep_all"};
+  bool ok = false;
+  for (const auto& k : known) ok = ok || prestate == k;
+  if (!ok || reps < 1 || (dirty != "same" && dirty != "other")) {
+    std::fprintf(
+        stderr,
+        "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all\n");
+    return 2;
+  }
+  CHECK(cudaSetDevice(0));
+  int sms = 0, l2 = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+  const unsigned grid = sms * 8;
+  const uint64_t wbytes = uint64_t{512} << 20, rbytes = uint64_t{256} << 20;
+  const uint64_t sbytes = (2 * uint64_t(l2)) & ~uint64_t{127};
+  float4 *wbuf, *rbuf, *obuf = nullptr;
+  uint4* sbuf;
+  float* partial;
+  unsigned* sink;
+  CHECK(cudaMalloc(&wbuf, wbytes));
+  CHECK(cudaMalloc(&rbuf, rbytes));
+  CHECK(cudaMalloc(&sbuf, sbytes));
+  if (dirty == "other") CHECK(cudaMalloc(&obuf, wbytes));
+  CHECK(cudaMalloc(&partial, (grid + 1) * sizeof(float)));
+  CHECK(cudaMalloc(&sink, 16));
+  CHECK(cudaMemset(sbuf, 0, sbytes));
+  fill_small<<<grid, kThreads>>>(reinterpret_cast<float*>(rbuf), rbytes / 4);
+  CHECK(cudaDeviceSynchronize());
+
+  auto kp_sweep = [&] {
+    prep_read_sweep<<<grid, kThreads>>>(sbuf, sbytes / 16, sink);
+    prep_discard<<<grid, kThreads>>>(reinterpret_cast<char*>(sbuf), sbytes / 128);
+  };
+  auto prepare = [&] {
+    if (prestate == "kp" || prestate == "kp_idle" || prestate == "kp2") kp_sweep();
+    if (prestate == "kp2") kp_sweep();
+    if (prestate == "rsweep") prep_read_sweep<<<grid, kThreads>>>(sbuf, sbytes / 16, sink);
+    if (prestate == "wsweep") {
+      prep_write_sweep<<<grid, kThreads>>>(sbuf, sbytes / 16);
+      prep_discard<<<grid, kThreads>>>(reinterpret_cast<char*>(sbuf), sbytes / 128);
+    }
+    if (prestate == "kp_all" || prestate == "wsweep_all") {
+      if (prestate == "kp_all")
+        prep_read_sweep<<<grid, kThreads>>>(sbuf, sbytes / 16, sink);
+      else
+        prep_write_sweep<<<grid, kThreads>>>(sbuf, sbytes / 16);
+      prep_discard_all<<<sms, 1024>>>(reinterpret_cast<char*>(sbuf), sbytes / 128);
+    }
+    CHECK(cudaDeviceSynchronize());
+    if (prestate == "idle" || prestate == "kp_idle") usleep(20000);
+  };
+  for (long r = 0; r < reps; ++r) {
+    fill_dirty<<<grid, kThreads>>>(obuf ? obuf : wbuf, wbytes / 16, 1.f + r);
+    CHECK(cudaDeviceSynchronize());
+    prepare();
+    write_heavy<<<grid, kThreads>>>(wbuf, wbytes / 16);
+    CHECK(cudaDeviceSynchronize());
+    prepare();
+    read_only<<<grid, kThreads>>>(rbuf, rbytes / 16, partial);
+    CHECK(cudaDeviceSynchronize());
+    prepare();
+    reduction<<<grid, kThreads>>>(rbuf, rbytes / 16, partial + grid);
+    CHECK(cudaDeviceSynchronize());
+  }
+  std::printf("l2_prestate: %s, dirty %s, %ld repetitions, sweep buffer %llu bytes\n",
+              prestate.c_str(), dirty.c_str(), reps, static_cast<unsigned long long>(sbytes));
+  return 0;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# l2_prestate_probe.sh DIST: which L2 state before a kernel reproduces ncu's --cache-control all.
+# bench/l2_prestate.cu prepares a state itself (--prestate) before write_heavy, read_only and
+# reduction; ncu measures them with --cache-control none (the prepared state is what they see),
+# against ncu --cache-control all as the reference, and kp kernel mode (KP_METRICS_CACHE=pass)
+# on the unprepared program. Application replay throughout (no memory restores between passes).
+# Prints one table (bench/l2_prestate_probe.py): medians over launches, the first dropped, and
+# each column's deviation from the reference. ~2 min on an H200. Environment: NVCC, NCU, PYTHON.
+set -u -o pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+DIST=$(cd "${1:?usage: l2_prestate_probe.sh DIST}" && pwd) || exit 2
+NVCC=${NVCC:-nvcc}
+NCU=${NCU:-ncu}
+PYTHON=${PYTHON:-python3}
+REPS=${REPS:-4}
+W=${PROBE_DIR:-$(mktemp -d /tmp/kp-l2-prestate.XXXXXX)}
+mkdir -p "$W"
+"$NVCC" -arch=sm_90 -O2 -o "$W/l2p" "$REPO/bench/l2_prestate.cu" || exit 1
+M=lts__t_sectors.sum,lts__t_sectors_lookup_hit.sum,lts__t_sectors_lookup_miss.sum
+M+=,lts__t_sectors_srcunit_ltcfabric.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum
+M+=,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
+M+=,sm__cycles_elapsed.avg.per_second,lts__cycles_elapsed.avg.per_second
+K='^(write_heavy|read_only|reduction)$'
+KK='write_heavy|read_only|reduction'  # kp matches mangled names
+ncu_run() {  # LABEL CACHE PRESTATE
+  "$NCU" --clock-control none --cache-control "$2" --replay-mode application --metrics "$M" \
+    --csv --page raw --print-units base -k regex:"$K" "$W/l2p" --prestate "$3" --reps "$REPS" \
+    >"$W/$1.csv" 2>"$W/$1.err" || { echo "ncu $1 failed:"; tail -3 "$W/$1.err"; }
+}
+ncu_run all all none
+ncu_run all_idle all idle
+PRESTATES="none idle kp kp_idle rsweep wsweep kp2 kp_all wsweep_all"
+for p in $PRESTATES; do ncu_run "$p" none "$p"; done
+# kp on the unprepared program, with each of its L2 preparations (KP_L2_SWEEP, l2_sweep.h).
+KPMODES="read write read_all write_all"
+for k in $KPMODES; do
+  KP_L2_SWEEP=$k "$DIST/bin/kptrace" run -o "$W/kp_$k.kptrace" --force --metrics "$M" \
+    --metrics-mode kernel --metrics-cache pass --metrics-kernels regex:"$KK" -- "$W/l2p" \
+    --reps "$REPS" >"$W/kp_$k.log" 2>&1 || tail -3 "$W/kp_$k.log"
+  "$DIST/bin/kptrace" convert "$W/kp_$k.kptrace" --to csv -o "$W/kp_${k}_csv" >/dev/null
+done
+echo "# ncu --cache-control none after each --prestate (columns), against ncu's"
+echo "# --cache-control all ('all'); kp_X: kp kernel mode, KP_METRICS_CACHE=pass,"
+echo "# KP_L2_SWEEP=X; $REPS reps"
+cols="all=$W/all.csv all_idle=$W/all_idle.csv"
+for k in $KPMODES; do cols+=" kp_$k=$W/kp_${k}_csv/metrics.csv:kp"; done
+for p in $PRESTATES; do cols+=" $p=$W/$p.csv"; done
+# shellcheck disable=SC2086
+"$PYTHON" "$REPO/bench/l2_prestate_probe.py" all "$M" $cols
