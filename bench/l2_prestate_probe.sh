@@ -31,19 +31,15 @@ ncu_run all all none
 ncu_run all_idle all idle
 PRESTATES="none idle kp kp_idle rsweep wsweep kp2 kp_all wsweep_all"
 for p in $PRESTATES; do ncu_run "$p" none "$p"; done
-# kp on the unprepared program, with each of its L2 preparations (KP_L2_SWEEP, l2_sweep.h).
-KPMODES="read write read_all write_all"
-for k in $KPMODES; do
-  KP_L2_SWEEP=$k "$DIST/bin/kptrace" run -o "$W/kp_$k.kptrace" --force --metrics "$M" \
-    --metrics-mode kernel --metrics-cache pass --metrics-kernels regex:"$KK" -- "$W/l2p" \
-    --reps "$REPS" >"$W/kp_$k.log" 2>&1 || tail -3 "$W/kp_$k.log"
-  "$DIST/bin/kptrace" convert "$W/kp_$k.kptrace" --to csv -o "$W/kp_${k}_csv" >/dev/null
-done
+# kp on the unprepared program (its sweep + discard before each measured kernel).
+"$DIST/bin/kptrace" run -o "$W/kp.kptrace" --force --metrics "$M" --metrics-mode kernel \
+  --metrics-cache pass --metrics-kernels regex:"$KK" -- "$W/l2p" --reps "$REPS" >"$W/kp.log" 2>&1 ||
+  tail -3 "$W/kp.log"
+"$DIST/bin/kptrace" convert "$W/kp.kptrace" --to csv -o "$W/kp_csv" >/dev/null
+rm -f "$W/kp.kptrace"
 echo "# ncu --cache-control none after each --prestate (columns), against ncu's"
-echo "# --cache-control all ('all'); kp_X: kp kernel mode, KP_METRICS_CACHE=pass,"
-echo "# KP_L2_SWEEP=X; $REPS reps"
-cols="all=$W/all.csv all_idle=$W/all_idle.csv"
-for k in $KPMODES; do cols+=" kp_$k=$W/kp_${k}_csv/metrics.csv:kp"; done
-for p in $PRESTATES; do cols+=" $p=$W/$p.csv"; done
+echo "# --cache-control all ('all'); kp: kp kernel mode, KP_METRICS_CACHE=pass; $REPS reps"
+cols="all=$W/all.csv all_idle=$W/all_idle.csv kp=$W/kp_csv/metrics.csv:kp"
+for p in $PRESTATES; do cols+=" ncu_$p=$W/$p.csv"; done
 # shellcheck disable=SC2086
 "$PYTHON" "$REPO/bench/l2_prestate_probe.py" all "$M" $cols

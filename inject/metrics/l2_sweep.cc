@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "inject/cupti/driver_symbol.h"
 
@@ -140,33 +139,6 @@ DLOOP:
 DDONE:
     ret;
 }
-
-.visible .entry kp_l2_discard_all(
-    .param .u64 kp_l2_discard_all_p,
-    .param .u64 kp_l2_discard_all_n)
-{
-    .reg .pred %p<2>;
-    .reg .b32 %r<3>;
-    .reg .b64 %rd<8>;
-    ld.param.u64 %rd1, [kp_l2_discard_all_p];
-    ld.param.u64 %rd2, [kp_l2_discard_all_n];
-    cvta.to.global.u64 %rd1, %rd1;
-    mov.u32 %r1, %tid.x;
-    mov.u32 %r2, %ntid.x;
-    cvt.u64.u32 %rd4, %r1;
-    cvt.u64.u32 %rd6, %r2;
-    setp.ge.u64 %p1, %rd4, %rd2;
-    @%p1 bra ADONE;
-ALOOP:
-    shl.b64 %rd7, %rd4, 7;
-    add.u64 %rd5, %rd1, %rd7;
-    discard.global.L2 [%rd5], 128;
-    add.u64 %rd4, %rd4, %rd6;
-    setp.lt.u64 %p1, %rd4, %rd2;
-    @%p1 bra ALOOP;
-ADONE:
-    ret;
-}
 )";
 
 constexpr unsigned kBlock = 256;
@@ -278,15 +250,6 @@ Status L2Sweep::Init(CUcontext ctx) {
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   CUfunction zero = nullptr;
-  if (const char* m = std::getenv("KP_L2_SWEEP"); m && *m) {
-    const std::string mode = m;
-    write_ = mode == "write" || mode == "write_all";
-    discard_every_block_ = mode == "read_all" || mode == "write_all";
-    if (!write_ && !discard_every_block_ && mode != "read")
-      return Status::Error("KP_L2_SWEEP='" + mode +
-                           "' is not read, write, read_all or write_all (unset it for read)")
-          .WithContext("L2 sweep");
-  }
   s = Check(d, "cuModuleLoadData", d.module_load_data(&module, kPtx));
   if (s.ok())
     s = Check(d, "cuModuleGetFunction",
@@ -315,16 +278,12 @@ Status L2Sweep::Init(CUcontext ctx) {
   }
   module_ = module;
   function_ = function;
-  zero_ = zero;
-  sms_ = static_cast<unsigned>(sms > 0 ? sms : 1);
   // The discard kernel where the GPU has the instruction; without it the sweep still leaves no
   // dirty line, only clean ones of kp's buffer.
   CUmodule discard_module = nullptr;
   if (major >= 8 && d.module_load_data(&discard_module, kDiscardPtx) == CUDA_SUCCESS &&
-      (d.module_get_function(&discard_, discard_module, kL2DiscardKernelName) != CUDA_SUCCESS ||
-       d.module_get_function(&discard_all_, discard_module, kL2DiscardAllKernelName) !=
-           CUDA_SUCCESS)) {
-    discard_ = discard_all_ = nullptr;
+      d.module_get_function(&discard_, discard_module, kL2DiscardKernelName) != CUDA_SUCCESS) {
+    discard_ = nullptr;
     if (d.module_unload) d.module_unload(discard_module);
   }
   return Status();
@@ -336,17 +295,15 @@ Status L2Sweep::Run() {
   RelaxedCaptureMode relaxed(d);
   uint64_t words = bytes_ / 16;
   void* args[] = {&buffer_, &words, &sink_};
-  Status s = Check(d, "cuLaunchKernel",
-                   d.launch_kernel(write_ ? zero_ : function_, grid_, 1, 1, kBlock, 1, 1, 0,
-                                   stream_, args, nullptr));
+  Status s =
+      Check(d, "cuLaunchKernel",
+            d.launch_kernel(function_, grid_, 1, 1, kBlock, 1, 1, 0, stream_, args, nullptr));
   uint64_t lines = bytes_ / 128;
   void* discard_args[] = {&buffer_, &lines};
   if (s.ok() && discard_)
-    s = Check(d, "cuLaunchKernel",
-              discard_every_block_ ? d.launch_kernel(discard_all_, sms_, 1, 1, 1024, 1, 1, 0,
-                                                     stream_, discard_args, nullptr)
-                                   : d.launch_kernel(discard_, grid_, 1, 1, kBlock, 1, 1, 0,
-                                                     stream_, discard_args, nullptr));
+    s = Check(
+        d, "cuLaunchKernel",
+        d.launch_kernel(discard_, grid_, 1, 1, kBlock, 1, 1, 0, stream_, discard_args, nullptr));
   if (s.ok()) s = Check(d, "cuStreamSynchronize", d.stream_synchronize(stream_));
   return s.WithContext("L2 sweep");
 }

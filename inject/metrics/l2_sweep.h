@@ -39,8 +39,6 @@ namespace kp {
 inline constexpr const char* kL2SweepKernelName = "kp_l2_sweep";
 inline constexpr const char* kL2ZeroKernelName = "kp_l2_zero";
 inline constexpr const char* kL2DiscardKernelName = "kp_l2_discard";
-// Every block discards every line (one block per SM): KP_L2_SWEEP=read_all|write_all.
-inline constexpr const char* kL2DiscardAllKernelName = "kp_l2_discard_all";
 
 // The PTX module: kL2SweepKernelName(u64 words16, u64 count, u64 sink) and
 // kL2ZeroKernelName(u64 words16, u64 count).
@@ -70,12 +68,7 @@ class L2Sweep {
   CUcontext ctx_ = nullptr;
   CUmodule module_ = nullptr;
   CUfunction function_ = nullptr;
-  CUfunction zero_ = nullptr;
-  CUfunction discard_ = nullptr;      // null before sm_80
-  CUfunction discard_all_ = nullptr;  // null before sm_80
-  bool write_ = false;                // KP_L2_SWEEP=write*: zeros stored, not read
-  bool discard_every_block_ = false;  // KP_L2_SWEEP=*_all
-  unsigned sms_ = 1;
+  CUfunction discard_ = nullptr;  // null before sm_80
   CUstream stream_ = nullptr;
   CUdeviceptr buffer_ = 0, sink_ = 0;
   size_t bytes_ = 0;

@@ -24,7 +24,7 @@ namespace {
 // range on a stream of its own (~80 us), with no API call of the app. kp's own L2 sweep
 // (l2_sweep.h) is listed too.
 const std::vector<std::string_view> kProfilerInternalKernels = {
-    "WaitNs", kL2SweepKernelName, kL2ZeroKernelName, kL2DiscardKernelName, kL2DiscardAllKernelName};
+    "WaitNs", kL2SweepKernelName, kL2ZeroKernelName, kL2DiscardKernelName};
 
 }  // namespace
 
