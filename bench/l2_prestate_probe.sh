@@ -5,7 +5,9 @@
 # against ncu --cache-control all as the reference, and kp kernel mode (KP_METRICS_CACHE=pass)
 # on the unprepared program. Application replay throughout (no memory restores between passes).
 # Prints one table (bench/l2_prestate_probe.py): medians over launches, the first dropped, and
-# each column's deviation from the reference. ~2 min on an H200. Environment: NVCC, NCU, PYTHON.
+# each column's deviation from the reference. ~2 min on an H200. Environment: NVCC, NCU, PYTHON,
+# REPS (4), DIRTY (same: the L2 is left dirty by write_heavy's own buffer; other: by another
+# one), METRICS (default: the sector breakdown below).
 set -u -o pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIST=$(cd "${1:?usage: l2_prestate_probe.sh DIST}" && pwd) || exit 2
@@ -20,11 +22,14 @@ M=lts__t_sectors.sum,lts__t_sectors_lookup_hit.sum,lts__t_sectors_lookup_miss.su
 M+=,lts__t_sectors_srcunit_ltcfabric.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum
 M+=,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
 M+=,sm__cycles_elapsed.avg.per_second,lts__cycles_elapsed.avg.per_second
+M=${METRICS:-$M}
+DIRTY=${DIRTY:-same}
 K='^(write_heavy|read_only|reduction)$'
 KK='write_heavy|read_only|reduction'  # kp matches mangled names
 ncu_run() {  # LABEL CACHE PRESTATE
   "$NCU" --clock-control none --cache-control "$2" --replay-mode application --metrics "$M" \
     --csv --page raw --print-units base -k regex:"$K" "$W/l2p" --prestate "$3" --reps "$REPS" \
+    --dirty "$DIRTY" \
     >"$W/$1.csv" 2>"$W/$1.err" || { echo "ncu $1 failed:"; tail -3 "$W/$1.err"; }
 }
 ncu_run all all none
@@ -33,12 +38,14 @@ PRESTATES="none idle kp kp_idle rsweep wsweep kp2 kp_all wsweep_all"
 for p in $PRESTATES; do ncu_run "$p" none "$p"; done
 # kp on the unprepared program (its sweep + discard before each measured kernel).
 "$DIST/bin/kptrace" run -o "$W/kp.kptrace" --force --metrics "$M" --metrics-mode kernel \
-  --metrics-cache pass --metrics-kernels regex:"$KK" -- "$W/l2p" --reps "$REPS" >"$W/kp.log" 2>&1 ||
+  --metrics-cache pass --metrics-kernels regex:"$KK" -- "$W/l2p" --reps "$REPS" --dirty "$DIRTY" \
+  >"$W/kp.log" 2>&1 ||
   tail -3 "$W/kp.log"
 "$DIST/bin/kptrace" convert "$W/kp.kptrace" --to csv -o "$W/kp_csv" >/dev/null
 rm -f "$W/kp.kptrace"
 echo "# ncu --cache-control none after each --prestate (columns), against ncu's"
-echo "# --cache-control all ('all'); kp: kp kernel mode, KP_METRICS_CACHE=pass; $REPS reps"
+echo "# --cache-control all ('all'); kp: kp kernel mode, KP_METRICS_CACHE=pass; $REPS reps;"
+echo "# --dirty $DIRTY"
 cols="all=$W/all.csv all_idle=$W/all_idle.csv kp=$W/kp_csv/metrics.csv:kp"
 for p in $PRESTATES; do cols+=" ncu_$p=$W/$p.csv"; done
 # shellcheck disable=SC2086
