@@ -10,6 +10,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tools/summary/duration_sketch.h"
@@ -143,14 +144,74 @@ TEST(DurationSketch, PercentilesWithinTheBoundOnAdversarialDistributions) {
   ExpectWithinBound(v, "negative and positive");
 }
 
+TEST(ExternalIntervalSort, ExtremeAndDamagedIntervalsSurviveTheRunsOnDisk) {
+  // Runs of two entries: every value below goes through the file's varint encoding.
+  ExternalIntervalSort sorter(2);
+  const std::vector<KeyedInterval> in = {
+      {UINT64_MAX, UINT64_MAX - 1, 0, UINT64_MAX},  // end before start (a damaged record)
+      {0, 0, UINT64_MAX, 0},
+      {7, 5, 4, 1},
+      {7, 5, 9, UINT64_MAX - 3},
+      {7, 1, 2, 2},
+  };
+  for (const KeyedInterval& iv : in) sorter.Add(iv.key, iv.start, iv.end, iv.tag);
+  std::vector<KeyedInterval> got;
+  ASSERT_TRUE(sorter.ForEachSorted([&](const KeyedInterval& iv) { got.push_back(iv); }).ok());
+  ASSERT_EQ(got.size(), in.size());
+  auto same = [](const KeyedInterval& a, const KeyedInterval& b) {
+    return a.key == b.key && a.start == b.start && a.end == b.end && a.tag == b.tag;
+  };
+  EXPECT_TRUE(same(got[0], in[1]));
+  EXPECT_TRUE(same(got[1], in[4]));
+  // The two (7, 5) entries in either order, each whole.
+  EXPECT_TRUE((same(got[2], in[2]) && same(got[3], in[3])) ||
+              (same(got[2], in[3]) && same(got[3], in[2])));
+  EXPECT_TRUE(same(got[4], in[0]));
+}
+
+TEST(ExternalIntervalSort, FewStreamsPerDeviceInterleavedComeOutInStartOrder) {
+  // As in a trace: per (device, stream) the intervals mostly arrive in time order, streams and
+  // devices interleaved, a few late ones; sorted in runs of 1000 (both grouping and merging).
+  std::mt19937_64 rng(5);
+  ExternalIntervalSort sorter(1000);
+  std::vector<KeyedInterval> want;
+  uint64_t clock[3][4] = {};
+  for (int i = 0; i < 20500; ++i) {
+    const uint64_t key = rng() % 3, tag = rng() % 4;
+    uint64_t& t = clock[key][tag];
+    t += 1 + rng() % 50;
+    const uint64_t start = rng() % 97 == 0 ? t / 2 : t;  // now and then a late one
+    KeyedInterval iv{key, start, start + rng() % 100, tag};
+    sorter.Add(iv.key, iv.start, iv.end, iv.tag);
+    want.push_back(iv);
+  }
+  std::vector<KeyedInterval> got;
+  ASSERT_TRUE(sorter.ForEachSorted([&](const KeyedInterval& iv) { got.push_back(iv); }).ok());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 1; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i - 1].key < got[i].key ||
+                (got[i - 1].key == got[i].key && got[i - 1].start <= got[i].start))
+        << i;
+  }
+  auto full = [](const KeyedInterval& a, const KeyedInterval& b) {
+    return std::tie(a.key, a.start, a.end, a.tag) < std::tie(b.key, b.start, b.end, b.tag);
+  };
+  std::sort(want.begin(), want.end(), full);
+  std::sort(got.begin(), got.end(), full);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(!full(got[i], want[i]) && !full(want[i], got[i])) << i;
+  }
+}
+
 TEST(ExternalIntervalSort, SpilledRunsMergeIntoTheInMemoryOrder) {
   std::mt19937_64 rng(3);
   ExternalIntervalSort sorter(1000);  // 100 runs on disk plus a remainder in memory
   std::vector<KeyedInterval> want;
   for (int i = 0; i < 100500; ++i) {
-    KeyedInterval iv{rng() % 5, rng() % 1000000, 0};
+    KeyedInterval iv{rng() % 5, rng() % 1000000, 0, 0};
     iv.end = iv.start + rng() % 1000;
-    sorter.Add(iv.key, iv.start, iv.end);
+    iv.tag = iv.end * 7 + 1;  // travels with its interval through the runs on disk
+    sorter.Add(iv.key, iv.start, iv.end, iv.tag);
     want.push_back(iv);
   }
   EXPECT_EQ(sorter.size(), want.size());
@@ -164,6 +225,7 @@ TEST(ExternalIntervalSort, SpilledRunsMergeIntoTheInMemoryOrder) {
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_EQ(got[i].key, want[i].key) << i;
     ASSERT_EQ(got[i].start, want[i].start) << i;
+    ASSERT_EQ(got[i].tag, got[i].end * 7 + 1) << i;
   }
   EXPECT_EQ(sorter.size(), 0u);
 }

@@ -11,8 +11,6 @@
 namespace kp {
 namespace {
 
-constexpr size_t kReadEntries = 4096;  // per run while merging
-
 // A function object, not a function pointer, so std::sort inlines the comparison.
 struct Before {
   bool operator()(const KeyedInterval& a, const KeyedInterval& b) const {
@@ -26,54 +24,137 @@ struct StartBefore {
   }
 };
 
-// Sorts by (key, start). There are few keys (devices, streams) and each key's intervals mostly
-// arrive in time order: they are grouped by key in one counting pass, and each group's runs are
-// merged by start (common/sort_runs.h).
+// Sorts by (key, start). There are few keys (devices) and tags (a device's streams, and 0 for
+// its copies and memsets), and each (key, tag)'s intervals mostly arrive in time order: they are
+// grouped by (key, tag) in one counting pass, each group's few runs are merged by start, then
+// each key's groups are merged (common/sort_runs.h). Past kMaxGroups groups it sorts.
 void SortRun(std::vector<KeyedInterval>* v) {
   if (std::is_sorted(v->begin(), v->end(), Before())) return;
-  constexpr size_t kMaxKeys = 64;
-  uint64_t keys[kMaxKeys];
-  size_t counts[kMaxKeys] = {};
+  constexpr size_t kMaxGroups = 64;
+  uint64_t keys[kMaxGroups], tags[kMaxGroups];
+  size_t counts[kMaxGroups] = {};
   size_t n = 0, last = 0;
+  auto find = [&](const KeyedInterval& iv) {
+    if (n > 0 && keys[last] == iv.key && tags[last] == iv.tag) return true;
+    for (last = 0; last < n; ++last) {
+      if (keys[last] == iv.key && tags[last] == iv.tag) return true;
+    }
+    return false;
+  };
   for (const KeyedInterval& iv : *v) {
-    if (n == 0 || keys[last] != iv.key) {
-      last = 0;
-      while (last < n && keys[last] != iv.key) ++last;
-      if (last == n) {
-        if (n == kMaxKeys) {
-          std::sort(v->begin(), v->end(), Before());
-          return;
-        }
-        keys[n++] = iv.key;
+    if (!find(iv)) {
+      if (n == kMaxGroups) {
+        std::sort(v->begin(), v->end(), Before());
+        return;
       }
+      keys[n] = iv.key;
+      tags[n] = iv.tag;
+      last = n++;
     }
     ++counts[last];
   }
-  size_t order[kMaxKeys], offset[kMaxKeys];
+  size_t order[kMaxGroups], offset[kMaxGroups];
   for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order, order + n, [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+  std::sort(order, order + n, [&](size_t a, size_t b) {
+    return keys[a] != keys[b] ? keys[a] < keys[b] : tags[a] < tags[b];
+  });
   size_t at = 0;
   for (size_t i = 0; i < n; ++i) {
     offset[order[i]] = at;
     at += counts[order[i]];
   }
   std::vector<KeyedInterval> grouped(v->size());
-  size_t next[kMaxKeys];
+  size_t next[kMaxGroups];
   std::copy(offset, offset + n, next);
-  last = 0;
   for (const KeyedInterval& iv : *v) {
-    if (keys[last] != iv.key) {
-      last = 0;
-      while (keys[last] != iv.key) ++last;
-    }
+    find(iv);
     grouped[next[last]++] = iv;
   }
   v->swap(grouped);
+  auto range = [&](size_t from, size_t to) {
+    return std::make_pair(v->begin() + static_cast<ptrdiff_t>(from),
+                          v->begin() + static_cast<ptrdiff_t>(to));
+  };
   for (size_t g = 0; g < n; ++g) {
-    auto first = v->begin() + static_cast<ptrdiff_t>(offset[g]);
-    auto end = first + static_cast<ptrdiff_t>(counts[g]);
+    auto [first, end] = range(offset[g], offset[g] + counts[g]);
     SortRuns(first, end, StartBefore());
   }
+  // Each key's groups are consecutive in `order`: merge them into one run by start.
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && keys[order[j]] == keys[order[i]]) ++j;
+    if (j - i > 1) {
+      auto [first, end] = range(offset[order[i]], offset[order[j - 1]] + counts[order[j - 1]]);
+      SortRuns(first, end, StartBefore());
+    }
+    i = j;
+  }
+}
+
+// A run on disk: its entries in (key, start) order, each as four LEB128 varints -- the key's
+// increase over the previous entry's, the start's increase (from 0 at a new key), the duration
+// (end - start, or the wrapped difference of a damaged interval) and the tag's zigzag change --
+// about 6 bytes an entry instead of 32, since keys repeat, starts are close and tags rarely
+// change.
+void PutVarint(std::vector<uint8_t>* out, uint64_t v) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<uint8_t>(v));
+}
+
+// Reads one varint at *p (below end); false if it runs past end or over 10 bytes.
+bool GetVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
+  uint64_t value = 0;
+  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+    const uint8_t byte = *(*p)++;
+    value |= uint64_t{byte & 0x7fu} << shift;
+    if (byte < 0x80) {
+      *v = value;
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr size_t kMaxEncoded = 4 * 10;   // bytes of one entry at most
+constexpr size_t kReadBytes = 64 << 10;  // per run while merging
+
+uint64_t ZigZag(uint64_t from, uint64_t to) {
+  const uint64_t d = to - from;  // two's complement difference
+  return (d << 1) ^ (0 - (d >> 63));
+}
+
+uint64_t UnZigZag(uint64_t from, uint64_t z) { return from + ((z >> 1) ^ (0 - (z & 1))); }
+
+struct Cursor {
+  uint64_t key = 0, start = 0, tag = 0;
+};
+
+void Encode(const KeyedInterval& iv, Cursor* c, std::vector<uint8_t>* out) {
+  if (iv.key != c->key) c->start = 0;
+  PutVarint(out, iv.key - c->key);
+  PutVarint(out, iv.start - c->start);
+  PutVarint(out, iv.end - iv.start);
+  PutVarint(out, ZigZag(c->tag, iv.tag));
+  c->key = iv.key;
+  c->start = iv.start;
+  c->tag = iv.tag;
+}
+
+bool Decode(const uint8_t** p, const uint8_t* end, Cursor* c, KeyedInterval* iv) {
+  uint64_t dkey, dstart, duration, ztag;
+  if (!GetVarint(p, end, &dkey) || !GetVarint(p, end, &dstart) || !GetVarint(p, end, &duration) ||
+      !GetVarint(p, end, &ztag)) {
+    return false;
+  }
+  if (dkey != 0) c->start = 0;
+  c->key += dkey;
+  c->start += dstart;
+  c->tag = UnZigZag(c->tag, ztag);
+  *iv = {c->key, c->start, c->start + duration, c->tag};
+  return true;
 }
 
 }  // namespace
@@ -86,21 +167,25 @@ void ExternalIntervalSort::Spill() {
   if (spill_failed_) return;
   if (file_ == nullptr) file_ = std::tmpfile();
   SortRun(&buffer_);
+  encoded_.clear();
+  Cursor cursor;
+  for (const KeyedInterval& iv : buffer_) Encode(iv, &cursor, &encoded_);
   if (file_ == nullptr ||
-      std::fwrite(buffer_.data(), sizeof(KeyedInterval), buffer_.size(), file_) != buffer_.size()) {
+      std::fwrite(encoded_.data(), 1, encoded_.size(), file_) != encoded_.size()) {
     // Keep everything in memory from here on: slower to grow, same answer. The part of a run
-    // that was written is never read (run_sizes_ does not name it).
+    // that was written is never read (runs_ does not name it).
     spill_failed_ = true;
     return;
   }
-  run_sizes_.push_back(buffer_.size());
+  runs_.push_back({file_bytes_, encoded_.size(), buffer_.size()});
+  file_bytes_ += encoded_.size();
   size_ += buffer_.size();
   buffer_.clear();
 }
 
 Status ExternalIntervalSort::ForEachSorted(const std::function<void(const KeyedInterval&)>& f) {
   SortRun(&buffer_);
-  if (run_sizes_.empty()) {
+  if (runs_.empty()) {
     for (const KeyedInterval& iv : buffer_) f(iv);
     std::vector<KeyedInterval>().swap(buffer_);
     return Status();
@@ -109,57 +194,64 @@ Status ExternalIntervalSort::ForEachSorted(const std::function<void(const KeyedI
     return Status::Error(std::string("summary: temporary sort file: ") + std::strerror(errno));
   }
   struct Run {
-    uint64_t offset, left;  // entries not yet read into `data`
-    std::vector<KeyedInterval> data;
-    size_t next = 0;
+    uint64_t offset, bytes_left, entries_left;  // on disk, not yet read / decoded
+    std::vector<uint8_t> buf;
+    size_t pos = 0;
+    Cursor cursor;
+    KeyedInterval head{};
   };
   std::vector<Run> runs;
-  uint64_t offset = 0;
-  for (uint64_t n : run_sizes_) {
-    runs.push_back({offset, n, {}, 0});
-    offset += n;
-  }
+  for (const SpilledRun& sr : runs_)
+    runs.push_back({sr.offset, sr.bytes, sr.entries, {}, 0, {}, {}});
   bool ok = true;
-  auto refill = [&](Run& r) {
-    r.data.resize(static_cast<size_t>(std::min<uint64_t>(r.left, kReadEntries)));
-    r.next = 0;
-    if (r.data.empty()) return false;
-    if (fseeko(file_, static_cast<off_t>(r.offset * sizeof(KeyedInterval)), SEEK_SET) != 0 ||
-        std::fread(r.data.data(), sizeof(KeyedInterval), r.data.size(), file_) != r.data.size()) {
+  // Decodes the run's next entry into head, reading more of the file when fewer bytes than one
+  // entry may need are left in buf; false at the run's end or on a read or decoding error.
+  auto advance = [&](Run& r) {
+    if (r.entries_left == 0) return false;
+    if (r.buf.size() - r.pos < kMaxEncoded && r.bytes_left > 0) {
+      r.buf.erase(r.buf.begin(), r.buf.begin() + static_cast<ptrdiff_t>(r.pos));
+      r.pos = 0;
+      const size_t kept = r.buf.size();
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(r.bytes_left, kReadBytes));
+      r.buf.resize(kept + n);
+      if (fseeko(file_, static_cast<off_t>(r.offset), SEEK_SET) != 0 ||
+          std::fread(r.buf.data() + kept, 1, n, file_) != n) {
+        ok = false;
+        return false;
+      }
+      r.offset += n;
+      r.bytes_left -= n;
+    }
+    const uint8_t* p = r.buf.data() + r.pos;
+    if (!Decode(&p, r.buf.data() + r.buf.size(), &r.cursor, &r.head)) {
       ok = false;
-      r.data.clear();
       return false;
     }
-    r.offset += r.data.size();
-    r.left -= r.data.size();
+    r.pos = static_cast<size_t>(p - r.buf.data());
+    --r.entries_left;
     return true;
   };
   // The in-memory remainder is one more run (index runs.size()).
   size_t memory_next = 0;
   auto head = [&](size_t i) -> const KeyedInterval& {
-    return i < runs.size() ? runs[i].data[runs[i].next] : buffer_[memory_next];
+    return i < runs.size() ? runs[i].head : buffer_[memory_next];
   };
   auto later = [&](size_t a, size_t b) { return Before()(head(b), head(a)); };
   std::priority_queue<size_t, std::vector<size_t>, decltype(later)> heap(later);
   for (size_t i = 0; i < runs.size(); ++i) {
-    if (refill(runs[i])) heap.push(i);
+    if (advance(runs[i])) heap.push(i);
   }
   if (!buffer_.empty()) heap.push(runs.size());
   while (!heap.empty()) {
     const size_t i = heap.top();
     heap.pop();
     f(head(i));
-    bool more;
-    if (i < runs.size()) {
-      Run& r = runs[i];
-      more = ++r.next < r.data.size() || refill(r);
-    } else {
-      more = ++memory_next < buffer_.size();
-    }
+    const bool more = i < runs.size() ? advance(runs[i]) : ++memory_next < buffer_.size();
     if (more) heap.push(i);
   }
   std::vector<KeyedInterval>().swap(buffer_);
-  run_sizes_.clear();
+  runs_.clear();
+  file_bytes_ = 0;
   size_ = 0;
   std::fclose(file_);
   file_ = nullptr;

@@ -1,10 +1,11 @@
-// interval_sort.h: sorts (key, start, end) intervals by key, then start, in bounded memory, for
-// the summary's GPU-busy and per-stream gap analysis.
+// interval_sort.h: sorts (key, start, end, tag) intervals by key, then start, in bounded memory,
+// for the summary's GPU-busy and per-stream gap analysis (the tag rides along unsorted).
 //
 // Intervals collect in a buffer of kRunEntries; a full buffer is sorted and written to an
-// anonymous temporary file as one run, and ForEachSorted merges the runs (a small read buffer
-// each). A trace that fits the buffer never touches the disk. Memory: the buffer (24 MiB) plus
-// 96 KiB per run. If no temporary file can be created the buffer keeps growing instead (and a
+// anonymous temporary file as one run (varint deltas, ~6 bytes an interval), and ForEachSorted
+// merges the runs (a small read buffer each). A trace that fits the buffer never touches the
+// disk. Memory: the buffer (32 MiB), one run's encoding (~6 MiB) and 64 KiB per run while
+// merging. If no temporary file can be created the buffer keeps growing instead (and a
 // note says so), so the answer is the same either way.
 #pragma once
 
@@ -19,7 +20,7 @@
 namespace kp {
 
 struct KeyedInterval {
-  uint64_t key, start, end;
+  uint64_t key, start, end, tag;
 };
 
 class ExternalIntervalSort {
@@ -30,8 +31,8 @@ class ExternalIntervalSort {
   ExternalIntervalSort(const ExternalIntervalSort&) = delete;
   ExternalIntervalSort& operator=(const ExternalIntervalSort&) = delete;
 
-  void Add(uint64_t key, uint64_t start, uint64_t end) {
-    buffer_.push_back({key, start, end});
+  void Add(uint64_t key, uint64_t start, uint64_t end, uint64_t tag = 0) {
+    buffer_.push_back({key, start, end, tag});
     if (buffer_.size() >= run_entries_) Spill();
   }
   uint64_t size() const { return size_ + buffer_.size(); }
@@ -44,10 +45,15 @@ class ExternalIntervalSort {
  private:
   void Spill();
   size_t run_entries_;
+  struct SpilledRun {
+    uint64_t offset, bytes, entries;  // where in the file, its encoded size, its entries
+  };
   std::vector<KeyedInterval> buffer_;
+  std::vector<uint8_t> encoded_;  // a run being written
   FILE* file_ = nullptr;
-  std::vector<uint64_t> run_sizes_;  // entries per run, in file order
-  uint64_t size_ = 0;                // entries in runs
+  std::vector<SpilledRun> runs_;  // in file order
+  uint64_t file_bytes_ = 0;
+  uint64_t size_ = 0;  // entries in runs
   bool spill_failed_ = false;
 };
 

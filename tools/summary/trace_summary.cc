@@ -37,6 +37,12 @@ using Interval = TimeInterval;
 // Durations kept exactly across all groups before large groups move to histograms.
 constexpr uint64_t kExactValues = uint64_t{4} << 20;
 
+// A kernel's tag in the device-work sort: its (device, stream) plus one (0 marks copies and
+// memsets). Device indices are small, so the sum never wraps to 0.
+uint64_t StreamTag(uint32_t device, uint32_t stream) {
+  return (uint64_t{device} << 32 | stream) + 1;
+}
+
 struct MetricAccum {
   std::string name, domain, chip;
   uint64_t occurrences = 0;
@@ -283,9 +289,10 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     DurationSketch mbps;  // per-copy MB/s as integers keep the percentile helper simple
   };
   std::map<int, CopyAccum> copies;
-  // GPU work by device (busy time) and kernels by (device, stream) (launch gaps), sorted in
-  // bounded memory (interval_sort.h).
-  ExternalIntervalSort device_work, stream_kernels;
+  // GPU work by device, sorted by start in bounded memory (interval_sort.h): its union is the
+  // busy time; the kernels among it, tagged with their (device, stream), give each stream's
+  // launch gaps (a stream's kernels in device start order are in start order).
+  ExternalIntervalSort device_work;
   std::map<std::tuple<std::string, std::string, uint32_t>, MetricAccum> metrics;
   uint64_t first = UINT64_MAX, last = 0;
   bool saw_pm_samples = false;
@@ -348,8 +355,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         if (k.start() > 0 && k.duration() >= 0) {
           const uint64_t start = static_cast<uint64_t>(k.start());
           const uint64_t end = static_cast<uint64_t>(EndTime(k.start(), k.duration()));
-          device_work.Add(k.device(), start, end);
-          stream_kernels.Add(uint64_t{k.device()} << 32 | k.stream(), start, end);
+          device_work.Add(k.device(), start, end, StreamTag(k.device(), k.stream()));
         }
       }
       for (const Memcpy& m : c.memcpys()) {
@@ -523,13 +529,21 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
   }
   // Busy time per device: the union of its work, swept in start order. The merged intervals
   // themselves are kept only when range-mode metrics need them (a metrics trace is small).
+  // Launch gaps per stream in the same sweep: a stream's kernels in start order, a gap wherever
+  // the next starts after every earlier one ended.
   bool metrics_need_work = false;
   for (const auto& [key, acc] : metrics) metrics_need_work |= !acc.occurrences_seen.empty();
   std::map<uint32_t, std::vector<Interval>> merged_work;
+  double idle_all = 0, span_all = 0;
   {
     bool open = false;
     uint64_t device = 0, cs = 0, ce = 0;
     double busy = 0;
+    struct StreamSweep {
+      uint64_t first_start = 0, end = 0, count = 0;
+      DurationSketch gaps;
+    };
+    std::map<uint64_t, StreamSweep> streams;  // by StreamTag: (device, stream) order
     auto close_device = [&] {
       if (!open) return;
       busy += static_cast<double>(ce - cs);
@@ -540,6 +554,22 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       b.span_ns = sum.span_ns;
       b.fraction = b.span_ns > 0 ? b.busy_ns / b.span_ns : 0;
       sum.busy.push_back(b);
+      for (auto& [tag, st] : streams) {
+        StreamGaps g;
+        g.device = static_cast<uint32_t>((tag - 1) >> 32);
+        g.stream = static_cast<uint32_t>(tag - 1);
+        g.kernels = st.count;
+        g.span_ns = static_cast<double>(st.end - st.first_start);
+        const DurationStats d = st.gaps.Stats();
+        g.gaps = d.count;
+        g.idle_ns = d.total;
+        g.median_ns = d.median;
+        g.p95_ns = d.p95;
+        idle_all += g.idle_ns;
+        span_all += g.span_ns;
+        sum.streams.push_back(g);
+      }
+      streams.clear();
     };
     const Status sorted = device_work.ForEachSorted([&](const KeyedInterval& iv) {
       if (open && iv.key != device) {
@@ -560,52 +590,17 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       } else {
         ce = std::max(ce, iv.end);
       }
-    });
-    close_device();
-    if (!sorted.ok()) sum.errors.push_back(sorted.message());
-  }
-  // Launch gaps per stream: kernels in start order, a gap wherever the next starts after every
-  // earlier one ended.
-  double idle_all = 0, span_all = 0;
-  {
-    bool open = false;
-    uint64_t key = 0, first_start = 0, end = 0, count = 0;
-    DurationSketch gaps;
-    auto close_stream = [&] {
-      if (!open) return;
-      StreamGaps g;
-      g.device = static_cast<uint32_t>(key >> 32);
-      g.stream = static_cast<uint32_t>(key);
-      g.kernels = count;
-      g.span_ns = static_cast<double>(end - first_start);
-      const DurationStats d = gaps.Stats();
-      g.gaps = d.count;
-      g.idle_ns = d.total;
-      g.median_ns = d.median;
-      g.p95_ns = d.p95;
-      idle_all += g.idle_ns;
-      span_all += g.span_ns;
-      sum.streams.push_back(g);
-      gaps = DurationSketch();
-    };
-    const Status sorted = stream_kernels.ForEachSorted([&](const KeyedInterval& iv) {
-      if (open && iv.key != key) {
-        close_stream();
-        open = false;
-      }
-      if (!open) {
-        key = iv.key;
-        first_start = iv.start;
-        end = iv.end;
-        count = 1;
-        open = true;
+      if (iv.tag == 0) return;  // a copy or memset
+      StreamSweep& st = streams[iv.tag];
+      if (st.count++ == 0) {
+        st.first_start = iv.start;
+        st.end = iv.end;
         return;
       }
-      ++count;
-      if (iv.start > end) gaps.Add(static_cast<int64_t>(iv.start - end), &budget);
-      end = std::max(end, iv.end);
+      if (iv.start > st.end) st.gaps.Add(static_cast<int64_t>(iv.start - st.end), &budget);
+      st.end = std::max(st.end, iv.end);
     });
-    close_stream();
+    close_device();
     if (!sorted.ok()) sum.errors.push_back(sorted.message());
   }
   sum.idle_between_kernels_fraction = span_all > 0 ? idle_all / span_all : 0;
