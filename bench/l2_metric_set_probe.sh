@@ -5,7 +5,8 @@
 # program) and by kp kernel mode (KP_METRICS_CACHE=pass), each with three sets: the one-pass set
 # of run_metrics_tests.sh's cache section, that set plus the per-unit max/min of lts__t_bytes,
 # and sol + lts__t_bytes.sum. Application replay for ncu (no memory restores). Prints one table
-# per set (bench/l2_prestate_probe.py). ~1.5 min on an H200. Environment: NVCC, NCU, PYTHON.
+# per set (bench/l2_prestate_probe.py). ~1.5 min on an H200. Environment: NVCC, NCU, PYTHON,
+# REPS (4), PROBE_DIR (where the outputs go; default a new directory under /tmp).
 set -u -o pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIST=$(cd "${1:?usage: l2_metric_set_probe.sh DIST}" && pwd) || exit 2
@@ -31,8 +32,10 @@ for set in one one_units sol; do
     "$NCU" --clock-control none --cache-control "$cache" --replay-mode application --metrics "$M" \
       --csv --page raw --print-units base -k regex:"$K" "$W/l2p" --prestate "$prestate" \
       --reps "$REPS" >"$W/${set}_$label.csv" 2>"$W/${set}_$label.err" ||
-      { echo "ncu $set/$label failed:"; tail -3 "$W/${set}_$label.err"; }
+      { echo "ncu $set/$label failed:"; tail -3 "$W/${set}_$label.err"
+        rm -f "$W/${set}_$label.csv"; }
   done
+  rm -rf "$W/kp_${set}_csv"
   "$DIST/bin/kptrace" run -o "$W/kp_$set.kptrace" --force --metrics "$M" --metrics-mode kernel \
     --metrics-cache pass --metrics-kernels regex:"$KK" -- "$W/l2p" --reps "$REPS" \
     >"$W/kp_$set.log" 2>&1 || tail -3 "$W/kp_$set.log"

@@ -130,19 +130,26 @@ int main(int argc, char** argv) {
   std::string prestate = "none";
   long reps = 4;
   std::string dirty = "same";
+  bool args_ok = argc % 2 == 1;  // flag value pairs
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--prestate")) prestate = argv[i + 1];
-    if (!std::strcmp(argv[i], "--dirty")) dirty = argv[i + 1];
-    if (!std::strcmp(argv[i], "--reps")) reps = std::atol(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--prestate")) {
+      prestate = argv[i + 1];
+    } else if (!std::strcmp(argv[i], "--dirty")) {
+      dirty = argv[i + 1];
+    } else if (!std::strcmp(argv[i], "--reps")) {
+      reps = std::atol(argv[i + 1]);
+    } else {
+      args_ok = false;
+    }
   }
   const std::string known[] = {"none",   "idle", "kp",     "kp_idle",   "rsweep",
                                "wsweep", "kp2",  "kp_all", "wsweep_all"};
   bool ok = false;
   for (const auto& k : known) ok = ok || prestate == k;
-  if (!ok || reps < 1 || (dirty != "same" && dirty != "other")) {
-    std::fprintf(
-        stderr,
-        "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all\n");
+  if (!args_ok || !ok || reps < 1 || (dirty != "same" && dirty != "other")) {
+    std::fprintf(stderr,
+                 "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all "
+                 "[--reps R] [--dirty same|other]\n");
     return 2;
   }
   CHECK(cudaSetDevice(0));

@@ -7,7 +7,8 @@
 # Prints one table (bench/l2_prestate_probe.py): medians over launches, the first dropped, and
 # each column's deviation from the reference. ~2 min on an H200. Environment: NVCC, NCU, PYTHON,
 # REPS (4), DIRTY (same: the L2 is left dirty by write_heavy's own buffer; other: by another
-# one), METRICS (default: the sector breakdown below).
+# one), METRICS (default: the sector breakdown below; keep gpu__time_duration.sum in it),
+# PROBE_DIR (where the outputs go; default a new directory under /tmp).
 set -u -o pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIST=$(cd "${1:?usage: l2_prestate_probe.sh DIST}" && pwd) || exit 2
@@ -30,13 +31,14 @@ ncu_run() {  # LABEL CACHE PRESTATE
   "$NCU" --clock-control none --cache-control "$2" --replay-mode application --metrics "$M" \
     --csv --page raw --print-units base -k regex:"$K" "$W/l2p" --prestate "$3" --reps "$REPS" \
     --dirty "$DIRTY" \
-    >"$W/$1.csv" 2>"$W/$1.err" || { echo "ncu $1 failed:"; tail -3 "$W/$1.err"; }
+    >"$W/$1.csv" 2>"$W/$1.err" || { echo "ncu $1 failed:"; tail -3 "$W/$1.err"; rm -f "$W/$1.csv"; }
 }
 ncu_run all all none
 ncu_run all_idle all idle
 PRESTATES="none idle kp kp_idle rsweep wsweep kp2 kp_all wsweep_all"
 for p in $PRESTATES; do ncu_run "$p" none "$p"; done
 # kp on the unprepared program (its sweep + discard before each measured kernel).
+rm -rf "$W/kp_csv"
 "$DIST/bin/kptrace" run -o "$W/kp.kptrace" --force --metrics "$M" --metrics-mode kernel \
   --metrics-cache pass --metrics-kernels regex:"$KK" -- "$W/l2p" --reps "$REPS" --dirty "$DIRTY" \
   >"$W/kp.log" 2>&1 ||
@@ -46,7 +48,6 @@ rm -f "$W/kp.kptrace"
 echo "# ncu --cache-control none after each --prestate (columns), against ncu's"
 echo "# --cache-control all ('all'); kp: kp kernel mode, KP_METRICS_CACHE=pass; $REPS reps;"
 echo "# --dirty $DIRTY"
-cols="all=$W/all.csv all_idle=$W/all_idle.csv kp=$W/kp_csv/metrics.csv:kp"
-for p in $PRESTATES; do cols+=" ncu_$p=$W/$p.csv"; done
-# shellcheck disable=SC2086
-"$PYTHON" "$REPO/bench/l2_prestate_probe.py" all "$M" $cols
+cols=("all=$W/all.csv" "all_idle=$W/all_idle.csv" "kp=$W/kp_csv/metrics.csv:kp")
+for p in $PRESTATES; do cols+=("ncu_$p=$W/$p.csv"); done
+"$PYTHON" "$REPO/bench/l2_prestate_probe.py" all "$M" "${cols[@]}"

@@ -5,7 +5,8 @@
 # section: bench/l2_prestate.cu with the L2 left dirty by write_heavy's own buffer (--dirty same)
 # or by another buffer (--dirty other), and tests/gpu/programs/metrics_cache.cu itself (where the
 # cache section measured ncu ~5 % above kp on write_heavy). Prints one table per program
-# (bench/l2_prestate_probe.py). ~1.5 min on an H200. Environment: NVCC, NCU, PYTHON.
+# (bench/l2_prestate_probe.py). ~1.5 min on an H200. Environment: NVCC, NCU, PYTHON, PROBE_DIR
+# (where the outputs go; default a new directory under /tmp; no spaces or colons).
 set -u -o pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIST=$(cd "${1:?usage: l2_program_probe.sh DIST}" && pwd) || exit 2
@@ -27,10 +28,12 @@ for prog in "l2p_same:$W/l2p --prestate none --dirty same --reps 4" \
     "$NCU" --clock-control none --cache-control all --metrics "$M" --csv --page raw \
       --print-units base -k regex:"$K" "${argv[@]}" >"$W/${label}_ncu$round.csv" \
       2>"$W/${label}_ncu$round.err" ||
-      { echo "ncu $label failed:"; tail -3 "$W/${label}_ncu$round.err"; }
+      { echo "ncu $label failed:"; tail -3 "$W/${label}_ncu$round.err"
+        rm -f "$W/${label}_ncu$round.csv"; }
+    rm -rf "$W/${label}_kp${round}_csv"
     "$DIST/bin/kptrace" run -o "$W/$label.kptrace" --force --metrics "$M" --metrics-mode kernel \
-      --metrics-cache pass --metrics-kernels regex:"$K" -- "${argv[@]}" >"$W/${label}_kp.log" \
-      2>&1 || tail -3 "$W/${label}_kp.log"
+      --metrics-cache pass --metrics-kernels regex:"$K" -- "${argv[@]}" \
+      >"$W/${label}_kp$round.log" 2>&1 || tail -3 "$W/${label}_kp$round.log"
     "$DIST/bin/kptrace" convert "$W/$label.kptrace" --to csv -o "$W/${label}_kp${round}_csv" \
       >/dev/null
     rm -f "$W/$label.kptrace"

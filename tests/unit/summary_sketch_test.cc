@@ -169,6 +169,35 @@ TEST(ExternalIntervalSort, ExtremeAndDamagedIntervalsSurviveTheRunsOnDisk) {
   EXPECT_TRUE(same(got[4], in[0]));
 }
 
+TEST(ExternalIntervalSort, RunsLargerThanOneReadComeBackWhole) {
+  // Wide values make entries of up to 40 encoded bytes; runs of 50,000 are ~1 MiB on disk, read
+  // back 64 KiB at a time, so entries straddle the reads (and the 1 MiB write pieces).
+  std::mt19937_64 rng(11);
+  ExternalIntervalSort sorter(50000);
+  std::vector<KeyedInterval> want;
+  for (int i = 0; i < 160000; ++i) {
+    KeyedInterval iv{rng() % 3, rng(), rng(), rng()};
+    if (i % 5 == 0) iv = {rng() % 3, rng() % 1000, rng() % 1000, rng() % 4};
+    sorter.Add(iv.key, iv.start, iv.end, iv.tag);
+    want.push_back(iv);
+  }
+  std::vector<KeyedInterval> got;
+  ASSERT_TRUE(sorter.ForEachSorted([&](const KeyedInterval& iv) { got.push_back(iv); }).ok());
+  auto full = [](const KeyedInterval& a, const KeyedInterval& b) {
+    return std::tie(a.key, a.start, a.end, a.tag) < std::tie(b.key, b.start, b.end, b.tag);
+  };
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 1; i < got.size(); ++i) {
+    ASSERT_TRUE(std::tie(got[i - 1].key, got[i - 1].start) <= std::tie(got[i].key, got[i].start))
+        << i;
+  }
+  std::sort(want.begin(), want.end(), full);
+  std::sort(got.begin(), got.end(), full);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(!full(got[i], want[i]) && !full(want[i], got[i])) << i;
+  }
+}
+
 TEST(ExternalIntervalSort, FewStreamsPerDeviceInterleavedComeOutInStartOrder) {
   // As in a trace: per (device, stream) the intervals mostly arrive in time order, streams and
   // devices interleaved, a few late ones; sorted in runs of 1000 (both grouping and merging).

@@ -27,7 +27,8 @@ struct StartBefore {
 // Sorts by (key, start). There are few keys (devices) and tags (a device's streams, and 0 for
 // its copies and memsets), and each (key, tag)'s intervals mostly arrive in time order: they are
 // grouped by (key, tag) in one counting pass, each group's few runs are merged by start, then
-// each key's groups are merged (common/sort_runs.h). Past kMaxGroups groups it sorts.
+// each key's groups are merged (common/sort_runs.h). Past kMaxGroups (key, tag) pairs in one
+// run (e.g. 8 GPUs with 8 busy streams each) it sorts: the same order, more time.
 void SortRun(std::vector<KeyedInterval>* v) {
   if (std::is_sorted(v->begin(), v->end(), Before())) return;
   constexpr size_t kMaxGroups = 64;
@@ -120,6 +121,7 @@ bool GetVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
 
 constexpr size_t kMaxEncoded = 4 * 10;   // bytes of one entry at most
 constexpr size_t kReadBytes = 64 << 10;  // per run while merging
+constexpr size_t kWriteBytes = 1 << 20;  // the encoding buffer while a run is written
 
 uint64_t ZigZag(uint64_t from, uint64_t to) {
   const uint64_t d = to - from;  // two's complement difference
@@ -166,19 +168,35 @@ ExternalIntervalSort::~ExternalIntervalSort() {
 void ExternalIntervalSort::Spill() {
   if (spill_failed_) return;
   if (file_ == nullptr) file_ = std::tmpfile();
-  SortRun(&buffer_);
-  encoded_.clear();
-  Cursor cursor;
-  for (const KeyedInterval& iv : buffer_) Encode(iv, &cursor, &encoded_);
-  if (file_ == nullptr ||
-      std::fwrite(encoded_.data(), 1, encoded_.size(), file_) != encoded_.size()) {
-    // Keep everything in memory from here on: slower to grow, same answer. The part of a run
-    // that was written is never read (runs_ does not name it).
+  if (file_ == nullptr) {
+    // Keep everything in memory from here on: slower to grow, same answer.
     spill_failed_ = true;
     return;
   }
-  runs_.push_back({file_bytes_, encoded_.size(), buffer_.size()});
-  file_bytes_ += encoded_.size();
+  SortRun(&buffer_);
+  // Encoded and written in pieces of kWriteBytes, so the encoding never holds a whole run.
+  uint64_t bytes = 0;
+  bool ok = true;
+  auto write = [&] {
+    ok = ok && std::fwrite(encoded_.data(), 1, encoded_.size(), file_) == encoded_.size();
+    bytes += encoded_.size();
+    encoded_.clear();
+  };
+  encoded_.clear();
+  encoded_.reserve(kWriteBytes + kMaxEncoded);
+  Cursor cursor;
+  for (const KeyedInterval& iv : buffer_) {
+    Encode(iv, &cursor, &encoded_);
+    if (encoded_.size() >= kWriteBytes) write();
+  }
+  write();
+  if (!ok) {
+    // As above. The part of a run that was written is never read (runs_ does not name it).
+    spill_failed_ = true;
+    return;
+  }
+  runs_.push_back({file_bytes_, bytes, buffer_.size()});
+  file_bytes_ += bytes;
   size_ += buffer_.size();
   buffer_.clear();
 }

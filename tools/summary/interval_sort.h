@@ -4,9 +4,10 @@
 // Intervals collect in a buffer of kRunEntries; a full buffer is sorted and written to an
 // anonymous temporary file as one run (varint deltas, ~6 bytes an interval), and ForEachSorted
 // merges the runs (a small read buffer each). A trace that fits the buffer never touches the
-// disk. Memory: the buffer (32 MiB), one run's encoding (~6 MiB) and 64 KiB per run while
-// merging. If no temporary file can be created the buffer keeps growing instead (and a
-// note says so), so the answer is the same either way.
+// disk. Memory: the buffer (32 MiB), a second one while a run is sorted (32 MiB), 1 MiB while a
+// run is written, and 64 KiB per run while merging (a run is 1,048,576 intervals). If no temporary
+// file can be created the buffer keeps growing instead (and a note says so), so the answer is the
+// same either way.
 #pragma once
 
 #include <cstdint>
@@ -49,7 +50,7 @@ class ExternalIntervalSort {
     uint64_t offset, bytes, entries;  // where in the file, its encoded size, its entries
   };
   std::vector<KeyedInterval> buffer_;
-  std::vector<uint8_t> encoded_;  // a run being written
+  std::vector<uint8_t> encoded_;  // the piece of a run being written
   FILE* file_ = nullptr;
   std::vector<SpilledRun> runs_;  // in file order
   uint64_t file_bytes_ = 0;

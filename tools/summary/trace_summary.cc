@@ -37,11 +37,9 @@ using Interval = TimeInterval;
 // Durations kept exactly across all groups before large groups move to histograms.
 constexpr uint64_t kExactValues = uint64_t{4} << 20;
 
-// A kernel's tag in the device-work sort: its (device, stream) plus one (0 marks copies and
-// memsets). Device indices are small, so the sum never wraps to 0.
-uint64_t StreamTag(uint32_t device, uint32_t stream) {
-  return (uint64_t{device} << 32 | stream) + 1;
-}
+// A kernel's tag in the device-work sort (keyed by device): its stream plus one; 0 marks copies
+// and memsets.
+uint64_t StreamTag(uint32_t stream) { return uint64_t{stream} + 1; }
 
 struct MetricAccum {
   std::string name, domain, chip;
@@ -355,7 +353,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         if (k.start() > 0 && k.duration() >= 0) {
           const uint64_t start = static_cast<uint64_t>(k.start());
           const uint64_t end = static_cast<uint64_t>(EndTime(k.start(), k.duration()));
-          device_work.Add(k.device(), start, end, StreamTag(k.device(), k.stream()));
+          device_work.Add(k.device(), start, end, StreamTag(k.stream()));
         }
       }
       for (const Memcpy& m : c.memcpys()) {
@@ -543,7 +541,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       uint64_t first_start = 0, end = 0, count = 0;
       DurationSketch gaps;
     };
-    std::map<uint64_t, StreamSweep> streams;  // by StreamTag: (device, stream) order
+    std::map<uint64_t, StreamSweep> streams;  // the device's, by StreamTag: stream order
     auto close_device = [&] {
       if (!open) return;
       busy += static_cast<double>(ce - cs);
@@ -556,7 +554,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       sum.busy.push_back(b);
       for (auto& [tag, st] : streams) {
         StreamGaps g;
-        g.device = static_cast<uint32_t>((tag - 1) >> 32);
+        g.device = static_cast<uint32_t>(device);
         g.stream = static_cast<uint32_t>(tag - 1);
         g.kernels = st.count;
         g.span_ns = static_cast<double>(st.end - st.first_start);
