@@ -169,6 +169,26 @@ TEST(ExternalIntervalSort, ExtremeAndDamagedIntervalsSurviveTheRunsOnDisk) {
   EXPECT_TRUE(same(got[4], in[0]));
 }
 
+// Drains `sorter` and checks that it gave back exactly `want` (each interval whole, its tag
+// with it) in (key, start) order.
+void ExpectSortedCopyOf(ExternalIntervalSort* sorter, std::vector<KeyedInterval> want) {
+  std::vector<KeyedInterval> got;
+  ASSERT_TRUE(sorter->ForEachSorted([&](const KeyedInterval& iv) { got.push_back(iv); }).ok());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 1; i < got.size(); ++i) {
+    ASSERT_TRUE(std::tie(got[i - 1].key, got[i - 1].start) <= std::tie(got[i].key, got[i].start))
+        << i;
+  }
+  auto full = [](const KeyedInterval& a, const KeyedInterval& b) {
+    return std::tie(a.key, a.start, a.end, a.tag) < std::tie(b.key, b.start, b.end, b.tag);
+  };
+  std::sort(want.begin(), want.end(), full);
+  std::sort(got.begin(), got.end(), full);
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(!full(got[i], want[i]) && !full(want[i], got[i])) << i;
+  }
+}
+
 TEST(ExternalIntervalSort, RunsLargerThanOneReadComeBackWhole) {
   // Wide values make entries of up to 40 encoded bytes; runs of 50,000 are ~1 MiB on disk, read
   // back 64 KiB at a time, so entries straddle the reads (and the 1 MiB write pieces).
@@ -181,21 +201,7 @@ TEST(ExternalIntervalSort, RunsLargerThanOneReadComeBackWhole) {
     sorter.Add(iv.key, iv.start, iv.end, iv.tag);
     want.push_back(iv);
   }
-  std::vector<KeyedInterval> got;
-  ASSERT_TRUE(sorter.ForEachSorted([&](const KeyedInterval& iv) { got.push_back(iv); }).ok());
-  auto full = [](const KeyedInterval& a, const KeyedInterval& b) {
-    return std::tie(a.key, a.start, a.end, a.tag) < std::tie(b.key, b.start, b.end, b.tag);
-  };
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 1; i < got.size(); ++i) {
-    ASSERT_TRUE(std::tie(got[i - 1].key, got[i - 1].start) <= std::tie(got[i].key, got[i].start))
-        << i;
-  }
-  std::sort(want.begin(), want.end(), full);
-  std::sort(got.begin(), got.end(), full);
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_TRUE(!full(got[i], want[i]) && !full(want[i], got[i])) << i;
-  }
+  ExpectSortedCopyOf(&sorter, want);
 }
 
 TEST(ExternalIntervalSort, FewStreamsPerDeviceInterleavedComeOutInStartOrder) {
@@ -214,22 +220,7 @@ TEST(ExternalIntervalSort, FewStreamsPerDeviceInterleavedComeOutInStartOrder) {
     sorter.Add(iv.key, iv.start, iv.end, iv.tag);
     want.push_back(iv);
   }
-  std::vector<KeyedInterval> got;
-  ASSERT_TRUE(sorter.ForEachSorted([&](const KeyedInterval& iv) { got.push_back(iv); }).ok());
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 1; i < got.size(); ++i) {
-    ASSERT_TRUE(got[i - 1].key < got[i].key ||
-                (got[i - 1].key == got[i].key && got[i - 1].start <= got[i].start))
-        << i;
-  }
-  auto full = [](const KeyedInterval& a, const KeyedInterval& b) {
-    return std::tie(a.key, a.start, a.end, a.tag) < std::tie(b.key, b.start, b.end, b.tag);
-  };
-  std::sort(want.begin(), want.end(), full);
-  std::sort(got.begin(), got.end(), full);
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_TRUE(!full(got[i], want[i]) && !full(want[i], got[i])) << i;
-  }
+  ExpectSortedCopyOf(&sorter, want);
 }
 
 TEST(ExternalIntervalSort, SpilledRunsMergeIntoTheInMemoryOrder) {
