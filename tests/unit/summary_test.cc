@@ -126,6 +126,72 @@ TEST(Summary, KernelTableBusyAndIdleReading) {
   EXPECT_NE(text.find("no footer"), std::string::npos) << text;  // losses shown
 }
 
+// Two devices, streams with the same number on both, overlapping streams, copies and memsets,
+// records out of order: busy time is each device's union of all its work; launch gaps are per
+// (device, stream) and count kernels only.
+TEST(Summary, BusyTimeAndLaunchGapsPerDeviceAndStream) {
+  constexpr int64_t kBase = 1000000000, kUs = 1000;
+  ProtoTraceWriter w;
+  Chunk c;
+  c.set_time_base_ns(kBase);
+  InternedString* name = c.add_strings();
+  name->set_id(1);
+  name->set_value("k");
+  KernelShape* shape = c.add_kernel_shapes();
+  shape->set_id(1);
+  shape->set_name(1);
+  auto kernel = [&](uint32_t device, uint32_t stream, int64_t start_us, int64_t end_us) {
+    Kernel* k = c.add_kernels();
+    k->set_device(device);
+    k->set_stream(stream);
+    k->set_start(kBase + start_us * kUs);
+    k->set_duration((end_us - start_us) * kUs);
+    k->set_shape(1);
+  };
+  kernel(1, 3, 130, 140);
+  kernel(0, 9, 60, 70);
+  kernel(0, 3, 40, 50);
+  kernel(0, 3, 0, 10);
+  kernel(0, 9, 5, 25);
+  kernel(1, 3, 100, 110);
+  kernel(0, 3, 20, 30);
+  Memcpy* m = c.add_memcpys();
+  m->set_device(0);
+  m->set_stream(3);
+  m->set_start(kBase + 50 * kUs);
+  m->set_duration(8 * kUs);
+  m->set_bytes(1 << 20);
+  Memset* ms = c.add_memsets();
+  ms->set_device(1);
+  ms->set_stream(3);
+  ms->set_start(kBase + 110 * kUs);
+  ms->set_duration(10 * kUs);
+  w.Add(c);
+  TraceSummary s = SummarizeTraces({WriteTemp("devices", w.bytes())});
+  ASSERT_EQ(s.busy.size(), 2u);
+  EXPECT_EQ(s.busy[0].device, 0u);
+  EXPECT_DOUBLE_EQ(s.busy[0].busy_ns, (30 + 18 + 10) * kUs);  // [0,30) [40,58) [60,70)
+  EXPECT_EQ(s.busy[1].device, 1u);
+  EXPECT_DOUBLE_EQ(s.busy[1].busy_ns, (20 + 10) * kUs);  // [100,120) [130,140)
+  EXPECT_DOUBLE_EQ(s.span_ns, 140 * kUs);
+  ASSERT_EQ(s.streams.size(), 3u);
+  struct Want {
+    uint32_t device, stream;
+    uint64_t kernels, gaps;
+    double idle_us, span_us;
+  };
+  const Want want[] = {{0, 3, 3, 2, 20, 50}, {0, 9, 2, 1, 35, 65}, {1, 3, 2, 1, 20, 40}};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(s.streams[i].device, want[i].device) << i;
+    EXPECT_EQ(s.streams[i].stream, want[i].stream) << i;
+    EXPECT_EQ(s.streams[i].kernels, want[i].kernels) << i;
+    EXPECT_EQ(s.streams[i].gaps, want[i].gaps) << i;
+    EXPECT_DOUBLE_EQ(s.streams[i].idle_ns, want[i].idle_us * kUs) << i;
+    EXPECT_DOUBLE_EQ(s.streams[i].span_ns, want[i].span_us * kUs) << i;
+  }
+  EXPECT_DOUBLE_EQ(s.idle_between_kernels_fraction, (20.0 + 35 + 20) / (50 + 65 + 40));
+}
+
 // Range mode: a memory-bound kernel busy for a third of its measured range. Over the whole
 // range the percentages look latency-bound; read while the GPU was busy (value / busy share of
 // gpu__time_duration) it is memory-bound: 90 % / (0.4 ms / 1.2 ms) capped at 100, 6 % -> 18 %.
