@@ -1,4 +1,5 @@
-// sort_runs.h: sort a range that arrives as a few runs already in order.
+// sort_runs.h: sort a range that arrives as a few runs already in order, and a vector of a few
+// groups (tracks, devices) that each arrive so.
 //
 // The exporters and the summary sort each stream's or thread's records by start time. Those
 // records come as a handful of runs already in order (a stream's kernels, then its copies, then
@@ -9,6 +10,9 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
 
 namespace kp {
 
@@ -37,6 +41,75 @@ void SortRuns(It first, It last, Less less) {
     if (runs % 2 == 1) bounds[merged++] = bounds[runs - 1];
     bounds[merged] = last;
     runs = merged;
+  }
+}
+
+// Sorts `v` by (group_of(x).first, then `less`). group_of(x) is an (outer, inner) pair of
+// uint64_t: a record's track or device, and what subdivides it into sequences that each arrive
+// mostly in `less` order (a device's streams; 0 where there is nothing to subdivide). The
+// records are put into (outer, inner) groups by a stable counting pass (scratch holds the copy;
+// its storage is swapped with v's), each group's runs are merged, then each outer value's groups
+// are merged: a fraction of one general sort when there are few groups. Past kMaxGroups
+// (outer, inner) pairs it sorts the whole vector.
+template <typename T, typename GroupOf, typename Less>
+void SortGroupedRuns(std::vector<T>* v, std::vector<T>* scratch, GroupOf group_of, Less less) {
+  using Key = std::pair<uint64_t, uint64_t>;
+  auto full = [&](const T& a, const T& b) {
+    const uint64_t oa = group_of(a).first, ob = group_of(b).first;
+    return oa != ob ? oa < ob : less(a, b);
+  };
+  if (v->size() < 2 || std::is_sorted(v->begin(), v->end(), full)) return;
+  constexpr size_t kMaxGroups = 64;
+  Key keys[kMaxGroups];
+  size_t counts[kMaxGroups] = {};
+  size_t n = 0, last = 0;
+  // Points `last` at x's group; false (last == n) if it has none yet.
+  auto find = [&](const Key& k) {
+    if (last < n && keys[last] == k) return true;
+    for (last = 0; last < n; ++last) {
+      if (keys[last] == k) return true;
+    }
+    return false;
+  };
+  for (const T& x : *v) {
+    const Key k = group_of(x);
+    if (!find(k)) {
+      if (n == kMaxGroups) {
+        std::sort(v->begin(), v->end(), full);
+        return;
+      }
+      keys[n] = k;
+      last = n++;
+    }
+    ++counts[last];
+  }
+  size_t order[kMaxGroups], offset[kMaxGroups], next[kMaxGroups];
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::sort(order, order + n, [&](size_t a, size_t b) { return keys[a] < keys[b]; });
+  size_t at = 0;
+  for (size_t i = 0; i < n; ++i) {
+    offset[order[i]] = at;
+    at += counts[order[i]];
+  }
+  std::copy(offset, offset + n, next);
+  scratch->resize(v->size());
+  for (const T& x : *v) {
+    find(group_of(x));
+    (*scratch)[next[last]++] = x;
+  }
+  v->swap(*scratch);
+  auto at_offset = [&](size_t o) { return v->begin() + static_cast<std::ptrdiff_t>(o); };
+  for (size_t g = 0; g < n; ++g)
+    SortRuns(at_offset(offset[g]), at_offset(offset[g] + counts[g]), less);
+  // An outer value's groups are consecutive in `order`: merge them into one run.
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && keys[order[j]].first == keys[order[i]].first) ++j;
+    if (j - i > 1) {
+      SortRuns(at_offset(offset[order[i]]), at_offset(offset[order[j - 1]] + counts[order[j - 1]]),
+               less);
+    }
+    i = j;
   }
 }
 

@@ -1,11 +1,14 @@
 // sort_runs_test.cc: common/sort_runs.h against std::sort: few runs (merged), many runs (the
-// sort fallback), already sorted, empty and one element, with ties.
+// sort fallback), already sorted, empty and one element, with ties; grouped vectors with few
+// and too many groups.
 #include "common/sort_runs.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -79,6 +82,65 @@ TEST(SortRuns, EmptyAndSingle) {
   std::vector<Item> one = {{5, 6, 0}};
   kp::SortRuns(one.begin(), one.end(), ByStart());
   EXPECT_EQ(one[0].start, 5);
+}
+
+// Grouped: outer = track, inner = sub (the order within a track is by ByStart, whatever sub).
+struct Rec {
+  uint64_t track, sub;
+  Item item;
+};
+
+void ExpectGroupedSort(std::vector<Rec> input) {
+  std::vector<Rec> got = input, scratch;
+  kp::SortGroupedRuns(
+      &got, &scratch, [](const Rec& r) { return std::pair<uint64_t, uint64_t>(r.track, r.sub); },
+      [](const Rec& a, const Rec& b) { return ByStart()(a.item, b.item); });
+  for (size_t i = 1; i < got.size(); ++i) {
+    ASSERT_TRUE(got[i - 1].track < got[i].track ||
+                (got[i - 1].track == got[i].track && !ByStart()(got[i].item, got[i - 1].item)))
+        << i;
+  }
+  auto by_id = [](const Rec& a, const Rec& b) { return a.item.id < b.item.id; };
+  std::sort(got.begin(), got.end(), by_id);
+  std::sort(input.begin(), input.end(), by_id);
+  ASSERT_EQ(got.size(), input.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].track, input[i].track);
+    EXPECT_EQ(got[i].sub, input[i].sub);
+    EXPECT_EQ(got[i].item.start, input[i].item.start);
+    EXPECT_EQ(got[i].item.end, input[i].item.end);
+  }
+}
+
+// `tracks` x `subs` sequences, each mostly in start order, interleaved at random.
+std::vector<Rec> Interleaved(std::mt19937& rng, uint64_t tracks, uint64_t subs, int n) {
+  std::vector<Rec> v;
+  std::vector<int> clock(tracks * subs, 0);
+  for (int i = 0; i < n; ++i) {
+    const uint64_t t = rng() % tracks, s = rng() % subs;
+    int& c = clock[t * subs + s];
+    c += 1 + static_cast<int>(rng() % 7);
+    const int start = rng() % 50 == 0 ? c / 2 : c;  // now and then a late one
+    v.push_back({t * 1000003, s, {start, start + static_cast<int>(rng() % 4), i}});
+  }
+  return v;
+}
+
+TEST(SortGroupedRuns, FewGroupsAreGroupedMergedAndMergedAgainPerTrack) {
+  std::mt19937 rng(5);
+  ExpectGroupedSort(Interleaved(rng, 3, 4, 5000));  // 12 groups, 3 tracks
+  ExpectGroupedSort(Interleaved(rng, 7, 1, 5000));  // one group per track
+}
+
+TEST(SortGroupedRuns, TooManyGroupsFallBackToASort) {
+  std::mt19937 rng(6);
+  ExpectGroupedSort(Interleaved(rng, 9, 8, 5000));  // 72 groups
+}
+
+TEST(SortGroupedRuns, EmptySingleAndSorted) {
+  ExpectGroupedSort({});
+  ExpectGroupedSort({{1, 0, {5, 6, 0}}});
+  ExpectGroupedSort({{1, 0, {5, 6, 0}}, {1, 1, {7, 8, 1}}, {2, 0, {1, 2, 2}}});
 }
 
 }  // namespace

@@ -60,15 +60,7 @@ uint32_t LaneSet::Place(uint64_t start, uint64_t end) {
 
 namespace {
 
-// A function object (not a function pointer) so std::sort inlines the comparison.
-struct SliceOrder {
-  bool operator()(const LaidOutSlice& a, const LaidOutSlice& b) const {
-    if (a.track != b.track) return a.track < b.track;
-    if (a.start != b.start) return a.start < b.start;
-    return a.end > b.end;
-  }
-};
-
+// Within a track: by start, the longer of two slices that start together first.
 struct StartOrder {
   bool operator()(const LaidOutSlice& a, const LaidOutSlice& b) const {
     if (a.start != b.start) return a.start < b.start;
@@ -76,53 +68,13 @@ struct StartOrder {
   }
 };
 
-// Sorts by SliceOrder. A chunk holds few tracks (streams, threads), and each track's records
-// mostly arrive in time order: records are grouped by track (a stable counting pass) and each
-// group's runs are merged (common/sort_runs.h), a fraction of one general sort of the chunk.
+// Sorts by (track, StartOrder). A chunk holds few tracks (streams, threads), and each track's
+// records mostly arrive in time order (common/sort_runs.h).
 void SortSlices(std::vector<LaidOutSlice>* slices, std::vector<LaidOutSlice>* scratch) {
-  std::vector<LaidOutSlice>& v = *slices;
-  if (v.size() < 2 || std::is_sorted(v.begin(), v.end(), SliceOrder())) return;
-  constexpr size_t kMaxGroups = 64;
-  uint64_t tracks[kMaxGroups];
-  size_t counts[kMaxGroups];
-  size_t groups = 0;
-  for (const LaidOutSlice& s : v) {
-    size_t g = 0;
-    while (g < groups && tracks[g] != s.track) ++g;
-    if (g == groups) {
-      if (groups == kMaxGroups) {
-        std::sort(v.begin(), v.end(), SliceOrder());
-        return;
-      }
-      tracks[groups] = s.track;
-      counts[groups++] = 0;
-    }
-    ++counts[g];
-  }
-  // Groups in track order, each at its offset in the output.
-  size_t order[kMaxGroups];
-  for (size_t g = 0; g < groups; ++g) order[g] = g;
-  std::sort(order, order + groups, [&](size_t a, size_t b) { return tracks[a] < tracks[b]; });
-  size_t offset[kMaxGroups];
-  size_t at = 0;
-  for (size_t i = 0; i < groups; ++i) {
-    offset[order[i]] = at;
-    at += counts[order[i]];
-  }
-  scratch->resize(v.size());
-  size_t next[kMaxGroups];
-  std::copy(offset, offset + groups, next);
-  for (const LaidOutSlice& s : v) {
-    size_t g = 0;
-    while (tracks[g] != s.track) ++g;
-    (*scratch)[next[g]++] = s;
-  }
-  v.swap(*scratch);
-  for (size_t g = 0; g < groups; ++g) {
-    auto first = v.begin() + static_cast<ptrdiff_t>(offset[g]);
-    auto last = first + static_cast<ptrdiff_t>(counts[g]);
-    SortRuns(first, last, StartOrder());
-  }
+  SortGroupedRuns(
+      slices, scratch,
+      [](const LaidOutSlice& s) { return std::pair<uint64_t, uint64_t>(s.track, 0); },
+      StartOrder());
 }
 
 template <typename R>

@@ -25,71 +25,15 @@ struct StartBefore {
 };
 
 // Sorts by (key, start). There are few keys (devices) and tags (a device's streams, and 0 for
-// its copies and memsets), and each (key, tag)'s intervals mostly arrive in time order: they are
-// grouped by (key, tag) in one counting pass, each group's few runs are merged by start, then
-// each key's groups are merged (common/sort_runs.h). Past kMaxGroups (key, tag) pairs in one
-// run (e.g. 8 GPUs with 8 busy streams each) it sorts: the same order, more time.
+// its copies and memsets), and each (key, tag)'s intervals mostly arrive in time order
+// (common/sort_runs.h). Past its 64 (key, tag) pairs in one run (e.g. 8 GPUs with 8 busy streams
+// each) it sorts: the same order, more time.
 void SortRun(std::vector<KeyedInterval>* v) {
-  if (std::is_sorted(v->begin(), v->end(), Before())) return;
-  constexpr size_t kMaxGroups = 64;
-  uint64_t keys[kMaxGroups], tags[kMaxGroups];
-  size_t counts[kMaxGroups] = {};
-  size_t n = 0, last = 0;
-  auto find = [&](const KeyedInterval& iv) {
-    if (n > 0 && keys[last] == iv.key && tags[last] == iv.tag) return true;
-    for (last = 0; last < n; ++last) {
-      if (keys[last] == iv.key && tags[last] == iv.tag) return true;
-    }
-    return false;
-  };
-  for (const KeyedInterval& iv : *v) {
-    if (!find(iv)) {
-      if (n == kMaxGroups) {
-        std::sort(v->begin(), v->end(), Before());
-        return;
-      }
-      keys[n] = iv.key;
-      tags[n] = iv.tag;
-      last = n++;
-    }
-    ++counts[last];
-  }
-  size_t order[kMaxGroups], offset[kMaxGroups];
-  for (size_t i = 0; i < n; ++i) order[i] = i;
-  std::sort(order, order + n, [&](size_t a, size_t b) {
-    return keys[a] != keys[b] ? keys[a] < keys[b] : tags[a] < tags[b];
-  });
-  size_t at = 0;
-  for (size_t i = 0; i < n; ++i) {
-    offset[order[i]] = at;
-    at += counts[order[i]];
-  }
-  std::vector<KeyedInterval> grouped(v->size());
-  size_t next[kMaxGroups];
-  std::copy(offset, offset + n, next);
-  for (const KeyedInterval& iv : *v) {
-    find(iv);
-    grouped[next[last]++] = iv;
-  }
-  v->swap(grouped);
-  auto range = [&](size_t from, size_t to) {
-    return std::make_pair(v->begin() + static_cast<ptrdiff_t>(from),
-                          v->begin() + static_cast<ptrdiff_t>(to));
-  };
-  for (size_t g = 0; g < n; ++g) {
-    auto [first, end] = range(offset[g], offset[g] + counts[g]);
-    SortRuns(first, end, StartBefore());
-  }
-  // Each key's groups are consecutive in `order`: merge them into one run by start.
-  for (size_t i = 0; i < n;) {
-    size_t j = i;
-    while (j < n && keys[order[j]] == keys[order[i]]) ++j;
-    if (j - i > 1) {
-      auto [first, end] = range(offset[order[i]], offset[order[j - 1]] + counts[order[j - 1]]);
-      SortRuns(first, end, StartBefore());
-    }
-    i = j;
-  }
+  std::vector<KeyedInterval> scratch;
+  SortGroupedRuns(
+      v, &scratch,
+      [](const KeyedInterval& iv) { return std::pair<uint64_t, uint64_t>(iv.key, iv.tag); },
+      StartBefore());
 }
 
 // A run on disk: its entries in (key, start) order, each as four LEB128 varints -- the key's
@@ -175,19 +119,19 @@ void ExternalIntervalSort::Spill() {
   }
   SortRun(&buffer_);
   // Encoded and written in pieces of kWriteBytes, so the encoding never holds a whole run.
+  std::vector<uint8_t> encoded;
+  encoded.reserve(kWriteBytes + kMaxEncoded);
   uint64_t bytes = 0;
   bool ok = true;
   auto write = [&] {
-    ok = ok && std::fwrite(encoded_.data(), 1, encoded_.size(), file_) == encoded_.size();
-    bytes += encoded_.size();
-    encoded_.clear();
+    ok = ok && std::fwrite(encoded.data(), 1, encoded.size(), file_) == encoded.size();
+    bytes += encoded.size();
+    encoded.clear();
   };
-  encoded_.clear();
-  encoded_.reserve(kWriteBytes + kMaxEncoded);
   Cursor cursor;
   for (const KeyedInterval& iv : buffer_) {
-    Encode(iv, &cursor, &encoded_);
-    if (encoded_.size() >= kWriteBytes) write();
+    Encode(iv, &cursor, &encoded);
+    if (encoded.size() >= kWriteBytes) write();
   }
   write();
   if (!ok) {

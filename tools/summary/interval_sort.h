@@ -50,7 +50,6 @@ class ExternalIntervalSort {
     uint64_t offset, bytes, entries;  // where in the file, its encoded size, its entries
   };
   std::vector<KeyedInterval> buffer_;
-  std::vector<uint8_t> encoded_;  // the piece of a run being written
   FILE* file_ = nullptr;
   std::vector<SpilledRun> runs_;  // in file order
   uint64_t file_bytes_ = 0;

@@ -288,7 +288,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
   };
   std::map<int, CopyAccum> copies;
   // GPU work by device, sorted by start in bounded memory (interval_sort.h): its union is the
-  // busy time; the kernels among it, tagged with their (device, stream), give each stream's
+  // busy time; the kernels among it, tagged with their stream (StreamTag), give each stream's
   // launch gaps (a stream's kernels in device start order are in start order).
   ExternalIntervalSort device_work;
   std::map<std::tuple<std::string, std::string, uint32_t>, MetricAccum> metrics;
