@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
+#include <string>
 
 #include "tools/reader/fixed_trace.h"
 #include "tools/reader/proto_trace_writer.h"
@@ -33,19 +34,24 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
+// Interns `name` as string `id` and adds kernel shape `id` with it as its name and demangled name.
+void AddKernelShape(Chunk* c, uint32_t id, const std::string& name) {
+  InternedString* s = c->add_strings();
+  s->set_id(id);
+  s->set_value(name);
+  KernelShape* sh = c->add_kernel_shapes();
+  sh->set_id(id);
+  sh->set_name(id);
+  sh->set_demangled(id);
+}
+
 // 100 launches of one kernel with durations 1..100 us (shuffled), back to back on one stream
 // with a 1 ms gap after each: the GPU is mostly idle.
 std::string KnownDurationsTrace() {
   ProtoTraceWriter w;
   Chunk c;
   c.set_time_base_ns(1000000000);
-  InternedString* s = c.add_strings();
-  s->set_id(1);
-  s->set_value("void step_kernel<float>(float*, int)");
-  KernelShape* sh = c.add_kernel_shapes();
-  sh->set_id(1);
-  sh->set_name(1);
-  sh->set_demangled(1);
+  AddKernelShape(&c, 1, "void step_kernel<float>(float*, int)");
   uint64_t t = 1000000000;
   for (int i = 0; i < 100; ++i) {
     int d = (i * 37) % 100 + 1;  // a permutation of 1..100
@@ -134,12 +140,7 @@ TEST(Summary, BusyTimeAndLaunchGapsPerDeviceAndStream) {
   ProtoTraceWriter w;
   Chunk c;
   c.set_time_base_ns(kBase);
-  InternedString* name = c.add_strings();
-  name->set_id(1);
-  name->set_value("k");
-  KernelShape* shape = c.add_kernel_shapes();
-  shape->set_id(1);
-  shape->set_name(1);
+  AddKernelShape(&c, 1, "k");
   auto kernel = [&](uint32_t device, uint32_t stream, int64_t start_us, int64_t end_us) {
     Kernel* k = c.add_kernels();
     k->set_device(device);
@@ -318,13 +319,7 @@ TEST(Summary, TextTableKeepsKernelNamesReadable) {
       "namespace)::TensorListMetadata<2>, at::native::(anonymous "
       "namespace)::PointwiseOpScalarFunctor<float, 2, 2, 0>>(int)"};
   for (uint32_t i = 0; i < 2; ++i) {
-    InternedString* s = c.add_strings();
-    s->set_id(i + 1);
-    s->set_value(names[i]);
-    KernelShape* sh = c.add_kernel_shapes();
-    sh->set_id(i + 1);
-    sh->set_name(i + 1);
-    sh->set_demangled(i + 1);
+    AddKernelShape(&c, i + 1, names[i]);
     Kernel* k = c.add_kernels();
     k->set_start(1000000000 + i * 1000000);
     k->set_duration(1000 * (i + 1));
@@ -344,13 +339,7 @@ TEST(Summary, UntimedKernelsAreCountedNotAveraged) {
   ProtoTraceWriter w;
   Chunk c;
   c.set_time_base_ns(1000000000);
-  InternedString* s = c.add_strings();
-  s->set_id(1);
-  s->set_value("gemm");
-  KernelShape* sh = c.add_kernel_shapes();
-  sh->set_id(1);
-  sh->set_name(1);
-  sh->set_demangled(1);
+  AddKernelShape(&c, 1, "gemm");
   for (int i = 0; i < 4; ++i) {
     Kernel* k = c.add_kernels();
     k->set_shape(1);
