@@ -6,7 +6,9 @@
 //
 // Each repetition: fill_dirty writes a 512 MiB buffer (the L2 ends full of dirty lines, as after
 // a real write-heavy kernel; --dirty other: a separate 512 MiB buffer, so that the dirty lines
-// are not write_heavy's own, as after a GEMM's output in tests/gpu/programs/metrics_cache.cu),
+// are not write_heavy's own, as after a GEMM's output in tests/gpu/programs/metrics_cache.cu;
+// --dirty alloc: that other buffer is allocated but never used, fill_dirty writes write_heavy's;
+// --dirty read: the other buffer is read instead of written, leaving clean lines),
 // then, each after the prepared state: write_heavy (writes the 512 MiB buffer), read_only (reads a
 // 256 MiB buffer) and reduction (sums it).
 //
@@ -23,9 +25,16 @@
 //              line read through the far L2 partition may leave a copy in the near one that a
 //              discard from an SM of the other side does not reach)
 //   wsweep_all write zeros over 2 x L2, then kp_all's discard
+//   reset_persist  cudaCtxResetPersistingL2Cache (driver-side L2 maintenance, if it flushes)
+//   set_limit      cudaLimitPersistingL2CacheSize set to half the L2 and back (an L2
+//                  reconfiguration)
+//   rdma_flush     cudaDeviceFlushGPUDirectRDMAWrites (to all devices)
+//   memop_flush    cuStreamBatchMemOp with CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES
 //
-// nvcc -arch=sm_90 -O2 -o l2_prestate l2_prestate.cu
-// Usage: l2_prestate --prestate NAME [--reps R] (default 4) [--dirty same|other] (default same)
+// nvcc -arch=sm_90 -O2 -o l2_prestate l2_prestate.cu -lcuda
+// Usage: l2_prestate --prestate NAME [--reps R] (default 4) [--dirty same|other|alloc|read]
+// (default same)
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
 
@@ -142,14 +151,18 @@ int main(int argc, char** argv) {
       args_ok = false;
     }
   }
-  const std::string known[] = {"none",   "idle", "kp",     "kp_idle",   "rsweep",
-                               "wsweep", "kp2",  "kp_all", "wsweep_all"};
+  const std::string known[] = {"none",       "idle",          "kp",        "kp_idle",
+                               "rsweep",     "wsweep",        "kp2",       "kp_all",
+                               "wsweep_all", "reset_persist", "set_limit", "rdma_flush",
+                               "memop_flush"};
   bool ok = false;
   for (const auto& k : known) ok = ok || prestate == k;
-  if (!args_ok || !ok || reps < 1 || (dirty != "same" && dirty != "other")) {
+  if (!args_ok || !ok || reps < 1 ||
+      (dirty != "same" && dirty != "other" && dirty != "alloc" && dirty != "read")) {
     std::fprintf(stderr,
-                 "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all "
-                 "[--reps R] [--dirty same|other]\n");
+                 "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all"
+                 "|reset_persist|set_limit|rdma_flush|memop_flush [--reps R] [--dirty "
+                 "same|other|alloc|read]\n");
     return 2;
   }
   CHECK(cudaSetDevice(0));
@@ -166,7 +179,7 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&wbuf, wbytes));
   CHECK(cudaMalloc(&rbuf, rbytes));
   CHECK(cudaMalloc(&sbuf, sbytes));
-  if (dirty == "other") CHECK(cudaMalloc(&obuf, wbytes));
+  if (dirty != "same") CHECK(cudaMalloc(&obuf, wbytes));
   CHECK(cudaMalloc(&partial, (grid + 1) * sizeof(float)));
   CHECK(cudaMalloc(&sink, 16));
   CHECK(cudaMemset(sbuf, 0, sbytes));
@@ -193,10 +206,34 @@ int main(int argc, char** argv) {
       prep_discard_all<<<sms, 1024>>>(reinterpret_cast<char*>(sbuf), sbytes / 128);
     }
     CHECK(cudaDeviceSynchronize());
+    if (prestate == "reset_persist") CHECK(cudaCtxResetPersistingL2Cache());
+    if (prestate == "set_limit") {
+      size_t was = 0;
+      CHECK(cudaDeviceGetLimit(&was, cudaLimitPersistingL2CacheSize));
+      CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, l2 / 2));
+      CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, was));
+    }
+    if (prestate == "rdma_flush")
+      CHECK(cudaDeviceFlushGPUDirectRDMAWrites(cudaFlushGPUDirectRDMAWritesTargetCurrentDevice,
+                                               cudaFlushGPUDirectRDMAWritesToAllDevices));
+    if (prestate == "memop_flush") {
+      CUstreamBatchMemOpParams op;
+      std::memset(&op, 0, sizeof op);
+      op.flushRemoteWrites.operation = CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
+      const CUresult r = cuStreamBatchMemOp(nullptr, 1, &op, 0);
+      if (r != CUDA_SUCCESS) {
+        std::fprintf(stderr, "l2_prestate: cuStreamBatchMemOp(FLUSH_REMOTE_WRITES): %d\n", r);
+        std::exit(1);
+      }
+    }
+    CHECK(cudaDeviceSynchronize());
     if (prestate == "idle" || prestate == "kp_idle") usleep(20000);
   };
   for (long r = 0; r < reps; ++r) {
-    fill_dirty<<<grid, kThreads>>>(obuf ? obuf : wbuf, wbytes / 16, 1.f + r);
+    if (dirty == "read")
+      prep_read_sweep<<<grid, kThreads>>>(reinterpret_cast<const uint4*>(obuf), wbytes / 16, sink);
+    else
+      fill_dirty<<<grid, kThreads>>>(dirty == "other" ? obuf : wbuf, wbytes / 16, 1.f + r);
     CHECK(cudaDeviceSynchronize());
     prepare();
     write_heavy<<<grid, kThreads>>>(wbuf, wbytes / 16);

@@ -7,8 +7,10 @@
 # Prints one table (bench/l2_prestate_probe.py): medians over launches, the first dropped, and
 # each column's deviation from the reference. ~2 min on an H200. Environment: NVCC, NCU, PYTHON,
 # REPS (4), DIRTY (same: the L2 is left dirty by write_heavy's own buffer; other: by another
-# one), METRICS (default: the sector breakdown below; keep gpu__time_duration.sum in it),
-# PROBE_DIR (where the outputs go; default a new directory under /tmp).
+# one; alloc: by write_heavy's own, with the other one allocated but unused; read: the other
+# one is read, not written), PRESTATES (the --prestate columns; default all of them), METRICS
+# (default: the sector breakdown below; keep gpu__time_duration.sum in it), PROBE_DIR (where the
+# outputs go; default a new directory under /tmp).
 set -u -o pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIST=$(cd "${1:?usage: l2_prestate_probe.sh DIST}" && pwd) || exit 2
@@ -18,7 +20,7 @@ PYTHON=${PYTHON:-python3}
 REPS=${REPS:-4}
 W=${PROBE_DIR:-$(mktemp -d /tmp/kp-l2-prestate.XXXXXX)}
 mkdir -p "$W"
-"$NVCC" -arch=sm_90 -O2 -o "$W/l2p" "$REPO/bench/l2_prestate.cu" || exit 1
+"$NVCC" -arch=sm_90 -O2 -o "$W/l2p" "$REPO/bench/l2_prestate.cu" -lcuda || exit 1
 M=lts__t_sectors.sum,lts__t_sectors_lookup_hit.sum,lts__t_sectors_lookup_miss.sum
 M+=,lts__t_sectors_srcunit_ltcfabric.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum
 M+=,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
@@ -35,7 +37,7 @@ ncu_run() {  # LABEL CACHE PRESTATE
 }
 ncu_run all all none
 ncu_run all_idle all idle
-PRESTATES="none idle kp kp_idle rsweep wsweep kp2 kp_all wsweep_all"
+PRESTATES=${PRESTATES-none idle kp kp_idle rsweep wsweep kp2 kp_all wsweep_all}
 for p in $PRESTATES; do ncu_run "$p" none "$p"; done
 # kp on the unprepared program (its sweep + discard before each measured kernel).
 rm -rf "$W/kp_csv"
