@@ -4,7 +4,7 @@
 # Generates an N-record trace with kp_gen_trace (the injector's own encoder; mix below), then runs
 # `convert --to perfetto|csv|chrome` (to a file in WORK_DIR) and `summary`, ROUNDS times each,
 # interleaved, and prints a Markdown table per binary: median CPU seconds (user + sys, from
-# /usr/bin/time), records per CPU second ("per core": the converter is single-threaded), the
+# GNU time), records per CPU second ("per core": the converter is single-threaded), the
 # median user and sys seconds, the largest peak RSS, the output size.
 # With BEFORE=path/to/other/kptrace the same runs are made with that binary too, interleaved
 # with the first, for a before/after comparison under the same load.
@@ -18,7 +18,8 @@
 # (no conversion rounds, no tables), taking the output sizes from an earlier run's
 # WORK_DIR/times.txt.
 #
-# usage: [BEFORE=kptrace] [FLOOR=1] bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR] [ROUNDS]
+# TIME_BIN: GNU time (default /usr/bin/time).
+# usage: [BEFORE=kptrace] [FLOOR=1] [TIME_BIN=time] bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
 records=${2:-20000000}
@@ -26,7 +27,8 @@ work=${3:-$(mktemp -d /tmp/kp_convert_bench.XXXXXX)}
 rounds=${4:-4}
 kptrace=$build/tools/kptrace
 gen=$build/bench/kp_gen_trace
-for tool in "$kptrace" "$gen" /usr/bin/time; do
+time_bin=${TIME_BIN:-/usr/bin/time}  # GNU time
+for tool in "$kptrace" "$gen" "$time_bin"; do
   if [[ ! -x $tool ]]; then
     echo "convert_throughput: missing $tool (build kptrace and kp_gen_trace; apt-get install time)" >&2
     exit 1
@@ -58,10 +60,10 @@ if [[ ${FLOOR:-} != only ]]; then
         rm -rf "$out" "$out".*
         tf=$work/time.txt
         if [[ $f == summary ]]; then
-          /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$b]}" summary "$trace" >"$out" 2>/dev/null
+          "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$b]}" summary "$trace" >"$out" 2>/dev/null
         else
           [[ $f == csv ]] && out=$out/
-          /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$b]}" convert "$trace" --to "$f" \
+          "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$b]}" convert "$trace" --to "$f" \
             -o "$out" --no-progress 2>/dev/null
         fi
         echo "$b $f $(cat "$tf") $(du -sb "$work/out_$f" | cut -f1)" >>"$log"
@@ -101,17 +103,17 @@ if [[ -n ${FLOOR:-} ]]; then
   : >"$floor"
   tf=$work/time.txt
   for ((r = 1; r <= rounds; ++r)); do
-    /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$last]}" info "$trace" >/dev/null 2>&1
+    "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$last]}" info "$trace" >/dev/null 2>&1
     echo "info $(cat "$tf")" >>"$floor"
     for f in perfetto chrome; do
-      /usr/bin/time -f "%U %S %M" -o "$tf" "${binaries[$last]}" convert "$trace" --to "$f" \
+      "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$last]}" convert "$trace" --to "$f" \
         -o /dev/null --no-progress >/dev/null 2>&1
       echo "devnull_$f $(cat "$tf")" >>"$floor"
     done
     for f in perfetto csv chrome; do
       bytes=$(awk -v b="$last" -v f="$f" '$1 == b && $2 == f { n = $6 } END { print n == "" ? 0 : n }' "$log")
       [[ $bytes -gt 0 ]] || continue
-      /usr/bin/time -f "%U %S 0" -o "$tf" dd if=/dev/zero of="$work/zero" bs=1M \
+      "$time_bin" -f "%U %S 0" -o "$tf" dd if=/dev/zero of="$work/zero" bs=1M \
         count=$(((bytes + 1048575) / 1048576)) 2>/dev/null
       echo "write_$f $(cat "$tf")" >>"$floor"
       rm -f "$work/zero"

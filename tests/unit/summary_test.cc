@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
@@ -358,6 +359,46 @@ TEST(Summary, UntimedKernelsAreCountedNotAveraged) {
   EXPECT_EQ(sum.kernels[0].stats.min, 5000);
   EXPECT_NE(FormatSummaryText(sum, 20).find("3 kernels without timestamps left out"),
             std::string::npos);
+}
+
+// A chunk's ids name its own strings and shapes: the same id may name another kernel in the
+// next chunk, and one range name may come with two domains. Each goes to its own group.
+TEST(Summary, IdsNameTheTextOfTheirOwnChunk) {
+  ProtoTraceWriter w;
+  uint64_t t = 1000000000;
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    Chunk c;
+    c.set_sequence(static_cast<uint64_t>(chunk));
+    c.set_time_base_ns(1000000000);
+    AddKernelShape(&c, 1, chunk == 0 ? "kernel_a" : "kernel_b");
+    for (const auto& [id, text] :
+         {std::pair<uint32_t, const char*>{2, "step"}, {3, "domain_x"}, {4, "domain_y"}}) {
+      InternedString* s = c.add_strings();
+      s->set_id(id);
+      s->set_value(text);
+    }
+    for (int i = 0; i < 3 + chunk; ++i) {
+      Kernel* k = c.add_kernels();
+      k->set_start(static_cast<int64_t>(t));
+      k->set_duration(1000);
+      k->set_shape(1);
+      k->set_stream(7);
+      NvtxRange* r = c.add_nvtx_ranges();
+      r->set_start(static_cast<int64_t>(t));
+      r->set_duration(2000);
+      r->set_name(2);
+      r->set_domain(i % 2 == 0 ? 3 : 4);  // alternating domains for the same name id
+      r->set_thread_id(1);
+      t += 10000;
+    }
+    w.Add(c);
+  }
+  TraceSummary s = SummarizeTraces({WriteTemp("chunk_ids", w.bytes())});
+  std::map<std::string, uint64_t> kernels, ranges;
+  for (const auto& k : s.kernels) kernels[k.name] = k.stats.count;
+  for (const auto& r : s.ranges) ranges[r.name + "@" + r.domain] = r.stats.count;
+  EXPECT_EQ(kernels, (std::map<std::string, uint64_t>{{"kernel_a", 3}, {"kernel_b", 4}}));
+  EXPECT_EQ(ranges, (std::map<std::string, uint64_t>{{"step@domain_x", 4}, {"step@domain_y", 3}}));
 }
 
 TEST(Summary, FixedTraceCopiesRangesMetricsAndFormats) {

@@ -11,13 +11,7 @@
 namespace kp {
 namespace {
 
-// A function object, not a function pointer, so std::sort inlines the comparison.
-struct Before {
-  bool operator()(const KeyedInterval& a, const KeyedInterval& b) const {
-    return a.key != b.key ? a.key < b.key : a.start < b.start;
-  }
-};
-
+// A function object, not a function pointer, so the sort inlines the comparison.
 struct StartBefore {
   bool operator()(const KeyedInterval& a, const KeyedInterval& b) const {
     return a.start < b.start;
@@ -28,10 +22,9 @@ struct StartBefore {
 // its copies and memsets), and each (key, tag)'s intervals mostly arrive in time order
 // (common/sort_runs.h). Past its 64 (key, tag) pairs in one run (e.g. 8 GPUs with 8 busy streams
 // each) it sorts: the same order, more time.
-void SortRun(std::vector<KeyedInterval>* v) {
-  std::vector<KeyedInterval> scratch;
+void SortRun(std::vector<KeyedInterval>* v, std::vector<KeyedInterval>* scratch) {
   SortGroupedRuns(
-      v, &scratch,
+      v, scratch,
       [](const KeyedInterval& iv) { return std::pair<uint64_t, uint64_t>(iv.key, iv.tag); },
       StartBefore());
 }
@@ -41,12 +34,15 @@ void SortRun(std::vector<KeyedInterval>* v) {
 // (end - start, or the wrapped difference of a damaged interval) and the tag's zigzag change --
 // about 6 bytes an entry instead of 32, since keys repeat, starts are close and tags rarely
 // change.
-void PutVarint(std::vector<uint8_t>* out, uint64_t v) {
+
+// Writes v at p (room for 10 bytes); returns the byte after it.
+uint8_t* PutVarint(uint8_t* p, uint64_t v) {
   while (v >= 0x80) {
-    out->push_back(static_cast<uint8_t>(v | 0x80));
+    *p++ = static_cast<uint8_t>(v | 0x80);
     v >>= 7;
   }
-  out->push_back(static_cast<uint8_t>(v));
+  *p++ = static_cast<uint8_t>(v);
+  return p;
 }
 
 // Reads one varint at *p (below end); false if it runs past end or over 10 bytes.
@@ -78,15 +74,17 @@ struct Cursor {
   uint64_t key = 0, start = 0, tag = 0;
 };
 
-void Encode(const KeyedInterval& iv, Cursor* c, std::vector<uint8_t>* out) {
+// Writes iv at p (room for kMaxEncoded bytes); returns the byte after it.
+uint8_t* Encode(const KeyedInterval& iv, Cursor* c, uint8_t* p) {
   if (iv.key != c->key) c->start = 0;
-  PutVarint(out, iv.key - c->key);
-  PutVarint(out, iv.start - c->start);
-  PutVarint(out, iv.end - iv.start);
-  PutVarint(out, ZigZag(c->tag, iv.tag));
+  p = PutVarint(p, iv.key - c->key);
+  p = PutVarint(p, iv.start - c->start);
+  p = PutVarint(p, iv.end - iv.start);
+  p = PutVarint(p, ZigZag(c->tag, iv.tag));
   c->key = iv.key;
   c->start = iv.start;
   c->tag = iv.tag;
+  return p;
 }
 
 bool Decode(const uint8_t** p, const uint8_t* end, Cursor* c, KeyedInterval* iv) {
@@ -117,21 +115,23 @@ void ExternalIntervalSort::Spill() {
     spill_failed_ = true;
     return;
   }
-  SortRun(&buffer_);
+  SortRun(&buffer_, &scratch_);
   // Encoded and written in pieces of kWriteBytes, so the encoding never holds a whole run.
-  std::vector<uint8_t> encoded;
-  encoded.reserve(kWriteBytes + kMaxEncoded);
+  std::vector<uint8_t> encoded(kWriteBytes + kMaxEncoded);
+  uint8_t* const begin = encoded.data();
+  uint8_t* p = begin;
   uint64_t bytes = 0;
   bool ok = true;
   auto write = [&] {
-    ok = ok && std::fwrite(encoded.data(), 1, encoded.size(), file_) == encoded.size();
-    bytes += encoded.size();
-    encoded.clear();
+    const size_t n = static_cast<size_t>(p - begin);
+    ok = ok && std::fwrite(begin, 1, n, file_) == n;
+    bytes += n;
+    p = begin;
   };
   Cursor cursor;
   for (const KeyedInterval& iv : buffer_) {
-    Encode(iv, &cursor, &encoded);
-    if (encoded.size() >= kWriteBytes) write();
+    p = Encode(iv, &cursor, p);
+    if (static_cast<size_t>(p - begin) >= kWriteBytes) write();
   }
   write();
   if (!ok) {
@@ -145,10 +145,12 @@ void ExternalIntervalSort::Spill() {
   buffer_.clear();
 }
 
-Status ExternalIntervalSort::ForEachSorted(const std::function<void(const KeyedInterval&)>& f) {
-  SortRun(&buffer_);
+Status ExternalIntervalSort::ForEachSorted(
+    const std::function<void(const KeyedInterval* batch, size_t n)>& f) {
+  SortRun(&buffer_, &scratch_);
+  std::vector<KeyedInterval>().swap(scratch_);
   if (runs_.empty()) {
-    for (const KeyedInterval& iv : buffer_) f(iv);
+    if (!buffer_.empty()) f(buffer_.data(), buffer_.size());
     std::vector<KeyedInterval>().swap(buffer_);
     return Status();
   }
@@ -198,19 +200,39 @@ Status ExternalIntervalSort::ForEachSorted(const std::function<void(const KeyedI
   auto head = [&](size_t i) -> const KeyedInterval& {
     return i < runs.size() ? runs[i].head : buffer_[memory_next];
   };
-  auto later = [&](size_t a, size_t b) { return Before()(head(b), head(a)); };
-  std::priority_queue<size_t, std::vector<size_t>, decltype(later)> heap(later);
+  // The heap holds each run's head's sort key beside the run's index, so that comparing two
+  // entries reads neither run.
+  struct Entry {
+    uint64_t key, start;
+    size_t run;
+  };
+  auto later = [](const Entry& a, const Entry& b) {
+    return b.key != a.key ? b.key < a.key : b.start < a.start;
+  };
+  std::priority_queue<Entry, std::vector<Entry>, decltype(later)> heap(later);
+  auto push = [&](size_t i) {
+    const KeyedInterval& h = head(i);
+    heap.push({h.key, h.start, i});
+  };
   for (size_t i = 0; i < runs.size(); ++i) {
-    if (advance(runs[i])) heap.push(i);
+    if (advance(runs[i])) push(i);
   }
-  if (!buffer_.empty()) heap.push(runs.size());
+  if (!buffer_.empty()) push(runs.size());
+  constexpr size_t kBatch = 1024;
+  KeyedInterval batch[kBatch];
+  size_t batched = 0;
   while (!heap.empty()) {
-    const size_t i = heap.top();
+    const size_t i = heap.top().run;
     heap.pop();
-    f(head(i));
+    batch[batched++] = head(i);
+    if (batched == kBatch) {
+      f(batch, batched);
+      batched = 0;
+    }
     const bool more = i < runs.size() ? advance(runs[i]) : ++memory_next < buffer_.size();
-    if (more) heap.push(i);
+    if (more) push(i);
   }
+  if (batched > 0) f(batch, batched);
   std::vector<KeyedInterval>().swap(buffer_);
   runs_.clear();
   file_bytes_ = 0;

@@ -4,8 +4,9 @@
 // Intervals collect in a buffer of kRunEntries; a full buffer is sorted and written to an
 // anonymous temporary file as one run (varint deltas, ~6 bytes an interval), and ForEachSorted
 // merges the runs (a small read buffer each). A trace that fits the buffer never touches the
-// disk. Memory: the buffer (32 MiB), a second one while a run is sorted (32 MiB), 1 MiB while a
-// run is written, and 64 KiB per run while merging (a run is 1,048,576 intervals). If no temporary
+// disk. Memory: the buffer (32 MiB), a second one for sorting (32 MiB, kept from the first run's
+// sort to the end), 1 MiB while a run is written, and 64 KiB per run while merging (a run is
+// 1,048,576 intervals). If no temporary
 // file can be created the buffer keeps growing instead (and a note says so), so the answer is the
 // same either way.
 #pragma once
@@ -37,9 +38,10 @@ class ExternalIntervalSort {
     if (buffer_.size() >= run_entries_) Spill();
   }
   uint64_t size() const { return size_ + buffer_.size(); }
-  // Calls `f` on every interval in (key, start) order, then empties the sorter. An error if a
-  // temporary file could not be read back.
-  Status ForEachSorted(const std::function<void(const KeyedInterval&)>& f);
+  // Calls `f` on every interval in (key, start) order, a batch at a time (`n` intervals from
+  // `batch`, in order), then empties the sorter. An error if a temporary file could not be read
+  // back.
+  Status ForEachSorted(const std::function<void(const KeyedInterval* batch, size_t n)>& f);
   // Set when the disk could not take a run and memory was used instead.
   bool spill_failed() const { return spill_failed_; }
 
@@ -50,6 +52,7 @@ class ExternalIntervalSort {
     uint64_t offset, bytes, entries;  // where in the file, its encoded size, its entries
   };
   std::vector<KeyedInterval> buffer_;
+  std::vector<KeyedInterval> scratch_;  // the sort's second buffer, reused run after run
   FILE* file_ = nullptr;
   std::vector<SpilledRun> runs_;  // in file order
   uint64_t file_bytes_ = 0;

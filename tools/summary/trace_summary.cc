@@ -82,12 +82,18 @@ struct DurationGroup {
 class DurationGroups {
  public:
   explicit DurationGroups(SketchBudget* budget) : budget_(budget) {}
-  void NewFile() { by_id_.clear(); }
-  // The group of `name`/`domain`, looked up by `id` (a string or shape id of the current file).
-  DurationGroup& Get(uint32_t id, std::string_view name, std::string_view domain) {
-    if (id < by_id_.size() && by_id_[id] != 0) {
-      DurationGroup& g = *groups_[by_id_[id] - 1];
-      if (g.name == name && g.domain == domain) return g;
+  // A chunk's string and shape ids name its own tables (tools/reader/trace_reader.h), so the
+  // id cache holds for one chunk: within it, an id always names the same text.
+  void NewChunk() {
+    for (uint32_t id : cached_) by_id_[id] = {};
+    cached_.clear();
+  }
+  // The group of `name`/`domain`, looked up by `id` (a string or shape id of the current chunk)
+  // and `domain_id` (the domain's string id; 0 for none).
+  DurationGroup& Get(uint32_t id, uint32_t domain_id, std::string_view name,
+                     std::string_view domain) {
+    if (id < by_id_.size() && by_id_[id].group != 0 && by_id_[id].domain_id == domain_id) {
+      return *groups_[by_id_[id].group - 1];
     }
     auto [it, added] = index_.emplace(std::make_pair(std::string(name), std::string(domain)),
                                       static_cast<uint32_t>(groups_.size()));
@@ -98,8 +104,9 @@ class DurationGroups {
       groups_.back()->collective = IsCollectiveKernelName(groups_.back()->name);
     }
     if (id < kMaxCachedId) {
-      if (id >= by_id_.size()) by_id_.resize(id + 1, 0);
-      by_id_[id] = it->second + 1;
+      if (id >= by_id_.size()) by_id_.resize(id + 1);
+      if (by_id_[id].group == 0) cached_.push_back(id);
+      by_id_[id] = {it->second + 1, domain_id};
     }
     return *groups_[it->second];
   }
@@ -134,7 +141,12 @@ class DurationGroups {
   SketchBudget* budget_;
   std::map<std::pair<std::string, std::string>, uint32_t> index_;
   std::vector<std::unique_ptr<DurationGroup>> groups_;
-  std::vector<uint32_t> by_id_;  // id -> group index + 1; 0 = not seen in this file
+  struct Cached {
+    uint32_t group = 0;  // group index + 1; 0 = not seen in this chunk
+    uint32_t domain_id = 0;
+  };
+  std::vector<Cached> by_id_;
+  std::vector<uint32_t> cached_;  // the ids set in by_id_
 };
 
 // One NVTX range occurrence, for the cross-process step analysis.
@@ -310,14 +322,14 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     }
     std::unique_ptr<TraceReader>& reader = opened.value();
     std::map<uint32_t, MetricConfig> configs;
-    kernels.NewFile();
-    ranges.NewFile();
-    api.NewFile();
     std::vector<Interval> collective_work, compute_work;
     ProcessSummary* process = several ? &sum.processes[fi] : nullptr;
     const int64_t clock_offset = process != nullptr ? process->clock_offset_ns : 0;
     while (reader->Next(&c)) {
       progress.Update(bytes_before + reader->position(), sum.records + reader->stats().records);
+      kernels.NewChunk();
+      ranges.NewChunk();
+      api.NewChunk();
       ShiftChunkTimes(&c, clock_offset);
       for (const MetricConfig& m : c.metric_configs()) configs[m.id()] = m;
       saw_pm_samples = saw_pm_samples || c.pm_samples_size() > 0;
@@ -333,8 +345,8 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         const KernelShape* shape = reader->Shape(k.shape());
         DurationGroup& group =
             shape != nullptr
-                ? kernels.Get(k.shape(), reader->Str(shape->demangled()), "")
-                : kernels.Get(UINT32_MAX,
+                ? kernels.Get(k.shape(), 0, reader->Str(shape->demangled()), "")
+                : kernels.Get(UINT32_MAX, 0,
                               "<unknown kernel shape " + std::to_string(k.shape()) + ">", "");
         if (process != nullptr) {
           ++process->kernels;
@@ -380,7 +392,8 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         }
       }
       for (const NvtxRange& r : c.nvtx_ranges()) {
-        DurationGroup& group = ranges.Get(r.name(), reader->Str(r.name()), reader->Str(r.domain()));
+        DurationGroup& group =
+            ranges.Get(r.name(), r.domain(), reader->Str(r.name()), reader->Str(r.domain()));
         if (several && r.start() > 0 && r.duration() >= 0 &&
             (r.end_thread_id() == 0 || r.end_thread_id() == r.thread_id())) {
           const std::pair<std::string, std::string> key{group.name, group.domain};
@@ -394,7 +407,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         span(r.start(), r.duration());
       }
       for (const ApiCall& a : c.api_calls()) {
-        api.Add(api.Get(a.name(), reader->Str(a.name()), ""), a.duration());
+        api.Add(api.Get(a.name(), 0, reader->Str(a.name()), ""), a.duration());
         span(a.start(), a.duration());
       }
       if (c.pc_stalls_size() > 0 || c.pc_stall_reasons_size() > 0) sum.pc_stalls.AddChunk(c);
@@ -542,6 +555,13 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       DurationSketch gaps;
     };
     std::map<uint64_t, StreamSweep> streams;  // the device's, by StreamTag: stream order
+    // The last streams looked up, by tag: the map's nodes stay put until the device closes
+    // (close_device empties both).
+    struct RecentStream {
+      uint64_t tag = 0;
+      StreamSweep* sweep = nullptr;
+    };
+    RecentStream recent[64];
     auto close_device = [&] {
       if (!open) return;
       busy += static_cast<double>(ce - cs);
@@ -568,8 +588,14 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         sum.streams.push_back(g);
       }
       streams.clear();
+      for (RecentStream& r : recent) r = {};
     };
-    const Status sorted = device_work.ForEachSorted([&](const KeyedInterval& iv) {
+    auto sweep_of = [&](uint64_t tag) -> StreamSweep& {
+      RecentStream& r = recent[tag % 64];
+      if (r.sweep == nullptr || r.tag != tag) r = {tag, &streams[tag]};
+      return *r.sweep;
+    };
+    auto add = [&](const KeyedInterval& iv) {
       if (open && iv.key != device) {
         close_device();
         open = false;
@@ -589,7 +615,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         ce = std::max(ce, iv.end);
       }
       if (iv.tag == 0) return;  // a copy or memset
-      StreamSweep& st = streams[iv.tag];
+      StreamSweep& st = sweep_of(iv.tag);
       if (st.count++ == 0) {
         st.first_start = iv.start;
         st.end = iv.end;
@@ -597,6 +623,9 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       }
       if (iv.start > st.end) st.gaps.Add(static_cast<int64_t>(iv.start - st.end), &budget);
       st.end = std::max(st.end, iv.end);
+    };
+    const Status sorted = device_work.ForEachSorted([&](const KeyedInterval* batch, size_t n) {
+      for (size_t i = 0; i < n; ++i) add(batch[i]);
     });
     close_device();
     if (!sorted.ok()) sum.errors.push_back(sorted.message());
