@@ -25,7 +25,10 @@ Workloads: launch (bench/workloads/launch_loop.cu, 3,000 empty-kernel launches p
 --segment N makes each of the three parts N steps long (default 30): the training step's own
 step-to-step spread needs more steps per part than the launch loop's.
 
-Writes paired_cost.md and paired_cost_raw.jsonl under --out; prints the table after each pass.
+Besides wall time, each step's CPU time (the stepping thread's and the whole process's) gives a
+second table: a VM's other tenants take wall time from a run without adding CPU time to it.
+
+Writes paired_cost.md and paired_cost_raw.jsonl under --out; prints the tables after each pass.
 """
 
 import argparse
@@ -114,18 +117,30 @@ def run_one(args, work, workload, tool, pass_index):
     if proc.returncode != 0 or not lines:
         row["error"] = (proc.stderr.strip().splitlines() or ["no step times"])[-1][:300]
         return row
-    step_us = json.loads(lines[-1])["step_us"]
+    data = json.loads(lines[-1])
+    step_us = data["step_us"]
     if len(step_us) != STEPS:
         row["error"] = "%d step times, expected %d" % (len(step_us), STEPS)
         return row
     before, inside, after = segments(step_us)
     row.update(before=before, inside=inside, after=after, step_us=step_us)
+    for key, measure in CPU_MEASURES:
+        series = data.get(key)
+        if series and len(series) == STEPS:
+            row[measure] = dict(zip(("before", "inside", "after"), segments(series)))
+            row[key] = series
     if tool in ("kp", "kp_kernel"):
         row["kp_kernels"] = kp_kernels(args, work, workload)
     floor_lines = [l for l in proc.stderr.splitlines() if l.startswith("kpfloor: ")]
     if floor_lines:
         row["floor"] = json.loads(floor_lines[-1][len("kpfloor: "):])
     return row
+
+
+# Per-step CPU time the workloads also print: the stepping thread's (where a tool's callbacks
+# run) and the whole process's (its other threads too: CUPTI's, kp's writer). A VM's other
+# tenants take wall time from a run without adding to its CPU time, so these spread less.
+CPU_MEASURES = (("step_cpu_us", "thread_cpu"), ("step_process_cpu_us", "process_cpu"))
 
 
 def per_unit(workload, us_per_step):
@@ -186,6 +201,45 @@ def table(rows):
     if errors:
         out += ["", "Failed runs:"] + ["- %s/%s pass %d: rc %s, %s" % (
             r["workload"], r["tool"], r["pass"], r["rc"], r["error"]) for r in errors]
+    return "\n".join(out)
+
+
+def cpu_table(rows):
+    """Markdown: the added CPU time per step (thread, process) per workload and tool, and the
+    kp / floor ratios by each measure."""
+    ok = [r for r in rows if "inside" in r]
+    out = ["Added CPU time (median over runs of each run's traced minus untraced steps; "
+           "min..max in brackets), per %s:" % ", ".join(
+               "%s (%s)" % (UNITS[w][0], w) for w in WORKLOADS), "",
+           "| workload | tool | runs | thread CPU added | process CPU added |",
+           "|---|---|---|---|---|"]
+    added = {}
+    for w in WORKLOADS:
+        for t in TOOLS:
+            mine = [r for r in ok if r["workload"] == w and r["tool"] == t]
+            cells = []
+            for _, measure in CPU_MEASURES:
+                vals = [per_unit(w, r[measure]["inside"] - r[measure]["before"])
+                        for r in mine if measure in r]
+                if not vals:
+                    cells.append("–")
+                    continue
+                added[(w, t, measure)] = statistics.median(vals)
+                cells.append("%+.4g [%+.4g..%+.4g]" % (statistics.median(vals), min(vals),
+                                                       max(vals)))
+            if any(c != "–" for c in cells):
+                out.append("| %s | %s | %d | %s | %s |" % (w, t, len(mine), cells[0], cells[1]))
+    out += ["", "| workload | kp / floor, thread CPU | kp / floor, process CPU "
+            "| kp_kernel / floor_kernel, thread CPU | kp_kernel / floor_kernel, process CPU |",
+            "|---|---|---|---|---|"]
+    for w in WORKLOADS:
+        cells = []
+        for a, b in (("kp", "floor"), ("kp_kernel", "floor_kernel")):
+            for _, measure in CPU_MEASURES:
+                x, y = added.get((w, a, measure)), added.get((w, b, measure))
+                cells.append("%.3f" % (x / y) if x is not None and y and y > 0 else "–")
+        if any(c != "–" for c in cells):
+            out.append("| %s | %s |" % (w, " | ".join(cells)))
     return "\n".join(out)
 
 
@@ -262,9 +316,11 @@ def main(argv=None):
                             " (kp kernels %d)" % row["kp_kernels"] if "kp_kernels" in row
                             else ""), flush=True)
             pass_s = time.time() - pass_start
-            print("--- after pass %d (%.0f s)\n%s" % (p, pass_s, table(rows)), flush=True)
+            print("--- after pass %d (%.0f s)\n%s\n\n%s" % (p, pass_s, table(rows), cpu_table(rows)),
+                  flush=True)
     with open(md_path, "w") as md:
-        md.write("# Paired cost (bench/paired_cost.sh)\n\n%s\n\n%s\n" % (header, table(rows)))
+        md.write("# Paired cost (bench/paired_cost.sh)\n\n%s\n\n%s\n\n%s\n" % (
+            header, table(rows), cpu_table(rows)))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

@@ -4,10 +4,11 @@
 // memory, each phase timed between cudaDeviceSynchronize calls after a warm-up, so process and
 // CUDA start-up are excluded. Prints one JSON line on stdout.
 // Usage: launch_loop [--launches N] [--copies M] [--copy-bytes B] [--steps S] [--warmup-s T]
-// --step-times prints, per step, its host time in us, the launching thread's CPU time in us and
-// its instructions (perf_event_open; null where the kernel refuses it) on a second JSON line
-// ({"step_us":[...],"step_cpu_us":[...],"step_instructions":[...]}): CPU work that GPU clocks
-// and other tenants' load do not blur as much as wall time.
+// --step-times prints, per step, its host time in us, the launching thread's and the whole
+// process's CPU time in us and the thread's instructions (perf_event_open; null where the kernel
+// refuses it) on a second JSON line ({"step_us":[...],"step_cpu_us":[...],
+// "step_process_cpu_us":[...],"step_instructions":[...]}): CPU work that GPU clocks and other
+// tenants' load do not blur as much as wall time.
 // --steps S splits the launch phase into S steps, each an NVTX range "step" (for capture-window
 // benchmarks, bench/capture_window_cost.sh); 0 (the default) uses no NVTX.
 #include <cuda_runtime.h>
@@ -65,9 +66,9 @@ long long ReadCounter(int fd) {
   return value;
 }
 
-double ThreadCpuUs() {
+double CpuUs(clockid_t clock) {
   timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  clock_gettime(clock, &ts);
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
   long launches = 200000, copies = 20000, copy_bytes = 4096, steps = 0;
   double warmup_s = 0;
   bool step_times = false;  // --step-times: print each step's host time (us) on a second line
-  std::vector<double> step_us, step_cpu_us;
+  std::vector<double> step_us, step_cpu_us, step_process_cpu_us;
   std::vector<long long> step_instructions;
   for (int i = 1; i < argc; ++i) {
     if (i + 1 < argc && std::strcmp(argv[i], "--launches") == 0) {
@@ -126,7 +127,8 @@ int main(int argc, char** argv) {
   if (steps > 0) {
     for (long s = 0; s < steps; ++s) {
       const auto step_start = std::chrono::steady_clock::now();
-      const double cpu_start = ThreadCpuUs();
+      const double cpu_start = CpuUs(CLOCK_THREAD_CPUTIME_ID);
+      const double process_cpu_start = CpuUs(CLOCK_PROCESS_CPUTIME_ID);
       const long long instructions_start = ReadCounter(counter);
       nvtxRangePushA("step");
       for (long i = s * launches / steps; i < (s + 1) * launches / steps; ++i) {
@@ -135,7 +137,8 @@ int main(int argc, char** argv) {
       nvtxRangePop();
       if (step_times) {
         step_us.push_back(SecondsSince(step_start) * 1e6);
-        step_cpu_us.push_back(ThreadCpuUs() - cpu_start);
+        step_cpu_us.push_back(CpuUs(CLOCK_THREAD_CPUTIME_ID) - cpu_start);
+        step_process_cpu_us.push_back(CpuUs(CLOCK_PROCESS_CPUTIME_ID) - process_cpu_start);
         const long long instructions = ReadCounter(counter);
         step_instructions.push_back(
             instructions >= 0 && instructions_start >= 0 ? instructions - instructions_start : -1);
@@ -173,6 +176,9 @@ int main(int argc, char** argv) {
     std::printf("],\"step_cpu_us\":[");
     for (size_t i = 0; i < step_cpu_us.size(); ++i)
       std::printf("%s%.1f", i ? "," : "", step_cpu_us[i]);
+    std::printf("],\"step_process_cpu_us\":[");
+    for (size_t i = 0; i < step_process_cpu_us.size(); ++i)
+      std::printf("%s%.1f", i ? "," : "", step_process_cpu_us[i]);
     std::printf("],\"step_instructions\":[");
     for (size_t i = 0; i < step_instructions.size(); ++i) {
       if (step_instructions[i] < 0) {

@@ -9,7 +9,8 @@ elements, 250 kernel launches; bench/workloads/torch_tiny_ops.py). --workload tr
 one training step of the transformer (bench/workloads/torch_transformer.py).
 --torch-profiler-window FIRST,COUNT: torch.profiler (CUDA activities only) is entered before
 step FIRST and left after step FIRST+COUNT-1, outside the timed steps.
-Prints one JSON line: {"workload", "step_us": [...], "profiled": [first, count] or null}.
+Prints one JSON line: {"workload", "step_us": [...], "step_cpu_us": [...] (the stepping thread's
+CPU time), "step_process_cpu_us": [...] (all threads'), "profiled": [first, count] or null}.
 """
 
 import argparse
@@ -69,7 +70,7 @@ def main():
     window = args.torch_profiler_window
     gc.collect()
     gc.disable()  # a collection inside a timed step is the interpreter's noise, not the tool's
-    step_us = []
+    step_us, step_cpu_us, step_process_cpu_us = [], [], []
     for s in range(args.steps):
         if window is not None and s == window[0]:
             import torch.profiler as tp
@@ -77,11 +78,14 @@ def main():
             profiler = tp.profile(activities=[tp.ProfilerActivity.CUDA])
             profiler.__enter__()
         start = time.perf_counter()
+        cpu_start, process_cpu_start = time.thread_time(), time.process_time()
         torch.cuda.nvtx.range_push("step")
         step()
         torch.cuda.synchronize()
         torch.cuda.nvtx.range_pop()
         step_us.append((time.perf_counter() - start) * 1e6)
+        step_cpu_us.append((time.thread_time() - cpu_start) * 1e6)
+        step_process_cpu_us.append((time.process_time() - process_cpu_start) * 1e6)
         if profiler is not None and s == window[0] + window[1] - 1:
             profiler.__exit__(None, None, None)
             profiler = None
@@ -90,7 +94,10 @@ def main():
     gc.enable()
     print(json.dumps({"workload": args.workload, "warmup_steps": warmup_steps,
                       "profiled": list(window) if window else None,
-                      "step_us": [round(v, 2) for v in step_us]}), flush=True)
+                      "step_us": [round(v, 2) for v in step_us],
+                      "step_cpu_us": [round(v, 2) for v in step_cpu_us],
+                      "step_process_cpu_us": [round(v, 2) for v in step_process_cpu_us]}),
+          flush=True)
     return 0
 
 
