@@ -26,52 +26,9 @@ inline bool PlainAscii8(const unsigned char* p) {
 
 }  // namespace
 
-void JsonWriter::Separator() {
-  if (after_key_) {
-    after_key_ = false;
-    return;
-  }
-  if (!first_.empty()) {
-    if (!first_.back()) buf_.Put(',');
-    first_.back() = false;
-  }
-}
-
-void JsonWriter::BeginObject() {
-  Separator();
-  buf_.Put('{');
-  first_.push_back(true);
-}
-void JsonWriter::EndObject() {
-  buf_.Put('}');
-  first_.pop_back();
-}
-void JsonWriter::BeginArray() {
-  Separator();
-  buf_.Put('[');
-  first_.push_back(true);
-}
-void JsonWriter::EndArray() {
-  buf_.Put(']');
-  first_.pop_back();
-}
-
 void JsonWriter::Key(std::string_view key) {
   String(key);
   buf_.Put(':');
-  after_key_ = true;
-}
-
-void JsonWriter::KeyPlain(std::string_view key) {
-  Separator();
-  buf_.Reserve(key.size() + 3);
-  char* p = buf_.Tail();
-  *p++ = '"';
-  if (!key.empty()) std::memcpy(p, key.data(), key.size());  // a null source is UB even for 0
-  p += key.size();
-  *p++ = '"';
-  *p++ = ':';
-  buf_.Advance(key.size() + 3);
   after_key_ = true;
 }
 
@@ -81,21 +38,6 @@ bool JsonWriter::IsPlain(std::string_view s) {
   while (end - p >= 8 && PlainAscii8(p)) p += 8;
   while (p < end && *p >= 0x20 && *p < 0x80 && *p != '"' && *p != '\\') ++p;
   return p == end;
-}
-
-void JsonWriter::PlainString(std::string_view s) {
-  Separator();
-  buf_.Reserve(s.size() + 2);
-  char* p = buf_.Tail();
-  *p++ = '"';
-  if (!s.empty()) std::memcpy(p, s.data(), s.size());  // a null source is UB even for 0
-  p[s.size()] = '"';
-  buf_.Advance(s.size() + 2);
-}
-
-void JsonWriter::PlainMembers(std::string_view members) {
-  Separator();
-  buf_.Append(members);
 }
 
 void JsonWriter::String(std::string_view s) {
@@ -180,27 +122,6 @@ void JsonWriter::String(std::string_view s) {
   buf_.Put('"');
 }
 
-void JsonWriter::Digits(uint64_t v) {
-  buf_.Reserve(20);
-  char* p = buf_.Tail();
-  buf_.Advance(static_cast<size_t>(WriteDecimal(p, v) - p));
-}
-
-void JsonWriter::UInt(uint64_t v) {
-  Separator();
-  Digits(v);
-}
-
-void JsonWriter::Int(int64_t v) {
-  Separator();
-  if (v < 0) {
-    buf_.Put('-');
-    Digits(0 - static_cast<uint64_t>(v));
-  } else {
-    Digits(static_cast<uint64_t>(v));
-  }
-}
-
 void JsonWriter::Double(double v) {
   Separator();
   if (!std::isfinite(v)) {
@@ -221,17 +142,6 @@ void JsonWriter::Double(double v) {
 void JsonWriter::Bool(bool v) {
   Separator();
   buf_.Append(v ? "true" : "false");
-}
-
-void JsonWriter::MicrosFromNs(int64_t ns) {
-  Separator();
-  uint64_t a = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
-  if (ns < 0) buf_.Put('-');
-  Digits(a / 1000);
-  uint32_t frac = static_cast<uint32_t>(a % 1000);
-  char f[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
-               static_cast<char>('0' + frac % 10)};
-  buf_.Append(f, 4);
 }
 
 bool JsonWriter::Flush(bool force) {

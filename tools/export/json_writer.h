@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,5 +56,96 @@ class JsonWriter {
   bool after_key_ = false;
   bool failed_ = false;
 };
+
+// The hot members, inline: an event is a dozen of these calls.
+inline void JsonWriter::Separator() {
+  if (after_key_) {
+    after_key_ = false;
+    return;
+  }
+  if (!first_.empty()) {
+    if (!first_.back()) buf_.Put(',');
+    first_.back() = false;
+  }
+}
+
+inline void JsonWriter::BeginObject() {
+  Separator();
+  buf_.Put('{');
+  first_.push_back(true);
+}
+inline void JsonWriter::EndObject() {
+  buf_.Put('}');
+  first_.pop_back();
+}
+inline void JsonWriter::BeginArray() {
+  Separator();
+  buf_.Put('[');
+  first_.push_back(true);
+}
+inline void JsonWriter::EndArray() {
+  buf_.Put(']');
+  first_.pop_back();
+}
+
+inline void JsonWriter::KeyPlain(std::string_view key) {
+  Separator();
+  buf_.Reserve(key.size() + 3);
+  char* p = buf_.Tail();
+  *p++ = '"';
+  if (!key.empty()) std::memcpy(p, key.data(), key.size());  // a null source is UB even for 0
+  p += key.size();
+  *p++ = '"';
+  *p++ = ':';
+  buf_.Advance(key.size() + 3);
+  after_key_ = true;
+}
+
+inline void JsonWriter::PlainString(std::string_view s) {
+  Separator();
+  buf_.Reserve(s.size() + 2);
+  char* p = buf_.Tail();
+  *p++ = '"';
+  if (!s.empty()) std::memcpy(p, s.data(), s.size());  // a null source is UB even for 0
+  p[s.size()] = '"';
+  buf_.Advance(s.size() + 2);
+}
+
+inline void JsonWriter::PlainMembers(std::string_view members) {
+  Separator();
+  buf_.Append(members);
+}
+
+inline void JsonWriter::Digits(uint64_t v) {
+  buf_.Reserve(20);
+  char* p = buf_.Tail();
+  buf_.Advance(static_cast<size_t>(WriteDecimal(p, v) - p));
+}
+
+inline void JsonWriter::UInt(uint64_t v) {
+  Separator();
+  Digits(v);
+}
+
+inline void JsonWriter::Int(int64_t v) {
+  Separator();
+  if (v < 0) {
+    buf_.Put('-');
+    Digits(0 - static_cast<uint64_t>(v));
+  } else {
+    Digits(static_cast<uint64_t>(v));
+  }
+}
+
+inline void JsonWriter::MicrosFromNs(int64_t ns) {
+  Separator();
+  uint64_t a = ns < 0 ? 0 - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
+  if (ns < 0) buf_.Put('-');
+  Digits(a / 1000);
+  uint32_t frac = static_cast<uint32_t>(a % 1000);
+  char f[4] = {'.', static_cast<char>('0' + frac / 100), static_cast<char>('0' + frac / 10 % 10),
+               static_cast<char>('0' + frac % 10)};
+  buf_.Append(f, 4);
+}
 
 }  // namespace kp
