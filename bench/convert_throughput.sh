@@ -18,7 +18,7 @@
 # (no conversion rounds, no tables), taking the output sizes from an earlier run's
 # WORK_DIR/times.txt.
 #
-# TIME_BIN: GNU time (default /usr/bin/time).
+# TIME_BIN: GNU time, a path or a command name (default /usr/bin/time).
 # usage: [BEFORE=kptrace] [FLOOR=1] [TIME_BIN=time] bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
@@ -27,7 +27,8 @@ work=${3:-$(mktemp -d /tmp/kp_convert_bench.XXXXXX)}
 rounds=${4:-4}
 kptrace=$build/tools/kptrace
 gen=$build/bench/kp_gen_trace
-time_bin=${TIME_BIN:-/usr/bin/time}  # GNU time
+time_bin=$(type -P "${TIME_BIN:-/usr/bin/time}" || true)  # GNU time: the program, not bash's keyword
+time_bin=${time_bin:-${TIME_BIN:-/usr/bin/time}}
 for tool in "$kptrace" "$gen" "$time_bin"; do
   if [[ ! -x $tool ]]; then
     echo "convert_throughput: missing $tool (build kptrace and kp_gen_trace; apt-get install time)" >&2

@@ -8,9 +8,10 @@
 # each column's deviation from the reference. ~2 min on an H200. Environment: NVCC, NCU, PYTHON,
 # REPS (4), DIRTY (same: the L2 is left dirty by write_heavy's own buffer; other: by another
 # one; alloc: by write_heavy's own, with the other one allocated but unused; read: the other
-# one is read, not written), PRESTATES (the --prestate columns; default all of them), METRICS
-# (default: the sector breakdown below; keep gpu__time_duration.sum in it), PROBE_DIR (where the
-# outputs go; default a new directory under /tmp).
+# one is read, not written), PRESTATES (the --prestate columns; default all but the driver
+# calls reset_persist, set_limit, rdma_flush and memop_flush), METRICS (default: the sector
+# breakdown below; keep gpu__time_duration.sum in it), PROBE_DIR (where the outputs go; default
+# a new directory under /tmp).
 set -u -o pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DIST=$(cd "${1:?usage: l2_prestate_probe.sh DIST}" && pwd) || exit 2

@@ -26,7 +26,9 @@ Workloads: launch (bench/workloads/launch_loop.cu, 3,000 empty-kernel launches p
 step-to-step spread needs more steps per part than the launch loop's.
 
 Besides wall time, each step's CPU time (the stepping thread's and the whole process's) gives a
-second table: a VM's other tenants take wall time from a run without adding CPU time to it.
+second table: where the spread of wall time is time the thread did not run, CPU time spreads
+less; the process's CPU time also counts a tool's other threads. (A step that waits on the GPU
+spins in cudaDeviceSynchronize by default, so its CPU time includes the wait.)
 
 Writes paired_cost.md and paired_cost_raw.jsonl under --out; prints the tables after each pass.
 """
@@ -138,8 +140,7 @@ def run_one(args, work, workload, tool, pass_index):
 
 
 # Per-step CPU time the workloads also print: the stepping thread's (where a tool's callbacks
-# run) and the whole process's (its other threads too: CUPTI's, kp's writer). A VM's other
-# tenants take wall time from a run without adding to its CPU time, so these spread less.
+# run) and the whole process's (its other threads too: CUPTI's, kp's writer).
 CPU_MEASURES = (("step_cpu_us", "thread_cpu"), ("step_process_cpu_us", "process_cpu"))
 
 
@@ -218,17 +219,19 @@ def cpu_table(rows):
         for t in TOOLS:
             mine = [r for r in ok if r["workload"] == w and r["tool"] == t]
             cells = []
+            runs = 0
             for _, measure in CPU_MEASURES:
                 vals = [per_unit(w, r[measure]["inside"] - r[measure]["before"])
                         for r in mine if measure in r]
                 if not vals:
                     cells.append("–")
                     continue
+                runs = max(runs, len(vals))
                 added[(w, t, measure)] = statistics.median(vals)
                 cells.append("%+.4g [%+.4g..%+.4g]" % (statistics.median(vals), min(vals),
                                                        max(vals)))
-            if any(c != "–" for c in cells):
-                out.append("| %s | %s | %d | %s | %s |" % (w, t, len(mine), cells[0], cells[1]))
+            if runs > 0:
+                out.append("| %s | %s | %d | %s | %s |" % (w, t, runs, cells[0], cells[1]))
     out += ["", "| workload | kp / floor, thread CPU | kp / floor, process CPU "
             "| kp_kernel / floor_kernel, thread CPU | kp_kernel / floor_kernel, process CPU |",
             "|---|---|---|---|---|"]

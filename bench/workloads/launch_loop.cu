@@ -7,8 +7,8 @@
 // --step-times prints, per step, its host time in us, the launching thread's and the whole
 // process's CPU time in us and the thread's instructions (perf_event_open; null where the kernel
 // refuses it) on a second JSON line ({"step_us":[...],"step_cpu_us":[...],
-// "step_process_cpu_us":[...],"step_instructions":[...]}): CPU work that GPU clocks and other
-// tenants' load do not blur as much as wall time.
+// "step_process_cpu_us":[...],"step_instructions":[...]}): CPU work, beside the wall time it
+// took.
 // --steps S splits the launch phase into S steps, each an NVTX range "step" (for capture-window
 // benchmarks, bench/capture_window_cost.sh); 0 (the default) uses no NVTX.
 #include <cuda_runtime.h>

@@ -6,9 +6,8 @@
 // merges the runs (a small read buffer each). A trace that fits the buffer never touches the
 // disk. Memory: the buffer (32 MiB), a second one for sorting (32 MiB, kept from the first run's
 // sort to the end), 1 MiB while a run is written, and 64 KiB per run while merging (a run is
-// 1,048,576 intervals). If no temporary
-// file can be created the buffer keeps growing instead (and a note says so), so the answer is the
-// same either way.
+// 1,048,576 intervals). If no temporary file can be created the buffer keeps growing instead
+// (and a note says so), so the answer is the same either way.
 #pragma once
 
 #include <cstdint>

@@ -71,8 +71,9 @@ double CoveredLength(const std::vector<Interval>& merged, uint64_t start, uint64
 }
 
 // Duration statistics per (name, domain), in bounded memory (duration_sketch.h). Groups are
-// found through per-file tables indexed by the reader's string or shape id (stable within a
-// file), so the per-record cost is an index and a name comparison, not a map lookup.
+// found through a table indexed by the chunk's string or shape id (an id names the same text
+// throughout its chunk), so the per-record cost is an index, not a map lookup or a comparison
+// of names.
 struct DurationGroup {
   std::string name, domain;
   DurationSketch durations;
