@@ -125,6 +125,23 @@ class TableTest(unittest.TestCase):
         self.assertIn("- tiny/kp pass 2: rc 1, kp: bad", text)
         self.assertIn("| tiny | kp | 3 |", text)
 
+    def test_cpu_time_table_and_ratios(self):
+        def cpu(before, inside):
+            return {"before": before, "inside": inside, "after": before}
+
+        rows = []
+        for b in (5000.0, 5200.0, 4800.0):
+            rows += [row("tiny", "kp", b, b + 400.0, thread_cpu=cpu(b, b + 300.0),
+                         process_cpu=cpu(b, b + 600.0)),
+                     row("tiny", "floor", b, b + 500.0, thread_cpu=cpu(b, b + 250.0),
+                         process_cpu=cpu(b, b + 400.0))]
+        rows.append(row("tiny", "kp", 5000.0, 5400.0))  # a run without CPU times
+        text = pc.cpu_table(rows)
+        kp = [l for l in text.splitlines() if l.startswith("| tiny | kp |")][0]
+        self.assertEqual(kp, "| tiny | kp | 3 | +6 [+6..+6] | +12 [+12..+12] |")
+        ratios = [l for l in text.splitlines() if l.startswith("| tiny | 1.")][0]
+        self.assertEqual([c.strip() for c in ratios.split("|")[2:4]], ["1.200", "1.500"])
+
     def test_no_ratio_against_a_tool_that_cost_nothing(self):
         rows = [row("train", "kp", 10000.0, 10500.0), row("train", "floor", 10000.0, 9990.0)]
         line = [l for l in pc.table(rows).splitlines() if l.startswith("| train | ")][-1]
@@ -151,6 +168,16 @@ class RunOneTest(unittest.TestCase):
         self.fake_loop("echo launch_loop: done; echo '%s'" % json.dumps({"step_us": steps}))
         r = pc.run_one(self.args(), self.dir, "launch", "none", 1)
         self.assertEqual((r["before"], r["inside"], r["after"]), (100.0, 130.0, 101.0))
+        self.assertNotIn("error", r)
+
+    def test_parses_cpu_times_beside_the_step_times(self):
+        steps = [100.0] * pc.STEPS
+        thread = [50.0] * pc.FIRST + [70.0] * pc.COUNT + [51.0] * (pc.STEPS - 60)
+        self.fake_loop("echo '%s'" % json.dumps({"step_us": steps, "step_cpu_us": thread,
+                                                   "step_process_cpu_us": [1.0] * 5}))
+        r = pc.run_one(self.args(), self.dir, "launch", "none", 1)
+        self.assertEqual(r["thread_cpu"], {"before": 50.0, "inside": 70.0, "after": 51.0})
+        self.assertNotIn("process_cpu", r)  # the wrong length: left out, not an error
         self.assertNotIn("error", r)
 
     def test_wrong_step_count_is_an_error(self):
