@@ -6,7 +6,9 @@
 #include <cstring>
 #include <queue>
 
+#include "common/proto_wire.h"
 #include "common/sort_runs.h"
+#include "tools/reader/chunk_budget.h"
 
 namespace kp {
 namespace {
@@ -29,46 +31,14 @@ void SortRun(std::vector<KeyedInterval>* v, std::vector<KeyedInterval>* scratch)
       StartBefore());
 }
 
-// A run on disk: its entries in (key, start) order, each as four LEB128 varints -- the key's
-// increase over the previous entry's, the start's increase (from 0 at a new key), the duration
-// (end - start, or the wrapped difference of a damaged interval) and the tag's zigzag change --
-// about 6 bytes an entry instead of 32, since keys repeat, starts are close and tags rarely
-// change.
-
-// Writes v at p (room for 10 bytes); returns the byte after it.
-uint8_t* PutVarint(uint8_t* p, uint64_t v) {
-  while (v >= 0x80) {
-    *p++ = static_cast<uint8_t>(v | 0x80);
-    v >>= 7;
-  }
-  *p++ = static_cast<uint8_t>(v);
-  return p;
-}
-
-// Reads one varint at *p (below end); false if it runs past end or over 10 bytes.
-bool GetVarint(const uint8_t** p, const uint8_t* end, uint64_t* v) {
-  uint64_t value = 0;
-  for (int shift = 0; shift < 64 && *p < end; shift += 7) {
-    const uint8_t byte = *(*p)++;
-    value |= uint64_t{byte & 0x7fu} << shift;
-    if (byte < 0x80) {
-      *v = value;
-      return true;
-    }
-  }
-  return false;
-}
-
-constexpr size_t kMaxEncoded = 4 * 10;   // bytes of one entry at most
-constexpr size_t kReadBytes = 64 << 10;  // per run while merging
+// A run on disk: its entries in (key, start) order, each as four protobuf-style varints
+// (common/proto_wire.h) -- the key's increase over the previous entry's, the start's increase
+// (from 0 at a new key), the duration (end - start, or the wrapped difference of a damaged
+// interval) and the tag's zigzag change -- about 6 bytes an entry instead of 32, since keys
+// repeat, starts are close and tags rarely change.
+constexpr size_t kMaxEncoded = 4 * wire::kMaxVarintBytes;  // bytes of one entry at most
+constexpr size_t kReadBytes = 64 << 10;                    // per run while merging
 constexpr size_t kWriteBytes = 1 << 20;  // the encoding buffer while a run is written
-
-uint64_t ZigZag(uint64_t from, uint64_t to) {
-  const uint64_t d = to - from;  // two's complement difference
-  return (d << 1) ^ (0 - (d >> 63));
-}
-
-uint64_t UnZigZag(uint64_t from, uint64_t z) { return from + ((z >> 1) ^ (0 - (z & 1))); }
 
 struct Cursor {
   uint64_t key = 0, start = 0, tag = 0;
@@ -77,26 +47,27 @@ struct Cursor {
 // Writes iv at p (room for kMaxEncoded bytes); returns the byte after it.
 uint8_t* Encode(const KeyedInterval& iv, Cursor* c, uint8_t* p) {
   if (iv.key != c->key) c->start = 0;
-  p = PutVarint(p, iv.key - c->key);
-  p = PutVarint(p, iv.start - c->start);
-  p = PutVarint(p, iv.end - iv.start);
-  p = PutVarint(p, ZigZag(c->tag, iv.tag));
+  wire::WireWriter w(p);
+  w.RawVarint(iv.key - c->key);
+  w.RawVarint(iv.start - c->start);
+  w.RawVarint(iv.end - iv.start);
+  w.RawVarint(wire::ZigZag(static_cast<int64_t>(iv.tag - c->tag)));
   c->key = iv.key;
   c->start = iv.start;
   c->tag = iv.tag;
-  return p;
+  return p + w.size();
 }
 
-bool Decode(const uint8_t** p, const uint8_t* end, Cursor* c, KeyedInterval* iv) {
+bool Decode(uint8_t** p, const uint8_t* end, Cursor* c, KeyedInterval* iv) {
   uint64_t dkey, dstart, duration, ztag;
-  if (!GetVarint(p, end, &dkey) || !GetVarint(p, end, &dstart) || !GetVarint(p, end, &duration) ||
-      !GetVarint(p, end, &ztag)) {
+  if (!ReadWireVarint(p, end, &dkey) || !ReadWireVarint(p, end, &dstart) ||
+      !ReadWireVarint(p, end, &duration) || !ReadWireVarint(p, end, &ztag)) {
     return false;
   }
   if (dkey != 0) c->start = 0;
   c->key += dkey;
   c->start += dstart;
-  c->tag = UnZigZag(c->tag, ztag);
+  c->tag += static_cast<uint64_t>(wire::UnZigZag(ztag));
   *iv = {c->key, c->start, c->start + duration, c->tag};
   return true;
 }
@@ -186,7 +157,7 @@ Status ExternalIntervalSort::ForEachSorted(
       r.offset += n;
       r.bytes_left -= n;
     }
-    const uint8_t* p = r.buf.data() + r.pos;
+    uint8_t* p = r.buf.data() + r.pos;
     if (!Decode(&p, r.buf.data() + r.buf.size(), &r.cursor, &r.head)) {
       ok = false;
       return false;
