@@ -7,16 +7,10 @@
 # and sol + lts__t_bytes.sum. Application replay for ncu (no memory restores). Prints one table
 # per set (bench/l2_prestate_probe.py). ~1.5 min on an H200. Environment: NVCC, NCU, PYTHON,
 # REPS (4), PROBE_DIR (where the outputs go; default a new directory under /tmp).
-set -u -o pipefail
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DIST=$(cd "${1:?usage: l2_metric_set_probe.sh DIST}" && pwd) || exit 2
-NVCC=${NVCC:-nvcc}
-NCU=${NCU:-ncu}
-PYTHON=${PYTHON:-python3}
+PROBE_NAME=l2-sets
+source "$(dirname "${BASH_SOURCE[0]}")/l2_probe_setup.sh"
 REPS=${REPS:-4}
-W=${PROBE_DIR:-$(mktemp -d /tmp/kp-l2-sets.XXXXXX)}
-mkdir -p "$W"
-"$NVCC" -arch=sm_90 -O2 -o "$W/l2p" "$REPO/bench/l2_prestate.cu" || exit 1
+build_l2_prestate || exit 1
 K='^(write_heavy|read_only|reduction)$'
 KK='write_heavy|read_only|reduction'  # kp matches mangled names
 ONE=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,lts__t_bytes.sum

@@ -12,16 +12,10 @@
 # calls reset_persist, set_limit, rdma_flush and memop_flush), METRICS (default: the sector
 # breakdown below; keep gpu__time_duration.sum in it), PROBE_DIR (where the outputs go; default
 # a new directory under /tmp).
-set -u -o pipefail
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DIST=$(cd "${1:?usage: l2_prestate_probe.sh DIST}" && pwd) || exit 2
-NVCC=${NVCC:-nvcc}
-NCU=${NCU:-ncu}
-PYTHON=${PYTHON:-python3}
+PROBE_NAME=l2-prestate
+source "$(dirname "${BASH_SOURCE[0]}")/l2_probe_setup.sh"
 REPS=${REPS:-4}
-W=${PROBE_DIR:-$(mktemp -d /tmp/kp-l2-prestate.XXXXXX)}
-mkdir -p "$W"
-"$NVCC" -arch=sm_90 -O2 -o "$W/l2p" "$REPO/bench/l2_prestate.cu" -lcuda || exit 1
+build_l2_prestate || exit 1
 M=lts__t_sectors.sum,lts__t_sectors_lookup_hit.sum,lts__t_sectors_lookup_miss.sum
 M+=,lts__t_sectors_srcunit_ltcfabric.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum
 M+=,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum

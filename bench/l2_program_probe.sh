@@ -7,17 +7,10 @@
 # cache section measured ncu ~5 % above kp on write_heavy). Prints one table per program
 # (bench/l2_prestate_probe.py). ~1.5 min on an H200. Environment: NVCC, NCU, PYTHON, PROBE_DIR
 # (where the outputs go; default a new directory under /tmp; no spaces or colons).
-set -u -o pipefail
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DIST=$(cd "${1:?usage: l2_program_probe.sh DIST}" && pwd) || exit 2
-NVCC=${NVCC:-nvcc}
-NCU=${NCU:-ncu}
-PYTHON=${PYTHON:-python3}
-W=${PROBE_DIR:-$(mktemp -d /tmp/kp-l2-programs.XXXXXX)}
-mkdir -p "$W"
-"$NVCC" -arch=sm_90 -O2 -o "$W/l2p" "$REPO/bench/l2_prestate.cu" || exit 1
-"$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$W/mc" \
-  "$REPO/tests/gpu/programs/metrics_cache.cu" -ldl || exit 1
+PROBE_NAME=l2-programs
+source "$(dirname "${BASH_SOURCE[0]}")/l2_probe_setup.sh"
+build_l2_prestate || exit 1
+build_metrics_cache || exit 1
 K='write_heavy|read_only|reduction'
 M=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,lts__t_bytes.sum
 for prog in "l2p_same:$W/l2p --prestate none --dirty same --reps 4" \

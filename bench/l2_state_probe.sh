@@ -4,16 +4,11 @@
 # with KP_METRICS_CACHE=pass (L2 sweep + discard) and none (CUPTI's kernel replay), each against
 # ncu --cache-control all --replay-mode application (which restores no memory between passes).
 # Prints compare_cache.py's lines (INFO: reported, not counted). ~60 s on an H200.
-# Environment: NVCC, NCU, PYTHON.
-set -u -o pipefail
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DIST=$(cd "${1:?usage: l2_state_probe.sh DIST}" && pwd) || exit 2
-NVCC=${NVCC:-nvcc}
-NCU=${NCU:-ncu}
-PYTHON=${PYTHON:-python3}
-W=$(mktemp -d /tmp/kp-l2-probe.XXXXXX)
-"$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$W/mc" \
-  "$REPO/tests/gpu/programs/metrics_cache.cu" -ldl || exit 1
+# Environment: NVCC, NCU, PYTHON, PROBE_DIR (where the outputs go; default a new directory under
+# /tmp).
+PROBE_NAME=l2-probe
+source "$(dirname "${BASH_SOURCE[0]}")/l2_probe_setup.sh"
+build_metrics_cache || exit 1
 P=lts__t_sectors_srcunit_tex.sum,lts__t_sectors_srcunit_ltcfabric.sum,lts__t_sectors_lookup_hit.sum
 P+=,lts__t_sectors_lookup_miss.sum,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum
 P+=,lts__t_sectors.sum,dram__bytes_write.sum
