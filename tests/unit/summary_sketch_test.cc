@@ -144,6 +144,12 @@ TEST(DurationSketch, PercentilesWithinTheBoundOnAdversarialDistributions) {
   ExpectWithinBound(v, "negative and positive");
 }
 
+// Everything `sorter` gives back, appended to `got` in its order.
+Status Drain(ExternalIntervalSort* sorter, std::vector<KeyedInterval>* got) {
+  return sorter->ForEachSorted(
+      [got](const KeyedInterval* b, size_t n) { got->insert(got->end(), b, b + n); });
+}
+
 TEST(ExternalIntervalSort, ExtremeAndDamagedIntervalsSurviveTheRunsOnDisk) {
   // Runs of two entries: every value below goes through the file's varint encoding.
   ExternalIntervalSort sorter(2);
@@ -156,10 +162,7 @@ TEST(ExternalIntervalSort, ExtremeAndDamagedIntervalsSurviveTheRunsOnDisk) {
   };
   for (const KeyedInterval& iv : in) sorter.Add(iv.key, iv.start, iv.end, iv.tag);
   std::vector<KeyedInterval> got;
-  ASSERT_TRUE(
-      sorter
-          .ForEachSorted([&](const KeyedInterval* b, size_t n) { got.insert(got.end(), b, b + n); })
-          .ok());
+  ASSERT_TRUE(Drain(&sorter, &got).ok());
   ASSERT_EQ(got.size(), in.size());
   auto same = [](const KeyedInterval& a, const KeyedInterval& b) {
     return a.key == b.key && a.start == b.start && a.end == b.end && a.tag == b.tag;
@@ -176,10 +179,7 @@ TEST(ExternalIntervalSort, ExtremeAndDamagedIntervalsSurviveTheRunsOnDisk) {
 // with it) in (key, start) order.
 void ExpectSortedCopyOf(ExternalIntervalSort* sorter, std::vector<KeyedInterval> want) {
   std::vector<KeyedInterval> got;
-  ASSERT_TRUE(sorter
-                  ->ForEachSorted(
-                      [&](const KeyedInterval* b, size_t n) { got.insert(got.end(), b, b + n); })
-                  .ok());
+  ASSERT_TRUE(Drain(sorter, &got).ok());
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 1; i < got.size(); ++i) {
     ASSERT_TRUE(std::tie(got[i - 1].key, got[i - 1].start) <= std::tie(got[i].key, got[i].start))
@@ -245,8 +245,7 @@ TEST(ExternalIntervalSort, SpilledRunsMergeIntoTheInMemoryOrder) {
     return a.key != b.key ? a.key < b.key : a.start < b.start;
   });
   std::vector<KeyedInterval> got;
-  const Status sorted = sorter.ForEachSorted(
-      [&](const KeyedInterval* b, size_t n) { got.insert(got.end(), b, b + n); });
+  const Status sorted = Drain(&sorter, &got);
   ASSERT_TRUE(sorted.ok()) << sorted.message();
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
