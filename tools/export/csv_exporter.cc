@@ -92,11 +92,9 @@ class CsvFile {
     if (negative && ns != 0) *p++ = '-';
     p = WriteDecimal(p, ns / 1000000);
     *p++ = '.';
-    uint32_t frac = static_cast<uint32_t>(ns % 1000000);
-    for (int i = 5; i >= 0; --i) {
-      p[i] = static_cast<char>('0' + frac % 10);
-      frac /= 10;
-    }
+    // Six digits: the eight-digit word less its two leading zeros, stored whole (reserved).
+    const uint64_t frac = EightDigitsWord(static_cast<uint32_t>(ns % 1000000)) >> 16;
+    std::memcpy(p, &frac, 8);
     buf_.Advance(static_cast<size_t>(p + 6 - buf_.Tail()));
   }
   // Shortest round-trip form; NaN (not collected) as an empty field.

@@ -15,6 +15,8 @@
 #include <new>
 #include <string_view>
 
+#include "tools/export/decimal_text.h"
+
 namespace kp {
 
 class OutputBuffer {
@@ -56,7 +58,8 @@ class OutputBuffer {
   }
 
  private:
-  void Grow(size_t n) {
+  // Out of line and cold, so that the members above stay small enough to be inlined everywhere.
+  [[gnu::noinline, gnu::cold]] void Grow(size_t n) {
     size_t cap = cap_ == 0 ? 4096 : cap_;
     while (cap - size_ < n) cap *= 2;
     char* p = static_cast<char*>(std::realloc(data_, cap));
@@ -68,53 +71,5 @@ class OutputBuffer {
   size_t size_ = 0;
   size_t cap_ = 0;
 };
-
-// Writes the decimal digits of v at p; returns the end. p needs 20 bytes. Counts the digits
-// first and writes them in place, two per division (a table of "00".."99"): no copy, no call.
-inline char* WriteDecimal(char* p, uint64_t v) {
-  static constexpr char kPairs[] =
-      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
-      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
-      "8081828384858687888990919293949596979899";
-  // The digit count from the bit length (log10(2) ~ 1233 / 4096), corrected by one comparison:
-  // no division chain per digit.
-  static constexpr uint64_t kPow10[20] = {1ull,
-                                          10ull,
-                                          100ull,
-                                          1000ull,
-                                          10000ull,
-                                          100000ull,
-                                          1000000ull,
-                                          10000000ull,
-                                          100000000ull,
-                                          1000000000ull,
-                                          10000000000ull,
-                                          100000000000ull,
-                                          1000000000000ull,
-                                          10000000000000ull,
-                                          100000000000000ull,
-                                          1000000000000000ull,
-                                          10000000000000000ull,
-                                          100000000000000000ull,
-                                          1000000000000000000ull,
-                                          10000000000000000000ull};
-  const int bits = 64 - __builtin_clzll(v | 1);
-  const int log = (bits * 1233) >> 12;  // floor(log10(v)) or one more
-  const size_t n = static_cast<size_t>(log + 1 - ((v | 1) < kPow10[log] ? 1 : 0));
-  char* t = p + n;
-  while (v >= 100) {
-    const uint64_t pair = (v % 100) * 2;
-    v /= 100;
-    *--t = kPairs[pair + 1];
-    *--t = kPairs[pair];
-  }
-  if (v >= 10) {
-    *--t = kPairs[v * 2 + 1];
-    *--t = kPairs[v * 2];
-  } else {
-    *--t = static_cast<char>('0' + v);
-  }
-  return p + n;
-}
 
 }  // namespace kp

@@ -1,0 +1,98 @@
+// decimal_text_test.cc: tools/export/decimal_text.h against std::to_chars: every value around
+// each power of ten, all values below 2^21, a million random values of every length, every
+// eight-digit block at a stride, and the bytes past the digits left free for the next write.
+#include "tools/export/decimal_text.h"
+
+#include <gtest/gtest.h>
+
+#include <charconv>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
+namespace {
+
+std::string Expected(uint64_t v) {
+  char b[32];
+  auto r = std::to_chars(b, b + sizeof b, v);
+  return std::string(b, r.ptr);
+}
+
+std::string Written(uint64_t v) {
+  char b[32];
+  char* end = kp::WriteDecimal(b, v);
+  return std::string(b, end);
+}
+
+TEST(DecimalText, AroundEveryPowerOfTen) {
+  uint64_t p = 1;
+  for (int i = 0; i < 20; ++i) {
+    for (uint64_t d = 0; d <= 3; ++d) {
+      EXPECT_EQ(Written(p + d), Expected(p + d));
+      EXPECT_EQ(Written(p - d), Expected(p - d));
+    }
+    if (i < 19) p *= 10;
+  }
+  EXPECT_EQ(Written(UINT64_MAX), "18446744073709551615");
+  EXPECT_EQ(Written(0), "0");
+}
+
+TEST(DecimalText, AllSmallValues) {
+  for (uint64_t v = 0; v < (1u << 21); ++v) ASSERT_EQ(Written(v), Expected(v)) << v;
+}
+
+TEST(DecimalText, RandomValuesOfEveryLength) {
+  std::mt19937_64 rng(42);
+  for (int i = 0; i < 1000000; ++i) {
+    const uint64_t v = rng() >> (rng() % 64);
+    ASSERT_EQ(Written(v), Expected(v)) << v;
+  }
+  // Nanosecond timestamps as traces hold them.
+  uint64_t t = 1700000000000000000ull;
+  for (int i = 0; i < 100000; ++i) {
+    t += rng() % 100000;
+    ASSERT_EQ(Written(t), Expected(t)) << t;
+  }
+}
+
+TEST(DecimalText, EightDigitBlocks) {
+  // Every 7th value covers each digit position with every digit many times.
+  for (uint32_t v = 0; v < 100000000; v += 7) {
+    char got[8];
+    kp::WriteEightDigits(got, v);
+    char want[16];
+    std::snprintf(want, sizeof want, "%08u", v);
+    ASSERT_EQ(std::string(got, 8), std::string(want, 8)) << v;
+  }
+  for (uint32_t v : {0u, 9u, 10u, 99999999u, 10000000u, 12345678u}) {
+    char got[8];
+    kp::WriteEightDigits(got, v);
+    char want[16];
+    std::snprintf(want, sizeof want, "%08u", v);
+    EXPECT_EQ(std::string(got, 8), std::string(want, 8)) << v;
+  }
+}
+
+TEST(DecimalText, WritesStayWithinTwentyBytes) {
+  // Values are written back to back: each write may use bytes past its digits, never before
+  // them, so the earlier values stay intact and nothing passes the 20 bytes a value may use.
+  std::mt19937_64 rng(7);
+  std::string expected;
+  char buf[20 * 1000 + 20];
+  std::memset(buf, 'x', sizeof buf);
+  char* p = buf;
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t v = rng() >> (rng() % 64);
+    char* before = p;
+    p = kp::WriteDecimal(p, v);
+    ASSERT_LE(p - before, 20);
+    *p++ = ',';
+    expected += Expected(v) + ",";
+  }
+  EXPECT_EQ(std::string(buf, p), expected);
+  EXPECT_EQ(buf[sizeof buf - 1], 'x');
+}
+
+}  // namespace

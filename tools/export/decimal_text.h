@@ -1,0 +1,89 @@
+// decimal_text.h: unsigned integers as decimal text, written straight into a caller's buffer.
+//
+// The exporters write hundreds of millions of integers per large trace, most of them 19-digit
+// nanosecond timestamps. Eight digits at a time are made with a handful of multiplications on
+// one 64-bit word (each 32-bit half holds four digits, then each 16-bit quarter two, then each
+// byte one), so a timestamp costs two such words and a short head instead of ten divisions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace kp {
+
+// The eight decimal digits of v (< 100,000,000, with leading zeros) as the bytes of a word, the
+// first digit in the lowest byte (the lowest address once stored on a little-endian machine).
+inline uint64_t EightDigitsWord(uint32_t v) {
+  // Halves: the low 32 bits hold v / 10000 (the first four digits, lowest address), the high
+  // 32 bits v % 10000.
+  uint64_t x = (v / 10000) | (static_cast<uint64_t>(v % 10000) << 32);
+  // Each half (< 10000) / 100, by 10486 / 2^20 (exact below 10000); the products (< 2^27) stay
+  // in their half.
+  const uint64_t hundreds = ((x * 10486) >> 20) & 0x0000007F0000007Full;
+  x = hundreds | ((x - hundreds * 100) << 16);
+  // Each quarter (< 100) / 10, by 103 / 2^10 (exact below 100); the products (< 2^14) stay in
+  // their quarter.
+  const uint64_t tens = ((x * 103) >> 10) & 0x000F000F000F000Full;
+  x = tens | ((x - tens * 10) << 8);
+  return x + 0x3030303030303030ull;  // '0' in every byte
+}
+
+// Writes exactly eight decimal digits of v (< 100,000,000, with leading zeros) at p.
+inline void WriteEightDigits(char* p, uint32_t v) {
+  const uint64_t x = EightDigitsWord(v);
+  std::memcpy(p, &x, 8);
+}
+
+// Writes the decimal digits of v (< 100,000,000, no leading zeros) at p; returns the end. p
+// needs 8 bytes (the bytes past the digits are overwritten with zeros).
+inline char* WriteDecimalBelow1e8(char* p, uint32_t v) {
+  static constexpr char kPairs[] =
+      "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+      "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+      "8081828384858687888990919293949596979899";
+  if (v < 10) {
+    *p = static_cast<char>('0' + v);
+    return p + 1;
+  }
+  if (v < 100) {
+    std::memcpy(p, kPairs + v * 2, 2);
+    return p + 2;
+  }
+  if (v < 10000) {
+    const uint32_t hi = v / 100, lo = v % 100;
+    if (hi < 10) {
+      *p = static_cast<char>('0' + hi);
+      std::memcpy(p + 1, kPairs + lo * 2, 2);
+      return p + 3;
+    }
+    std::memcpy(p, kPairs + hi * 2, 2);
+    std::memcpy(p + 2, kPairs + lo * 2, 2);
+    return p + 4;
+  }
+  // Five to eight digits: the eight-digit word less its leading zeros (its lowest bytes), stored
+  // whole: the bytes past the last digit are zeros that the next write replaces.
+  const size_t n = v < 100000 ? 5 : v < 1000000 ? 6 : v < 10000000 ? 7 : 8;
+  const uint64_t x = EightDigitsWord(v) >> (8 * (8 - n));
+  std::memcpy(p, &x, 8);
+  return p + n;
+}
+
+// Writes the decimal digits of v at p; returns the end. p needs 20 bytes (as many as the
+// longest value has digits; past the digits, bytes may be overwritten).
+inline char* WriteDecimal(char* p, uint64_t v) {
+  if (v < 100000000) return WriteDecimalBelow1e8(p, static_cast<uint32_t>(v));
+  const uint64_t head = v / 100000000;
+  const auto low = static_cast<uint32_t>(v % 100000000);
+  if (head < 100000000) {
+    p = WriteDecimalBelow1e8(p, static_cast<uint32_t>(head));
+  } else {
+    p = WriteDecimalBelow1e8(p, static_cast<uint32_t>(head / 100000000));
+    WriteEightDigits(p, static_cast<uint32_t>(head % 100000000));
+    p += 8;
+  }
+  WriteEightDigits(p, low);
+  return p + 8;
+}
+
+}  // namespace kp
