@@ -300,6 +300,7 @@ class CsvExporter final : public Exporter {
       pid_ = h->pid();
       base_ns_ = h->start_time_trace_ns();
     }
+    file_pid_ = std::to_string(file_) + "," + std::to_string(pid_);
     if (processes_.size() <= static_cast<size_t>(file_index)) processes_.resize(file_index + 1);
     processes_[file_index] = row;
   }
@@ -365,8 +366,7 @@ class CsvExporter final : public Exporter {
     MsField(f, static_cast<uint64_t>(start));
   }
   void GpuIds(CsvFile& f, uint32_t device, uint32_t context, uint32_t stream, int64_t corr) {
-    f.I(file_);
-    f.U(pid_);
+    f.Raw(file_pid_);
     f.U(device);
     f.U(context);
     f.U(stream);
@@ -388,8 +388,7 @@ class CsvExporter final : public Exporter {
 
   void WriteApi(TraceReader& reader, const ApiCall& a) {
     std::string_view name = reader.Str(a.name());
-    api_.I(file_);
-    api_.U(pid_);
+    api_.Raw(file_pid_);
     api_.U(a.thread_id());
     Times(api_, a.start(), a.duration());
     api_.Str(name);
@@ -495,8 +494,7 @@ class CsvExporter final : public Exporter {
 
   void WriteRange(TraceReader& reader, const NvtxRange& r) {
     CsvFile& f = ranges_;
-    f.I(file_);
-    f.U(pid_);
+    f.Raw(file_pid_);
     f.U(r.thread_id());
     if (r.end_thread_id() != 0) {
       f.U(r.end_thread_id());
@@ -520,8 +518,7 @@ class CsvExporter final : public Exporter {
 
   void WriteMark(TraceReader& reader, const NvtxMark& m) {
     CsvFile& f = marks_;
-    f.I(file_);
-    f.U(pid_);
+    f.Raw(file_pid_);
     f.U(m.thread_id());
     f.I(m.time());
     MsField(f, static_cast<uint64_t>(m.time()));
@@ -539,8 +536,7 @@ class CsvExporter final : public Exporter {
 
   void WriteSync(const Synchronization& s) {
     CsvFile& f = sync_;
-    f.I(file_);
-    f.U(pid_);
+    f.Raw(file_pid_);
     f.U(s.context());
     f.U(s.stream());
     f.I(s.correlation());
@@ -553,8 +549,7 @@ class CsvExporter final : public Exporter {
 
   void WriteOverhead(TraceReader& reader, const Overhead& o) {
     CsvFile& f = overhead_;
-    f.I(file_);
-    f.U(pid_);
+    f.Raw(file_pid_);
     f.U(o.thread_id());
     f.U(o.device());
     f.I(o.correlation());
@@ -732,6 +727,7 @@ class CsvExporter final : public Exporter {
   CsvFile kernels_, memcpy_, memset_, api_, ranges_, marks_, sync_, overhead_;
   int file_ = 0;
   uint32_t pid_ = 0;
+  std::string file_pid_ = "0,0";  // the first two columns of every row of this file, as text
   uint64_t base_ns_ = 0;
   std::vector<LaunchEntry> launches_;
   ShapeTextCache shape_fields_;  // of the file being converted
