@@ -25,7 +25,8 @@ uint64_t RecordCost(uint64_t chunk_field) {
 
 }  // namespace
 
-ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left) {
+ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kernel_deltas,
+                            RowDeltas* api_deltas) {
   const bool kernels = chunk->has_kernel_columns();
   const bool apis = chunk->has_api_call_columns();
   if (!kernels && !apis) return ColumnsResult::kOk;
@@ -62,6 +63,7 @@ ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left) {
     r->set_flags(At(k.flags(), i));
     r->set_launch_type(At(k.launch_type(), i));
     r->set_channel(At(k.channel(), i));
+    if (kernel_deltas != nullptr) kernel_deltas->Undo(r);
   }
   auto* arows = chunk->mutable_api_calls();
   arows->Reserve(arows->size() + static_cast<int>(an));
@@ -75,6 +77,7 @@ ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left) {
     r->set_thread_id(At(a.thread_id(), i));
     r->set_correlation(At(a.correlation(), i));
     r->set_return_value(At(a.return_value(), i));
+    if (api_deltas != nullptr) api_deltas->Undo(r);
   }
   chunk->clear_kernel_columns();
   chunk->clear_api_call_columns();

@@ -73,16 +73,6 @@ void UndoStartDeltas(List* list, uint64_t time_base, uint64_t* negative_duration
     if (r.duration() < 0) ++*negative_durations;
   }
 }
-// Format version 2: kernels, copies and memsets (keyed by stream), API calls (by thread) code
-// `start` from the end of the previous record with the same key (common/start_predictor.h).
-template <typename List>
-void UndoKeyedStartDeltas(List* list, uint64_t time_base, uint64_t* negative_durations) {
-  KeyedStartDecoder starts(time_base);
-  for (auto& r : *list) {
-    r.set_start(static_cast<int64_t>(starts.Next(r.start(), StartKeyOf(r), r.duration())));
-    if (r.duration() < 0) ++*negative_durations;
-  }
-}
 template <typename List>
 void UndoCorrelationDeltas(List* list) {
   uint64_t prev = 0;
@@ -90,6 +80,12 @@ void UndoCorrelationDeltas(List* list) {
     prev += static_cast<uint64_t>(r.correlation());
     r.set_correlation(static_cast<int64_t>(prev));
   }
+}
+// Format versions 2 and 3: the keyed `start` and the `correlation` of one list, in one pass;
+// `state` carries on into the list's column rows (ExpandColumns).
+template <typename List>
+void UndoKeyedDeltas(List* list, RowDeltas* state) {
+  for (auto& r : *list) state->Undo(&r);
 }
 
 }  // namespace
@@ -354,8 +350,22 @@ bool TraceReader::Next(Chunk* chunk) {
       ++stats_.chunks_undecodable;
       continue;
     }
+    // Versions 2 and 3 code `start` by key and `correlation` from the previous record: the
+    // kernels and API calls are undone here, their row-form records first, then their column
+    // rows as ExpandColumns makes them, so each record is touched once.
+    // (Their negative durations count once the chunk is taken, below.)
+    const uint64_t base = chunk->time_base_ns();
+    const bool keyed = im.version != kFormatVersion1;
+    uint64_t early_negative_durations = 0;
+    RowDeltas kernel_deltas(base, &early_negative_durations),
+        api_deltas(base, &early_negative_durations);
+    if (keyed) {
+      UndoKeyedDeltas(chunk->mutable_kernels(), &kernel_deltas);
+      UndoKeyedDeltas(chunk->mutable_api_calls(), &api_deltas);
+    }
     const uint64_t budget = ColumnsDecodeBudget(msg_size);
-    switch (ExpandColumns(chunk, budget - std::min(budget, scan.decoded_bytes))) {
+    switch (ExpandColumns(chunk, budget - std::min(budget, scan.decoded_bytes),
+                          keyed ? &kernel_deltas : nullptr, keyed ? &api_deltas : nullptr)) {
       case ColumnsResult::kOk:
         break;
       case ColumnsResult::kOverBudget:
@@ -379,6 +389,7 @@ bool TraceReader::Next(Chunk* chunk) {
         break;
     }
     stats_.strings_repaired += scan.strings_repaired;
+    stats_.negative_durations += early_negative_durations;
     // Only a chunk that fully decoded counts, so damaged data never reaches the caller.
     ++stats_.chunks_ok;
 
@@ -411,18 +422,20 @@ bool TraceReader::Next(Chunk* chunk) {
     im.shapes.Clear();
     for (const KernelShape& s : chunk->kernel_shapes()) im.shapes.Put(s.id(), &s);
 
-    const uint64_t base = chunk->time_base_ns();
     uint64_t* neg = &stats_.negative_durations;
-    if (im.version == kFormatVersion1) {
+    if (keyed) {
+      RowDeltas memcpy_deltas(base, neg), memset_deltas(base, neg);
+      UndoKeyedDeltas(chunk->mutable_memcpys(), &memcpy_deltas);
+      UndoKeyedDeltas(chunk->mutable_memsets(), &memset_deltas);
+    } else {
       UndoStartDeltas(chunk->mutable_kernels(), base, neg);
       UndoStartDeltas(chunk->mutable_memcpys(), base, neg);
       UndoStartDeltas(chunk->mutable_memsets(), base, neg);
       UndoStartDeltas(chunk->mutable_api_calls(), base, neg);
-    } else {
-      UndoKeyedStartDeltas(chunk->mutable_kernels(), base, neg);
-      UndoKeyedStartDeltas(chunk->mutable_memcpys(), base, neg);
-      UndoKeyedStartDeltas(chunk->mutable_memsets(), base, neg);
-      UndoKeyedStartDeltas(chunk->mutable_api_calls(), base, neg);
+      UndoCorrelationDeltas(chunk->mutable_kernels());
+      UndoCorrelationDeltas(chunk->mutable_memcpys());
+      UndoCorrelationDeltas(chunk->mutable_memsets());
+      UndoCorrelationDeltas(chunk->mutable_api_calls());
     }
     UndoStartDeltas(chunk->mutable_nvtx_ranges(), base, neg);
     UndoStartDeltas(chunk->mutable_syncs(), base, neg);
@@ -435,10 +448,6 @@ bool TraceReader::Next(Chunk* chunk) {
       prev += static_cast<uint64_t>(m.time());
       m.set_time(static_cast<int64_t>(prev));
     }
-    UndoCorrelationDeltas(chunk->mutable_kernels());
-    UndoCorrelationDeltas(chunk->mutable_memcpys());
-    UndoCorrelationDeltas(chunk->mutable_memsets());
-    UndoCorrelationDeltas(chunk->mutable_api_calls());
     UndoCorrelationDeltas(chunk->mutable_syncs());
     UndoCorrelationDeltas(chunk->mutable_overheads());
     UndoCorrelationDeltas(chunk->mutable_graph_launches());
