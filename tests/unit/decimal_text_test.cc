@@ -1,6 +1,7 @@
 // decimal_text_test.cc: tools/export/decimal_text.h against std::to_chars: every value around
 // each power of ten, all values below 2^21, a million random values of every length, every
-// eight-digit block at a stride, and the bytes past the digits left free for the next write.
+// eight-digit block at a stride, the bytes past the digits left free for the next write, and a
+// DecimalColumn's kept leading digits.
 #include "tools/export/decimal_text.h"
 
 #include <gtest/gtest.h>
@@ -93,6 +94,33 @@ TEST(DecimalText, WritesStayWithinTwentyBytes) {
   }
   EXPECT_EQ(std::string(buf, p), expected);
   EXPECT_EQ(buf[sizeof buf - 1], 'x');
+}
+
+TEST(DecimalText, ColumnKeepsItsHeadOnlyWhileItHolds) {
+  // Timestamps that share their head, values that change it, small values in between (which
+  // leave it alone) and the largest value: each written as WriteDecimal writes it.
+  kp::DecimalColumn column;
+  std::mt19937_64 rng(3);
+  uint64_t t = 1700000000099999990ull;
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t v;
+    switch (rng() % 4) {
+      case 0:
+        v = t += rng() % 20;  // crosses a head boundary within the first few values
+        break;
+      case 1:
+        v = rng() % 100000000;
+        break;
+      case 2:
+        v = rng() >> (rng() % 64);
+        break;
+      default:
+        v = i % 1000 == 0 ? UINT64_MAX : t + 100000000;
+    }
+    char b[32];
+    char* end = column.Write(b, v);
+    ASSERT_EQ(std::string(b, end), Expected(v)) << v;
+  }
 }
 
 }  // namespace

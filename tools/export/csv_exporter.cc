@@ -67,7 +67,7 @@ class CsvFile {
     char* p = buf_.Tail();
     if (!first_) *p++ = ',';
     first_ = false;
-    buf_.Advance(static_cast<size_t>(WriteDecimal(p, v) - buf_.Tail()));
+    buf_.Advance(static_cast<size_t>(digits_.Write(p, v) - buf_.Tail()));
   }
   void I(int64_t v) {
     buf_.Reserve(23);
@@ -76,7 +76,7 @@ class CsvFile {
     first_ = false;
     if (v < 0) *p++ = '-';
     const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-    buf_.Advance(static_cast<size_t>(WriteDecimal(p, a) - buf_.Tail()));
+    buf_.Advance(static_cast<size_t>(digits_.Write(p, a) - buf_.Tail()));
   }
   // ns / 1e6 with six decimals, as Fixed(ms, 6) prints it: for |ns| < 1e15 the double nearest
   // to ns / 1e6 rounds back to exactly these digits, so the integer path gives the same text.
@@ -182,6 +182,7 @@ class CsvFile {
   FILE* f_ = nullptr;
   std::string path_;
   OutputBuffer buf_;
+  DecimalColumn digits_;  // the file's integers: its timestamps share their leading digits
   bool first_ = true;
   bool failed_ = false;
 };

@@ -86,4 +86,30 @@ inline char* WriteDecimal(char* p, uint64_t v) {
   return p + 8;
 }
 
+// WriteDecimal for a column of timestamps: consecutive values mostly share their digits above
+// the lowest eight (a tenth of a second of nanoseconds), so the text of those is kept from the
+// last value that had them.
+class DecimalColumn {
+ public:
+  // As WriteDecimal: p needs 20 bytes.
+  char* Write(char* p, uint64_t v) {
+    if (v < 100000000) return WriteDecimalBelow1e8(p, static_cast<uint32_t>(v));
+    const uint64_t head = v / 100000000;
+    if (head != head_) {
+      head_ = head;
+      head_size_ = static_cast<size_t>(WriteDecimal(head_text_, head) - head_text_);
+    }
+    std::memcpy(p, head_text_, kMaxHeadDigits);  // a fixed-size copy; the head's own length counts
+    p += head_size_;
+    WriteEightDigits(p, static_cast<uint32_t>(v - head * 100000000));
+    return p + 8;
+  }
+
+ private:
+  static constexpr size_t kMaxHeadDigits = 12;  // UINT64_MAX / 10^8 has 12 digits
+  uint64_t head_ = 0;                           // none yet: a value with a head has head >= 1
+  size_t head_size_ = 0;
+  char head_text_[20] = {};
+};
+
 }  // namespace kp
