@@ -79,19 +79,18 @@ constexpr std::string_view kCatNvtx = R"("ph":"X","cat":"nvtx")";
 constexpr std::string_view kCatSync = R"("ph":"X","cat":"cuda_sync")";
 constexpr std::string_view kCatOverhead = R"("ph":"X","cat":"cupti_overhead")";
 constexpr std::string_view kCatMetrics = R"("ph":"X","cat":"kp_metrics")";
+// A launch arrow's two ends ("ac2g", as torch.profiler names them); the end binds to the slice
+// that encloses it.
+constexpr std::string_view kFlowStart = R"("ph":"s","cat":"ac2g","name":"ac2g")";
+constexpr std::string_view kFlowEnd = R"("ph":"f","cat":"ac2g","name":"ac2g")";
+constexpr std::string_view kFlowBindEnclosing = R"("bp":"e")";
 
 // Writes record_args.h's arguments as JSON members of "args".
 struct JsonArgs {
   JsonWriter& j;
   const ArgKeys& keys = Keys();
-  void UInt(uint32_t id, uint64_t v) {
-    j.KeyPlain(keys.name[id]);
-    j.UInt(v);
-  }
-  void Int(uint32_t id, int64_t v) {
-    j.KeyPlain(keys.name[id]);
-    j.Int(v);
-  }
+  void UInt(uint32_t id, uint64_t v) { j.UIntMember(keys.name[id], v); }
+  void Int(uint32_t id, int64_t v) { j.IntMember(keys.name[id], v); }
   void Double(uint32_t id, double v) {
     j.KeyPlain(keys.name[id]);
     j.Double(v);
@@ -307,37 +306,21 @@ void ChromeExporter::BeginComplete(std::string_view members, std::string_view na
   } else {
     j.String(name);
   }
-  j.KeyPlain("pid");
-  j.Int(pid);
-  j.KeyPlain("tid");
-  j.Int(tid);
-  j.KeyPlain("ts");
-  j.MicrosFromNs(Rel(start));
-  j.KeyPlain("dur");
-  j.MicrosFromNs(static_cast<int64_t>(end - start));
+  j.IntMember("pid", pid);
+  j.IntMember("tid", tid);
+  j.MicrosMember("ts", Rel(start));
+  j.MicrosMember("dur", static_cast<int64_t>(end - start));
 }
 
-void ChromeExporter::Flow(const char* ph, uint64_t id, int32_t pid, int64_t tid, uint64_t ts) {
+void ChromeExporter::Flow(bool start, uint64_t id, int32_t pid, int64_t tid, uint64_t ts) {
   JsonWriter& j = *json_;
   j.BeginObject();
-  j.KeyPlain("ph");
-  j.String(ph);
-  j.KeyPlain("cat");
-  j.String("ac2g");
-  j.KeyPlain("name");
-  j.String("ac2g");
-  j.KeyPlain("id");
-  j.UInt(id);
-  j.KeyPlain("pid");
-  j.Int(pid);
-  j.KeyPlain("tid");
-  j.Int(tid);
-  j.KeyPlain("ts");
-  j.MicrosFromNs(Rel(ts));
-  if (ph[0] == 'f') {
-    j.KeyPlain("bp");
-    j.String("e");
-  }
+  j.PlainMembers(start ? kFlowStart : kFlowEnd);
+  j.UIntMember("id", id);
+  j.IntMember("pid", pid);
+  j.IntMember("tid", tid);
+  j.MicrosMember("ts", Rel(ts));
+  if (!start) j.PlainMembers(kFlowBindEnclosing);
   j.EndObject();
 }
 
@@ -448,7 +431,8 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
       j.EndObject();
       correlation = m.correlation();
     }
-    if (launches_.Contains(correlation)) Flow("f", p.ids.FlowId(correlation), p.pid, tid, s.start);
+    if (launches_.Contains(correlation))
+      Flow(false, p.ids.FlowId(correlation), p.pid, tid, s.start);
     j.Flush();
   }
 }
@@ -479,7 +463,7 @@ void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk&
       }
       if (a.correlation() != 0 && flow) {
         launches_.Add(a.correlation());
-        Flow("s", p.ids.FlowId(a.correlation()), p.pid, tid, s.start);
+        Flow(true, p.ids.FlowId(a.correlation()), p.pid, tid, s.start);
       }
     } else {
       const NvtxRange& r = chunk.nvtx_ranges(s.index);
