@@ -5,7 +5,8 @@
 // records come as a handful of runs already in order (a stream's kernels, then its copies, then
 // its memsets; a thread's API calls, then its NVTX ranges): merging the runs costs one pass per
 // merge level (log2 of the runs), where a general sort costs a pass per halving of the range. Past
-// kMaxRuns runs it sorts.
+// kMaxRuns runs it sorts by insertion while records are only a few places out of order, else
+// with std::sort.
 #pragma once
 
 #include <algorithm>
@@ -16,6 +17,30 @@
 
 namespace kp {
 
+// Sorts [first, last) by insertion if no record is out of place by much: false, with the range
+// permuted but not sorted, once the moves pass kMovesPerRecord per record. Nested calls recorded
+// as they end (an API call after the calls it made, an NVTX range after its children) are each a
+// few places late: a run break apiece, but a few moves apiece.
+template <typename It, typename Less>
+bool InsertionSortIfNearlySorted(It first, It last, Less less) {
+  constexpr size_t kMovesPerRecord = 8;
+  const size_t budget = kMovesPerRecord * static_cast<size_t>(last - first);
+  size_t moves = 0;
+  for (It it = first + 1; it < last; ++it) {
+    if (!less(*it, *(it - 1))) continue;
+    auto x = std::move(*it);
+    It hole = it;
+    do {
+      *hole = std::move(*(hole - 1));
+      --hole;
+      ++moves;
+    } while (hole != first && less(x, *(hole - 1)));
+    *hole = std::move(x);
+    if (moves > budget) return false;
+  }
+  return true;
+}
+
 template <typename It, typename Less>
 void SortRuns(It first, It last, Less less) {
   constexpr size_t kMaxRuns = 64;
@@ -25,7 +50,7 @@ void SortRuns(It first, It last, Less less) {
   for (It it = first; it != last; ++it) {
     if (it != first && less(*it, *(it - 1))) {
       if (++runs == kMaxRuns) {
-        std::sort(first, last, less);
+        if (!InsertionSortIfNearlySorted(first, last, less)) std::sort(first, last, less);
         return;
       }
       bounds[runs] = it;
@@ -63,12 +88,28 @@ void SortGroupedRuns(std::vector<T>* v, std::vector<T>* scratch, GroupOf group_o
   Key keys[kMaxGroups];
   size_t counts[kMaxGroups] = {};
   size_t n = 0, last = 0;
-  // Points `last` at x's group; false (last == n) if it has none yet.
+  // Groups by key through a small open-addressed table (at most a quarter full): records of
+  // many groups interleave, so the group changes from record to record.
+  constexpr size_t kSlots = 4 * kMaxGroups;
+  static_assert(kSlots == 256, "the hash below takes the top 8 bits");
+  constexpr uint8_t kEmpty = 0xff;
+  uint8_t slot_group[kSlots];
+  std::fill(slot_group, slot_group + kSlots, kEmpty);
+  size_t free_slot = 0;
+  // Points `last` at x's group; false (last == n, free_slot where it goes) if it has none yet.
   auto find = [&](const Key& k) {
     if (last < n && keys[last] == k) return true;
-    for (last = 0; last < n; ++last) {
-      if (keys[last] == k) return true;
+    size_t h = static_cast<size_t>(
+        ((k.first * 0x9e3779b97f4a7c15ull) ^ (k.second * 0xc2b2ae3d27d4eb4full)) >> 56);
+    while (slot_group[h] != kEmpty) {
+      if (keys[slot_group[h]] == k) {
+        last = slot_group[h];
+        return true;
+      }
+      h = (h + 1) % kSlots;
     }
+    last = n;
+    free_slot = h;
     return false;
   };
   for (const T& x : *v) {
@@ -79,6 +120,7 @@ void SortGroupedRuns(std::vector<T>* v, std::vector<T>* scratch, GroupOf group_o
         return;
       }
       keys[n] = k;
+      slot_group[free_slot] = static_cast<uint8_t>(n);
       last = n++;
     }
     ++counts[last];

@@ -1,6 +1,6 @@
-// sort_runs_test.cc: common/sort_runs.h against std::sort: few runs (merged), many runs (the
-// sort fallback), already sorted, empty and one element, with ties; grouped vectors with few
-// and too many groups.
+// sort_runs_test.cc: common/sort_runs.h against std::sort: few runs (merged), many runs of
+// slightly late records (insertion) and of records far out of place (the sort fallback), already
+// sorted, empty and one element, with ties; grouped vectors with few and too many groups.
 #include "common/sort_runs.h"
 
 #include <gtest/gtest.h>
@@ -63,6 +63,45 @@ TEST(SortRuns, ManyRunsFallBackToASort) {
   std::mt19937 rng(4);
   ExpectSortedPermutation(Runs(rng, 64, 20));
   ExpectSortedPermutation(Runs(rng, 400, 3));
+}
+
+// Calls recorded as they end: every few records an outer call comes after the 1-3 calls it made
+// (a run break each, but each only a few places late).
+std::vector<Item> NestedAsRecorded(std::mt19937& rng, int outer) {
+  std::vector<Item> v;
+  int t = 0;
+  for (int i = 0; i < outer; ++i) {
+    const int start = t;
+    const int inner = 1 + static_cast<int>(rng() % 3);
+    for (int k = 0; k < inner; ++k) v.push_back({start + 1 + 3 * k, start + 3 + 3 * k, 0});
+    t = start + 3 * inner + 2;
+    v.push_back({start, t, 0});
+  }
+  for (size_t i = 0; i < v.size(); ++i) v[i].id = static_cast<int>(i);
+  return v;
+}
+
+TEST(SortRuns, ManyRunsOfSlightlyLateRecordsAreSortedByInsertion) {
+  std::mt19937 rng(8);
+  std::vector<Item> v = NestedAsRecorded(rng, 2000);
+  std::vector<Item> direct = v;
+  EXPECT_TRUE(kp::InsertionSortIfNearlySorted(direct.begin(), direct.end(), ByStart()));
+  EXPECT_TRUE(std::is_sorted(direct.begin(), direct.end(), ByStart()));
+  ExpectSortedPermutation(v);
+}
+
+TEST(SortRuns, RecordsFarOutOfPlaceStopTheInsertionAndAreSorted) {
+  std::vector<Item> reversed;
+  for (int i = 0; i < 1000; ++i) reversed.push_back({1000 - i, 1000 - i, i});
+  std::vector<Item> direct = reversed;
+  EXPECT_FALSE(kp::InsertionSortIfNearlySorted(direct.begin(), direct.end(), ByStart()));
+  // What the stopped insertion left is still the same records.
+  std::sort(direct.begin(), direct.end(), [](const Item& a, const Item& b) { return a.id < b.id; });
+  for (int i = 0; i < 1000; ++i) {
+    ASSERT_EQ(direct[i].id, i);
+    EXPECT_EQ(direct[i].start, 1000 - i);
+  }
+  ExpectSortedPermutation(reversed);
 }
 
 TEST(SortRuns, EqualRunsKeepTheirOrderWhenMerged) {

@@ -69,11 +69,14 @@ struct StartOrder {
 };
 
 // Sorts by (track, StartOrder). A chunk holds few tracks (streams, threads), and each track's
-// records mostly arrive in time order (common/sort_runs.h).
+// records of one kind mostly arrive in time order (common/sort_runs.h): each kind is sorted on
+// its own, then a track's kinds are merged.
 void SortSlices(std::vector<LaidOutSlice>* slices, std::vector<LaidOutSlice>* scratch) {
   SortGroupedRuns(
       slices, scratch,
-      [](const LaidOutSlice& s) { return std::pair<uint64_t, uint64_t>(s.track, 0); },
+      [](const LaidOutSlice& s) {
+        return std::pair<uint64_t, uint64_t>(s.track, static_cast<uint64_t>(s.kind));
+      },
       StartOrder());
 }
 
