@@ -396,5 +396,65 @@ TEST(TraceReader, ColumnsFollowRowsAndBadColumnsAreDamage) {
   EXPECT_EQ(opened.value()->stats().chunks_over_budget, 1u);
 }
 
+// One Chunk read into again and again (as every command does): every field of every kernel and
+// API call comes from the chunk just read, whether chunks grow, shrink or have none, and
+// whether a field is set or left at 0 (then absent from the columns).
+TEST(TraceReader, ChunksReadIntoOneChunkHoldOnlyTheirOwnValues) {
+  auto make = [](int n, int seed) {
+    Chunk c;
+    c.set_time_base_ns(1000000);
+    for (int i = 0; i < n; ++i) {
+      const int v = seed * 100 + i;
+      Kernel* k = c.add_kernels();
+      k->set_start(1000000 + 1000 * i);
+      k->set_duration(10 + v);
+      k->set_shape(1 + v % 3);
+      k->set_stream(v % 2 ? 7 : 0);
+      k->set_correlation(v);
+      k->set_context(v % 3);
+      k->set_device(v % 2);
+      k->set_graph_id(seed % 2 ? v : 0);  // every other chunk leaves these at 0
+      k->set_graph_node_id(seed % 2 ? v + (1ull << 40) : 0);
+      k->set_flags(seed % 2 ? 1 : 0);
+      k->set_launch_type(seed % 2 ? 2 : 0);
+      k->set_channel(seed % 2 ? 3 : 0);
+      ApiCall* a = c.add_api_calls();
+      a->set_start(1000000 + 1000 * i - 500);
+      a->set_duration(seed % 2 ? 400 + v : 1);
+      a->set_name(seed % 2 ? 5 : 0);
+      a->set_domain(seed % 2 ? API_DRIVER : API_UNKNOWN);
+      a->set_cbid(seed % 2 ? 9 : 0);
+      a->set_thread_id(seed % 2 ? 42 : 0);
+      a->set_correlation(v);
+      a->set_return_value(seed % 2 ? -1 : 0);
+    }
+    return c;
+  };
+  const int sizes[] = {5, 3, 0, 7, 7, 2};
+  std::vector<Chunk> written;
+  ProtoTraceWriter writer(0, '3');
+  for (int i = 0; i < 6; ++i) {
+    written.push_back(make(sizes[i], i + 1));
+    written.back().set_sequence(static_cast<uint64_t>(i));
+    writer.Add(written.back());
+  }
+  StatusOr<std::unique_ptr<TraceReader>> opened =
+      TraceReader::Open(WriteTemp("reuse", writer.bytes()));
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  Chunk back;
+  for (const Chunk& want : written) {
+    ASSERT_TRUE(opened.value()->Next(&back));
+    ASSERT_EQ(back.kernels_size(), want.kernels_size());
+    ASSERT_EQ(back.api_calls_size(), want.api_calls_size());
+    for (int i = 0; i < want.kernels_size(); ++i) {
+      EXPECT_EQ(back.kernels(i).SerializeAsString(), want.kernels(i).SerializeAsString())
+          << "chunk " << want.sequence() << " kernel " << i;
+      EXPECT_EQ(back.api_calls(i).SerializeAsString(), want.api_calls(i).SerializeAsString())
+          << "chunk " << want.sequence() << " API call " << i;
+    }
+  }
+  EXPECT_FALSE(opened.value()->Next(&back));
+}
+
 }  // namespace
 }  // namespace kp
