@@ -20,6 +20,7 @@ Standard library only.
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -234,7 +235,11 @@ def self_test():
     for name, extra, expected in cases:
         files = dict(clean)
         files.update(extra)
-        problems, _ = check(tree(files))
+        root = tree(files)
+        try:
+            problems, _ = check(root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
         if expected is None:
             ok = not problems
         else:

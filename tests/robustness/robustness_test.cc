@@ -10,6 +10,7 @@
 #include <string>
 
 #include "tests/robustness/reproducers.h"
+#include "tests/unit/scratch_dir.h"
 #include "tools/kptrace/commands.h"
 #include "tools/reader/chunk_budget.h"
 #include "tools/reader/proto_trace_writer.h"
@@ -39,7 +40,7 @@ const std::map<std::string, std::string>& Reproducers() {
 }
 
 std::string Write(const std::string& name, const std::string& bytes) {
-  std::string path = ::testing::TempDir() + "/robustness_" + std::to_string(getpid()) + "_" + name;
+  std::string path = kp::test::ScratchPath("robustness_" + name);
   std::ofstream o(path, std::ios::binary);
   o.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path;
@@ -181,7 +182,8 @@ int RunCommand(int (*command)(int, char**), std::vector<std::string> args, std::
 
 TEST(Reproducers, TheSameFileTwiceIsReadOnceWithAWarning) {
   const std::string path = Write("twice.kptrace", Example());
-  const std::string other = ::testing::TempDir() + "/./" + path.substr(path.rfind('/') + 1);
+  const size_t slash = path.rfind('/');
+  const std::string other = path.substr(0, slash) + "/." + path.substr(slash);
   std::string out, err;
   EXPECT_EQ(RunCommand(cli::RunInfo, {"--json", path, other}, &out, &err), 0);
   EXPECT_NE(err.find(other + " is the same file as " + path + ": read once"), std::string::npos)

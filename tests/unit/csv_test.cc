@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/scratch_dir.h"
 #include "tools/export/csv_exporter.h"
 #include "tools/kptrace/commands.h"
 #include "tools/reader/fixed_trace.h"
@@ -84,9 +85,7 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-std::string TempDir(const std::string& name) {
-  return ::testing::TempDir() + "/csv_test_" + std::to_string(getpid()) + "_" + name;
-}
+std::string TempDir(const std::string& name) { return kp::test::ScratchPath("csv_test_" + name); }
 
 std::string WriteTemp(const std::string& name, const std::string& bytes) {
   std::string path = TempDir(name);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "tests/unit/scratch_dir.h"
 #include "tools/info/trace_info.h"
 #include "tools/reader/fixed_trace.h"
 
@@ -13,7 +14,7 @@ namespace kp {
 namespace {
 
 std::string WriteTemp(const std::string& name, const std::string& bytes) {
-  std::string path = ::testing::TempDir() + "/info_test_" + std::to_string(getpid()) + "_" + name;
+  std::string path = kp::test::ScratchPath("info_test_" + name);
   FILE* f = std::fopen(path.c_str(), "wb");
   std::fwrite(bytes.data(), 1, bytes.size(), f);
   std::fclose(f);

@@ -20,6 +20,7 @@
 #include "inject/pm_sampling/pm_session.h"
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
+#include "tests/unit/scratch_dir.h"
 #include "tools/kptrace/commands.h"
 #include "tools/reader/proto_trace_writer.h"
 #include "tools/reader/trace_reader.h"
@@ -38,7 +39,7 @@ Config ParseVars(std::map<std::string, std::string> vars, std::vector<ConfigErro
 }
 
 std::string Temp(const std::string& name) {
-  return ::testing::TempDir() + "/pm_sampling_test_" + std::to_string(getpid()) + "_" + name;
+  return kp::test::ScratchPath("pm_sampling_test_" + name);
 }
 
 TEST(PmSamplingConfig, OffByDefaultGpuSetAndLists) {

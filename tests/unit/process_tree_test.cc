@@ -23,6 +23,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/run_manifest.h"
 #include "inject/trace/trace_file_claim.h"
+#include "tests/unit/scratch_dir.h"
 #include "tests/unit/status_assertions.h"
 #include "tools/info/trace_info.h"
 #include "tools/reader/proto_trace_writer.h"
@@ -36,10 +37,10 @@ namespace kp {
 namespace {
 
 std::string TempDir() {
-  char pattern[] = "/tmp/kp_ptree_XXXXXX";
-  const char* dir = mkdtemp(pattern);
+  std::string pattern = kp::test::ScratchPath("ptree_XXXXXX");
+  const char* dir = mkdtemp(pattern.data());
   EXPECT_NE(dir, nullptr);
-  return dir;
+  return pattern;
 }
 
 std::string ReadAll(const std::string& path) {

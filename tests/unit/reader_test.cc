@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/frame.h"
+#include "tests/unit/scratch_dir.h"
 #include "tools/reader/fixed_trace.h"
 #include "tools/reader/proto_trace_writer.h"
 #include "tools/reader/trace_reader.h"
@@ -19,7 +20,7 @@ namespace kp {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/reader_test_" + std::to_string(getpid()) + "_" + name;
+  return kp::test::ScratchPath("reader_test_" + name);
 }
 
 std::string WriteTemp(const std::string& name, const std::string& bytes) {

@@ -13,6 +13,7 @@
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
 #include "proto/kptrace_schema.h"
+#include "tests/unit/scratch_dir.h"
 #include "tools/info/trace_info.h"
 #include "tools/reader/proto_trace_writer.h"
 #include "tools/reader/trace_reader.h"
@@ -58,7 +59,7 @@ TEST(StatsTable, EncoderWritesEveryCounterToItsField) {
   TraceEncoder enc(&sink, TraceEncoder::Options());
   for (const schema::StatField& f : schema::kStatFields) enc.stats().*f.counter = 1000 + f.field;
   enc.Flush(true);
-  std::string path = ::testing::TempDir() + "/stats_table_test_" + std::to_string(getpid());
+  std::string path = kp::test::ScratchPath("stats_table_test");
   {
     FILE* out = std::fopen(path.c_str(), "wb");
     ASSERT_NE(out, nullptr);
@@ -97,8 +98,7 @@ std::string TraceWithCounters(const std::string& name) {
   f->set_chunks(1);
   ProtoTraceWriter w;
   w.Add(c);
-  std::string path =
-      ::testing::TempDir() + "/stats_table_test_" + std::to_string(getpid()) + "_" + name;
+  std::string path = kp::test::ScratchPath("stats_table_test_" + name);
   std::string error;
   const Status written = w.WriteFile(path);
   EXPECT_TRUE(written.ok()) << written.message();

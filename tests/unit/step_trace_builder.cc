@@ -8,25 +8,14 @@
 #include <vector>
 
 #include "kptrace.pb.h"
+#include "tests/unit/scratch_dir.h"
 #include "tools/reader/proto_trace_writer.h"
 
 namespace kp {
-namespace {
-
-struct TempFiles {
-  std::vector<std::string> paths;
-  ~TempFiles() {
-    for (const std::string& p : paths) std::remove(p.c_str());
-  }
-};
-TempFiles temp_files;
-
-}  // namespace
 
 std::string WriteTestTrace(const std::string& name, const std::string& bytes) {
-  std::string path = ::testing::TempDir() + "/" + name + "_" + std::to_string(getpid());
+  std::string path = kp::test::ScratchPath(name);
   std::ofstream(path, std::ios::binary) << bytes;
-  temp_files.paths.push_back(path);
   return path;
 }
 

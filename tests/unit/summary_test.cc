@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "tests/unit/scratch_dir.h"
 #include "tools/reader/fixed_trace.h"
 #include "tools/reader/proto_trace_writer.h"
 #include "tools/summary/trace_summary.h"
@@ -21,7 +22,7 @@ namespace kp {
 namespace {
 
 std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/summary_test_" + std::to_string(getpid()) + "_" + name;
+  return kp::test::ScratchPath("summary_test_" + name);
 }
 std::string WriteTemp(const std::string& name, const std::string& bytes) {
   std::string path = TempPath(name);

@@ -38,6 +38,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/records.h"
 #include "inject/trace/trace_encoder.h"
+#include "tests/unit/scratch_dir.h"
 #include "tools/reader/trace_reader.h"
 
 #ifndef KP_EXAMPLES_DIR
@@ -509,8 +510,7 @@ uint64_t FeedExample(const std::string& path, Feeder* f, StringStore* strings) {
 // ---- reading back ----
 
 std::string WriteTemp(const std::string& name, const std::vector<uint8_t>& bytes) {
-  const std::string path =
-      ::testing::TempDir() + "/trace_size_test_" + std::to_string(getpid()) + "_" + name;
+  const std::string path = kp::test::ScratchPath("trace_size_test_" + name);
   FILE* out = std::fopen(path.c_str(), "wb");
   EXPECT_NE(out, nullptr);
   if (out == nullptr) return path;
