@@ -36,8 +36,10 @@ inline void WriteEightDigits(char* p, uint32_t v) {
 }
 
 // Writes the decimal digits of v (< 100,000,000, no leading zeros) at p; returns the end. p
-// needs 8 bytes (the bytes past the digits are overwritten with zeros).
-inline char* WriteDecimalBelow1e8(char* p, uint32_t v) {
+// needs 8 bytes (the bytes past the digits are overwritten with zeros). Always inlined: most
+// values are short, and the call cost as much as writing them (Chrome JSON: 7 % more
+// instructions out of line).
+[[gnu::always_inline]] inline char* WriteDecimalBelow1e8(char* p, uint32_t v) {
   static constexpr char kPairs[] =
       "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
       "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
