@@ -26,6 +26,7 @@ bool InsertionSortIfNearlySorted(It first, It last, Less less) {
   constexpr size_t kMovesPerRecord = 8;
   const size_t budget = kMovesPerRecord * static_cast<size_t>(last - first);
   size_t moves = 0;
+  if (last - first < 2) return true;
   for (It it = first + 1; it < last; ++it) {
     if (!less(*it, *(it - 1))) continue;
     auto x = std::move(*it);
@@ -84,23 +85,23 @@ void SortGroupedRuns(std::vector<T>* v, std::vector<T>* scratch, GroupOf group_o
     return oa != ob ? oa < ob : less(a, b);
   };
   if (v->size() < 2 || std::is_sorted(v->begin(), v->end(), full)) return;
-  constexpr size_t kMaxGroups = 64;
+  constexpr size_t kMaxGroups = 256;
   Key keys[kMaxGroups];
   size_t counts[kMaxGroups] = {};
   size_t n = 0, last = 0;
   // Groups by key through a small open-addressed table (at most a quarter full): records of
   // many groups interleave, so the group changes from record to record.
   constexpr size_t kSlots = 4 * kMaxGroups;
-  static_assert(kSlots == 256, "the hash below takes the top 8 bits");
-  constexpr uint8_t kEmpty = 0xff;
-  uint8_t slot_group[kSlots];
+  static_assert(kSlots == 1024, "the hash below takes the top 10 bits");
+  constexpr uint16_t kEmpty = 0xffff;
+  uint16_t slot_group[kSlots];
   std::fill(slot_group, slot_group + kSlots, kEmpty);
   size_t free_slot = 0;
   // Points `last` at x's group; false (last == n, free_slot where it goes) if it has none yet.
   auto find = [&](const Key& k) {
     if (last < n && keys[last] == k) return true;
     size_t h = static_cast<size_t>(
-        ((k.first * 0x9e3779b97f4a7c15ull) ^ (k.second * 0xc2b2ae3d27d4eb4full)) >> 56);
+        ((k.first * 0x9e3779b97f4a7c15ull) ^ (k.second * 0xc2b2ae3d27d4eb4full)) >> 54);
     while (slot_group[h] != kEmpty) {
       if (keys[slot_group[h]] == k) {
         last = slot_group[h];
@@ -120,7 +121,7 @@ void SortGroupedRuns(std::vector<T>* v, std::vector<T>* scratch, GroupOf group_o
         return;
       }
       keys[n] = k;
-      slot_group[free_slot] = static_cast<uint8_t>(n);
+      slot_group[free_slot] = static_cast<uint16_t>(n);
       last = n++;
     }
     ++counts[last];

@@ -457,5 +457,37 @@ TEST(TraceReader, ChunksReadIntoOneChunkHoldOnlyTheirOwnValues) {
   EXPECT_FALSE(opened.value()->Next(&back));
 }
 
+// Kernels' and API calls' deltas are undone before the chunk's sequence is checked: a duplicate
+// chunk is dropped, and its records with negative durations do not count.
+TEST(TraceReader, ADuplicateChunksNegativeDurationsAreNotCounted) {
+  Chunk c;
+  c.set_sequence(0);
+  c.set_time_base_ns(1000);
+  for (int i = 0; i < 3; ++i) {
+    Kernel* k = c.add_kernels();
+    k->set_start(1000 + 100 * i);
+    k->set_duration(i == 1 ? -5 : 10);
+    k->set_stream(1);
+    k->set_correlation(i + 1);
+    ApiCall* a = c.add_api_calls();
+    a->set_start(990 + 100 * i);
+    a->set_duration(i == 2 ? -7 : 10);
+    a->set_thread_id(1);
+    a->set_correlation(i + 1);
+  }
+  ProtoTraceWriter writer(0, '3');
+  writer.Add(c);
+  writer.Add(c);  // the same bytes again: a duplicate
+  StatusOr<std::unique_ptr<TraceReader>> opened =
+      TraceReader::Open(WriteTemp("duplicate_negative", writer.bytes()));
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  Chunk back;
+  int chunks = 0;
+  while (opened.value()->Next(&back)) ++chunks;
+  EXPECT_EQ(chunks, 1);
+  EXPECT_EQ(opened.value()->stats().chunks_duplicate, 1u);
+  EXPECT_EQ(opened.value()->stats().negative_durations, 2u);
+}
+
 }  // namespace
 }  // namespace kp

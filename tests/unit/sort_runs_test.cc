@@ -167,13 +167,14 @@ std::vector<Rec> Interleaved(std::mt19937& rng, uint64_t tracks, uint64_t subs, 
 
 TEST(SortGroupedRuns, FewGroupsAreGroupedMergedAndMergedAgainPerTrack) {
   std::mt19937 rng(5);
-  ExpectGroupedSort(Interleaved(rng, 3, 4, 5000));  // 12 groups, 3 tracks
-  ExpectGroupedSort(Interleaved(rng, 7, 1, 5000));  // one group per track
+  ExpectGroupedSort(Interleaved(rng, 3, 4, 5000));     // 12 groups, 3 tracks
+  ExpectGroupedSort(Interleaved(rng, 7, 1, 5000));     // one group per track
+  ExpectGroupedSort(Interleaved(rng, 16, 16, 20000));  // 256 groups: the most it groups
 }
 
 TEST(SortGroupedRuns, TooManyGroupsFallBackToASort) {
   std::mt19937 rng(6);
-  ExpectGroupedSort(Interleaved(rng, 9, 8, 5000));  // 72 groups
+  ExpectGroupedSort(Interleaved(rng, 17, 16, 20000));  // 272 groups
 }
 
 TEST(SortGroupedRuns, EmptySingleAndSorted) {

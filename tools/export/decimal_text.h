@@ -12,6 +12,9 @@
 
 namespace kp {
 
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "the digit words are stored with their first digit in the lowest byte");
+
 // The eight decimal digits of v (< 100,000,000, with leading zeros) as the bytes of a word, the
 // first digit in the lowest byte (the lowest address once stored on a little-endian machine).
 inline uint64_t EightDigitsWord(uint32_t v) {
