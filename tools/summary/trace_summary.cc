@@ -38,7 +38,7 @@ using Interval = TimeInterval;
 // Durations kept exactly across all groups before large groups move to histograms.
 constexpr uint64_t kExactValues = uint64_t{4} << 20;
 // Runs of a process's kernels for CollectiveOverlap (several files only): 8 MiB of intervals per
-// run, twice that while one is sorted.
+// run, and as much again for sorting, kept from the first run's sort on.
 constexpr size_t kProcessWorkRunEntries = size_t{1} << 18;
 
 // A kernel's tag in the device-work sort (keyed by device): its stream plus one; 0 marks copies
