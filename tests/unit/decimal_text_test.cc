@@ -58,6 +58,24 @@ TEST(DecimalText, RandomValuesOfEveryLength) {
   }
 }
 
+TEST(DecimalText, SignedValues) {
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 100000; ++i) {
+    const int64_t v = static_cast<int64_t>(rng() >> (rng() % 64)) * (i % 2 ? -1 : 1);
+    char b[32];
+    char* end = kp::WriteSignedDecimal(b, v);
+    char want[32];
+    auto r = std::to_chars(want, want + sizeof want, v);
+    ASSERT_EQ(std::string(b, end), std::string(want, r.ptr)) << v;
+  }
+  for (int64_t v : {int64_t{0}, int64_t{-1}, INT64_MIN, INT64_MAX}) {
+    char b[32];
+    char want[32];
+    auto r = std::to_chars(want, want + sizeof want, v);
+    EXPECT_EQ(std::string(b, kp::WriteSignedDecimal(b, v)), std::string(want, r.ptr));
+  }
+}
+
 TEST(DecimalText, EightDigitBlocks) {
   // Every 7th value covers each digit position with every digit many times.
   for (uint32_t v = 0; v < 100000000; v += 7) {

@@ -91,6 +91,12 @@ inline char* WriteDecimal(char* p, uint64_t v) {
   return p + 8;
 }
 
+// WriteDecimal for a signed value: a '-' first when negative. p needs 21 bytes.
+inline char* WriteSignedDecimal(char* p, int64_t v) {
+  if (v < 0) *p++ = '-';
+  return WriteDecimal(p, v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v));
+}
+
 // WriteDecimal for a column of timestamps: consecutive values mostly share their digits above
 // the lowest eight (a tenth of a second of nanoseconds), so the text of those is kept from the
 // last value that had them.

@@ -54,7 +54,8 @@ class JsonWriter {
  private:
   void Separator();
   void Digits(uint64_t v);
-  // Separator, then "key": at p (reserved: key.size() + 4 bytes); returns the end.
+  // Separator, then "key": at the buffer's end (reserved: key.size() + 4 bytes, with the comma);
+  // returns the end, not yet advanced to.
   char* MemberKey(std::string_view key);
   static char* Micros(char* p, int64_t ns);  // MicrosFromNs's text at p (24 bytes); the end
   FILE* out_;
@@ -97,15 +98,8 @@ inline void JsonWriter::EndArray() {
 }
 
 inline void JsonWriter::KeyPlain(std::string_view key) {
-  Separator();
-  buf_.Reserve(key.size() + 3);
-  char* p = buf_.Tail();
-  *p++ = '"';
-  if (!key.empty()) std::memcpy(p, key.data(), key.size());  // a null source is UB even for 0
-  p += key.size();
-  *p++ = '"';
-  *p++ = ':';
-  buf_.Advance(key.size() + 3);
+  buf_.Reserve(key.size() + 4);
+  buf_.Advance(static_cast<size_t>(MemberKey(key) - buf_.Tail()));
   after_key_ = true;
 }
 
@@ -137,12 +131,8 @@ inline void JsonWriter::UInt(uint64_t v) {
 
 inline void JsonWriter::Int(int64_t v) {
   Separator();
-  if (v < 0) {
-    buf_.Put('-');
-    Digits(0 - static_cast<uint64_t>(v));
-  } else {
-    Digits(static_cast<uint64_t>(v));
-  }
+  buf_.Reserve(21);
+  buf_.Advance(static_cast<size_t>(WriteSignedDecimal(buf_.Tail(), v) - buf_.Tail()));
 }
 
 inline char* JsonWriter::Micros(char* p, int64_t ns) {
@@ -183,9 +173,7 @@ inline void JsonWriter::UIntMember(std::string_view key, uint64_t v) {
 inline void JsonWriter::IntMember(std::string_view key, int64_t v) {
   buf_.Reserve(key.size() + 4 + 21);
   char* p = MemberKey(key);
-  if (v < 0) *p++ = '-';
-  const uint64_t a = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
-  buf_.Advance(static_cast<size_t>(WriteDecimal(p, a) - buf_.Tail()));
+  buf_.Advance(static_cast<size_t>(WriteSignedDecimal(p, v) - buf_.Tail()));
 }
 
 inline void JsonWriter::MicrosMember(std::string_view key, int64_t ns) {
