@@ -1,6 +1,6 @@
 // collective_overlap_test.cc: tools/summary/collective_overlap.h against the lists it replaces:
 // the union of the collective kernels and its intersection with the union of the compute
-// kernels, computed from sorted, merged interval lists, on random kernels.
+// kernels, computed from interval lists merged by time_intervals.h, on random kernels.
 #include "tools/summary/collective_overlap.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,8 @@
 #include <random>
 #include <vector>
 
+#include "tools/summary/time_intervals.h"
+
 namespace {
 
 struct Kernel {
@@ -17,26 +19,13 @@ struct Kernel {
   bool collective;
 };
 
-using Spans = std::vector<std::pair<uint64_t, uint64_t>>;
-
-Spans Union(Spans v) {
-  std::sort(v.begin(), v.end());
-  Spans out;
-  for (const auto& s : v) {
-    if (!out.empty() && s.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, s.second);
-    } else {
-      out.push_back(s);
-    }
-  }
-  return out;
-}
+using Spans = std::vector<kp::TimeInterval>;
 
 uint64_t Intersection(const Spans& a, const Spans& b) {
   uint64_t total = 0;
   for (const auto& x : a) {
     for (const auto& y : b) {
-      const uint64_t lo = std::max(x.first, y.first), hi = std::min(x.second, y.second);
+      const uint64_t lo = std::max(x.start, y.start), hi = std::min(x.end, y.end);
       if (hi > lo) total += hi - lo;
     }
   }
@@ -61,9 +50,9 @@ TEST(CollectiveOverlap, EqualsTheUnionsOfSortedLists) {
       (k.collective ? collective : compute).push_back({k.start, k.end});
     }
     sweep.Finish();
-    const Spans c = Union(collective), p = Union(compute);
+    const Spans c = kp::MergeIntervals(collective), p = kp::MergeIntervals(compute);
     uint64_t busy = 0;
-    for (const auto& s : c) busy += s.second - s.first;
+    for (const auto& s : c) busy += s.end - s.start;
     ASSERT_EQ(sweep.collective_busy_ns(), busy) << "trial " << trial;
     ASSERT_EQ(sweep.overlap_ns(), Intersection(c, p)) << "trial " << trial;
   }
