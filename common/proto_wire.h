@@ -12,9 +12,9 @@
 //   buffer never holds uninitialised bytes.
 // A nested message is written into a scratch buffer first, then copied as tag+length+bytes
 // (AppendMessage), which keeps every length varint minimal. A writer that streams nested
-// messages in one pass instead (the Perfetto exporter) reserves kPatchedLengthBytes after the
-// tag and fills them in afterwards with PatchLength (a redundant 4-byte varint, which every
-// protobuf parser accepts; protozero does the same).
+// messages in one pass instead (the Perfetto exporter) reserves room after the tag and fills the
+// length in afterwards: PatchLength (a redundant 4-byte varint, which every protobuf parser
+// accepts; protozero does the same) or PatchShortLength (2 bytes, for messages below 16 KiB).
 // Implicit-presence (proto3) rule: the Uint/Sint/Int/Bool/Double helpers skip default values;
 // the *Always variants write them (needed for oneof members and packed values).
 #pragma once
@@ -60,6 +60,15 @@ inline void PatchLength(uint8_t* p, size_t len) {
   p[1] = static_cast<uint8_t>(((len >> 7) & 0x7f) | 0x80);
   p[2] = static_cast<uint8_t>(((len >> 14) & 0x7f) | 0x80);
   p[3] = static_cast<uint8_t>((len >> 21) & 0x7f);
+}
+// The same in two bytes, for a nested message expected to stay below 2^14 bytes (a writer that
+// finds it longer moves the message up by kPatchedLengthBytes - kShortLengthBytes and uses
+// PatchLength instead).
+inline constexpr size_t kShortLengthBytes = 2;
+inline constexpr size_t kMaxShortLength = (size_t{1} << 14) - 1;
+inline void PatchShortLength(uint8_t* p, size_t len) {
+  p[0] = static_cast<uint8_t>((len & 0x7f) | 0x80);
+  p[1] = static_cast<uint8_t>(len >> 7);
 }
 
 class WireWriter {

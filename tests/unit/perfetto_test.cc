@@ -295,7 +295,15 @@ PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
     }
     if (!pkt.has_track_event()) continue;
     const auto& te = pkt.track_event();
-    EXPECT_TRUE(pkt.sequence_flags() & 2);
+    // Flag 2 (needs incremental state) on every event that refers to interned data; a slice's
+    // end refers to none and sets no flag.
+    if (te.type() == 2) {
+      EXPECT_FALSE(te.has_name_iid());
+      EXPECT_EQ(te.debug_annotations_size(), 0);
+      EXPECT_FALSE(pkt.has_interned_data());
+    } else {
+      EXPECT_TRUE(pkt.sequence_flags() & 2);
+    }
     auto track_it = tracks.find(te.track_uuid());
     EXPECT_TRUE(track_it != tracks.end()) << "event before its track descriptor";
     if (track_it == tracks.end()) continue;

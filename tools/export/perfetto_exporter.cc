@@ -121,52 +121,75 @@ class Proto {
     w.StringAlways(field, s);
     b_->Advance(w.size());
   }
-  // A nested message: Begin returns where its length goes, End patches it in.
+  // A nested message: Begin returns where its length goes, End patches it in. Two bytes are
+  // reserved for the length (nearly every message is below 16 KiB); a longer one is moved up to
+  // make room for four.
   size_t Begin(uint32_t field) {
-    auto w = Writer(wire::kMaxScalarFieldBytes + wire::kPatchedLengthBytes);
+    auto w = Writer(wire::kMaxScalarFieldBytes + wire::kShortLengthBytes);
     w.Tag(field, wire::kLengthDelimited);
     b_->Advance(w.size());
     size_t pos = b_->size();
-    b_->Advance(wire::kPatchedLengthBytes);
+    b_->Advance(wire::kShortLengthBytes);
     return pos;
   }
   void End(size_t pos) {
-    wire::PatchLength(reinterpret_cast<uint8_t*>(b_->At(pos)),
-                      b_->size() - pos - wire::kPatchedLengthBytes);
+    const size_t length = b_->size() - pos - wire::kShortLengthBytes;
+    if (length <= wire::kMaxShortLength) [[likely]] {
+      wire::PatchShortLength(reinterpret_cast<uint8_t*>(b_->At(pos)), length);
+      return;
+    }
+    constexpr size_t kMore = wire::kPatchedLengthBytes - wire::kShortLengthBytes;
+    b_->Reserve(kMore);
+    char* body = b_->At(pos + wire::kShortLengthBytes);
+    std::memmove(body + kMore, body, length);
+    b_->Advance(kMore);
+    wire::PatchLength(reinterpret_cast<uint8_t*>(b_->At(pos)), length);
   }
-  // One debug annotation {name_iid, one varint value}, the same bytes as Begin, two UInt and
-  // End, written with one bounds check (several per event: the hottest write).
+  // One debug annotation {name_iid, one varint value} with one bounds check (several per event:
+  // the hottest write). Its body is at most 2 x 11 bytes, so its length is one byte.
   void VarintAnnotation(uint32_t iid, uint32_t value_field, uint64_t v) {
     uint8_t* base = Reserved(2 * wire::kMaxScalarFieldBytes + 8);
     wire::WireWriter head(base);
     head.Tag(kTeDebugAnnotations, wire::kLengthDelimited);
     uint8_t* length = base + head.size();
-    wire::WireWriter body(length + wire::kPatchedLengthBytes);
+    wire::WireWriter body(length + 1);
     body.UintAlways(kDaNameIid, iid);
     body.UintAlways(value_field, v);
-    wire::PatchLength(length, body.size());
-    b_->Advance(head.size() + wire::kPatchedLengthBytes + body.size());
+    *length = static_cast<uint8_t>(body.size());
+    b_->Advance(head.size() + 1 + body.size());
   }
-  // The end of a slice: a whole packet {sequence id, flags, timestamp, track_event {type,
-  // track}}, the same bytes as BeginPacket..End, with one bounds check.
-  void SliceEndPacket(uint32_t seq, uint32_t flags, uint64_t ts, uint64_t track) {
-    uint8_t* base = Reserved(2 * (wire::kMaxScalarFieldBytes + 8) + 4 * wire::kMaxScalarFieldBytes);
+  // A legacy (v1) flow step {bind_id, flow_direction} in a track event, one-byte length.
+  void FlowStep(uint64_t bind_id, uint32_t direction) {
+    uint8_t* base = Reserved(3 * wire::kMaxScalarFieldBytes);
+    wire::WireWriter head(base);
+    head.Tag(kTeLegacyEvent, wire::kLengthDelimited);
+    uint8_t* length = base + head.size();
+    wire::WireWriter body(length + 1);
+    body.UintAlways(kLeBindId, bind_id);
+    body.UintAlways(kLeFlowDirection, direction);
+    *length = static_cast<uint8_t>(body.size());
+    b_->Advance(head.size() + 1 + body.size());
+  }
+  // The end of a slice: a whole packet {sequence id, timestamp, track_event {type, track}} with
+  // one bounds check. It refers to no interned data, so it carries no sequence flags; its
+  // lengths (at most 5 x 11 bytes) are one byte each.
+  void SliceEndPacket(uint32_t seq, uint64_t ts, uint64_t track) {
+    uint8_t* base = Reserved(2 * (wire::kMaxScalarFieldBytes + 2) + 4 * wire::kMaxScalarFieldBytes);
     wire::WireWriter head(base);
     head.Tag(kTracePacket, wire::kLengthDelimited);
     uint8_t* length = base + head.size();
-    wire::WireWriter pk(length + wire::kPatchedLengthBytes);
+    wire::WireWriter pk(length + 1);
     pk.UintAlways(kPktSequenceId, seq);
-    if (flags != 0) pk.UintAlways(kPktSequenceFlags, flags);
     pk.UintAlways(kPktTimestamp, ts);
     pk.Tag(kPktTrackEvent, wire::kLengthDelimited);
     uint8_t* event_length = pk.data() + pk.size();
-    wire::WireWriter ev(event_length + wire::kPatchedLengthBytes);
+    wire::WireWriter ev(event_length + 1);
     ev.UintAlways(kTeType, kSliceEnd);
     ev.UintAlways(kTeTrackUuid, track);
-    wire::PatchLength(event_length, ev.size());
-    const size_t packet = pk.size() + wire::kPatchedLengthBytes + ev.size();
-    wire::PatchLength(length, packet);
-    b_->Advance(head.size() + wire::kPatchedLengthBytes + packet);
+    *event_length = static_cast<uint8_t>(ev.size());
+    const size_t packet = pk.size() + 1 + ev.size();
+    *length = static_cast<uint8_t>(packet);
+    b_->Advance(head.size() + 1 + packet);
   }
 
  private:
@@ -451,7 +474,7 @@ void PerfettoExporter::EndEventPacket() {
 }
 
 void PerfettoExporter::EndSlice(const Process& p, uint64_t ts, uint64_t track) {
-  Proto(&buf_).SliceEndPacket(p.ids.sequence, kSeqNeedsIncrementalState, ts, track);
+  Proto(&buf_).SliceEndPacket(p.ids.sequence, ts, track);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -642,10 +665,7 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
       // A legacy (v1) flow step into this slice: unlike terminating_flow_ids, it leaves the
       // flow open, so every GPU record of one launch (the nodes of a CUDA graph) gets an arrow
       // from the launch call.
-      size_t le = w.Begin(kTeLegacyEvent);
-      w.UInt(kLeBindId, p.ids.FlowId(correlation));
-      w.UInt(kLeFlowDirection, kFlowIn);
-      w.End(le);
+      w.FlowStep(p.ids.FlowId(correlation), kFlowIn);
     }
     if (s.kind == SliceKind::kKernel) {
       buf_.Append(shape_bytes);
@@ -683,10 +703,7 @@ void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chun
       BeginTrackEvent(kSliceBegin, track, iid);
       if (flow && a.correlation() != 0) {
         launches_.Add(a.correlation());
-        size_t le = w.Begin(kTeLegacyEvent);
-        w.UInt(kLeBindId, p.ids.FlowId(a.correlation()));
-        w.UInt(kLeFlowDirection, kFlowOut);
-        w.End(le);
+        w.FlowStep(p.ids.FlowId(a.correlation()), kFlowOut);
       }
       ApiArgs(a, args);
     } else {
