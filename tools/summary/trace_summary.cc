@@ -27,6 +27,7 @@
 #include "tools/summary/collective_overlap.h"
 #include "tools/summary/duration_sketch.h"
 #include "tools/summary/interval_sort.h"
+#include "tools/summary/step_ranges.h"
 #include "tools/summary/text_format.h"
 #include "tools/summary/time_intervals.h"
 
@@ -154,87 +155,6 @@ class DurationGroups {
   std::vector<uint32_t> cached_;  // the ids set in by_id_
 };
 
-// One NVTX range occurrence, for the cross-process step analysis.
-struct RangeOccurrence {
-  uint32_t key;  // index into the file's range keys
-  uint32_t thread;
-  uint64_t start, end;
-};
-
-bool ContainsNccl(const std::string& s) { return IsCollectiveKernelName(s); }
-
-// Marks which occurrences are outermost on their thread (no other range of the thread encloses
-// them). Sorted by thread, then start, longest first.
-std::vector<bool> Outermost(std::vector<RangeOccurrence>* v) {
-  std::sort(v->begin(), v->end(), [](const RangeOccurrence& a, const RangeOccurrence& b) {
-    if (a.thread != b.thread) return a.thread < b.thread;
-    if (a.start != b.start) return a.start < b.start;
-    return a.end > b.end;
-  });
-  std::vector<bool> outer(v->size(), false);
-  uint32_t thread = 0;
-  uint64_t enclosing_end = 0;
-  bool have = false;
-  for (size_t i = 0; i < v->size(); ++i) {
-    const RangeOccurrence& r = (*v)[i];
-    if (!have || r.thread != thread || r.start >= enclosing_end) {
-      outer[i] = true;
-      thread = r.thread;
-      enclosing_end = r.end;
-      have = true;
-    }
-  }
-  return outer;
-}
-
-struct FileRanges {
-  std::vector<std::pair<std::string, std::string>> keys;  // (name, domain)
-  std::map<std::pair<std::string, std::string>, uint32_t> index;
-  std::vector<RangeOccurrence> occurrences;
-};
-
-// The step range: the outermost range (not a library's NCCL domain) that repeats at least twice
-// on the most processes; ties go to the one with the most time in the first process.
-std::pair<std::string, std::string> ChooseStepRange(std::vector<FileRanges>* files,
-                                                    std::vector<std::vector<double>>* steps) {
-  std::map<std::pair<std::string, std::string>, std::vector<std::vector<double>>> per_key;
-  for (size_t fi = 0; fi < files->size(); ++fi) {
-    FileRanges& f = (*files)[fi];
-    std::vector<bool> outer = Outermost(&f.occurrences);
-    std::map<uint32_t, std::vector<std::pair<uint64_t, double>>> by_key;
-    for (size_t i = 0; i < f.occurrences.size(); ++i) {
-      if (!outer[i]) continue;
-      const RangeOccurrence& r = f.occurrences[i];
-      by_key[r.key].emplace_back(r.start, static_cast<double>(r.end - r.start));
-    }
-    for (auto& [key, occ] : by_key) {
-      const auto& name = f.keys[key];
-      if (occ.size() < 2 || ContainsNccl(name.second) || ContainsNccl(name.first)) continue;
-      std::sort(occ.begin(), occ.end());
-      auto& slot = per_key[name];
-      slot.resize(files->size());
-      for (const auto& [start, dur] : occ) slot[fi].push_back(dur);
-    }
-  }
-  std::pair<std::string, std::string> best;
-  size_t best_files = 0;
-  double best_total = -1;
-  for (const auto& [key, per_file] : per_key) {
-    size_t present = 0;
-    for (const auto& v : per_file) present += v.empty() ? 0 : 1;
-    double total = 0;
-    for (double d : per_file[0]) total += d;
-    if (present > best_files || (present == best_files && total > best_total)) {
-      best = key;
-      best_files = present;
-      best_total = total;
-    }
-  }
-  if (best_files >= 2) *steps = per_key[best];
-  if (best_files < 2) best = {};
-  return best;
-}
-
 }  // namespace
 
 size_t NearestRankIndex(size_t n, double p) {
@@ -284,7 +204,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
   uint64_t bytes_before = 0;
   sum.paths = paths;
   const bool several = paths.size() > 1;
-  std::vector<FileRanges> file_ranges(several ? paths.size() : 0);
+  StepRanges step_ranges(several ? paths.size() : 0);
   if (several && options.align_collectives) {
     ClockAlignment alignment = AlignOnCollectives(paths);
     sum.alignment = alignment.lines;
@@ -402,12 +322,9 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
             ranges.Get(r.name(), r.domain(), reader->Str(r.name()), reader->Str(r.domain()));
         if (several && r.start() > 0 && r.duration() >= 0 &&
             (r.end_thread_id() == 0 || r.end_thread_id() == r.thread_id())) {
-          const std::pair<std::string, std::string> key{group.name, group.domain};
-          FileRanges& fr = file_ranges[fi];
-          auto [it, added] = fr.index.emplace(key, static_cast<uint32_t>(fr.keys.size()));
-          if (added) fr.keys.push_back(key);
-          fr.occurrences.push_back({it->second, r.thread_id(), static_cast<uint64_t>(r.start()),
-                                    static_cast<uint64_t>(SaturatingAdd(r.start(), r.duration()))});
+          step_ranges.Add(fi, {group.name, group.domain}, r.thread_id(),
+                          static_cast<uint64_t>(r.start()),
+                          static_cast<uint64_t>(SaturatingAdd(r.start(), r.duration())));
         }
         ranges.Add(group, r.duration());
         span(r.start(), r.duration());
@@ -512,6 +429,8 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       overlap.Finish();
       process->collective_busy_ns = static_cast<double>(overlap.collective_busy_ns());
       process->overlap_ns = static_cast<double>(overlap.overlap_ns());
+      const Status ranges_sorted = step_ranges.FinishFile(fi);
+      if (!ranges_sorted.ok()) sum.errors.push_back(prefix + ranges_sorted.message());
     }
     if (rs.chunks_ok > 0 && reader->footer() == nullptr) {
       sum.losses.push_back(prefix +
@@ -522,7 +441,9 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
   progress.Finish();
   if (several) {
     std::vector<std::vector<double>> steps;
-    const auto step = ChooseStepRange(&file_ranges, &steps);
+    StepRanges::Name step;
+    const Status chosen = step_ranges.Choose(&step, &steps);
+    if (!chosen.ok()) sum.errors.push_back(chosen.message());
     if (!step.first.empty()) {
       sum.step_range = step.second.empty() ? step.first : step.second + ": " + step.first;
       for (size_t i = 0; i < steps.size() && i < sum.processes.size(); ++i) {

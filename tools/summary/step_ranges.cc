@@ -1,0 +1,142 @@
+#include "tools/summary/step_ranges.h"
+
+#include <algorithm>
+
+#include "tools/run/clock_alignment.h"
+
+namespace kp {
+
+struct StepRanges::File {
+  explicit File(size_t run_entries) : occurrences(run_entries) {}
+  std::map<Name, uint32_t> ids;  // range name -> index into names
+  std::vector<Name> names;
+  // Every occurrence: key thread, tag the name's index.
+  ExternalIntervalSort occurrences;
+  // The outermost ones (key the name's index), and per name their count and time.
+  ExternalIntervalSort outermost{kRunEntries};
+  std::vector<uint64_t> outer_count;
+  std::vector<double> outer_ns;
+  bool finished = false;
+};
+
+StepRanges::StepRanges(size_t files, size_t run_entries) : run_entries_(run_entries) {
+  files_.resize(files);
+}
+
+StepRanges::~StepRanges() = default;
+
+void StepRanges::Add(size_t fi, const Name& name, uint32_t thread, uint64_t start, uint64_t end) {
+  if (fi >= files_.size()) return;
+  if (files_[fi] == nullptr) files_[fi] = std::make_unique<File>(run_entries_);
+  File& f = *files_[fi];
+  auto it = f.ids.find(name);
+  if (it == f.ids.end()) {
+    it = f.ids.emplace(name, static_cast<uint32_t>(f.names.size())).first;
+    f.names.push_back(name);
+  }
+  f.occurrences.Add(thread, start, end, it->second);
+}
+
+Status StepRanges::FinishFile(size_t fi) {
+  if (fi >= files_.size() || files_[fi] == nullptr) return Status();
+  File& f = *files_[fi];
+  f.outer_count.assign(f.names.size(), 0);
+  f.outer_ns.assign(f.names.size(), 0);
+  // Occurrences come by (thread, start); those with one start are ordered longest first (then
+  // by name), so that an enclosing range is seen before what it encloses. An occurrence is
+  // outermost when no earlier one of its thread is still open at its start.
+  bool have = false;
+  uint64_t thread = 0, enclosing_end = 0;
+  auto visit = [&](const KeyedInterval& r) {
+    if (have && r.key == thread && r.start < enclosing_end) return;
+    have = true;
+    thread = r.key;
+    enclosing_end = r.end;
+    ++f.outer_count[r.tag];
+    f.outer_ns[r.tag] += static_cast<double>(r.end - r.start);
+    f.outermost.Add(r.tag, r.start, r.end);
+  };
+  std::vector<KeyedInterval> same_start;
+  auto flush = [&] {
+    std::sort(same_start.begin(), same_start.end(),
+              [](const KeyedInterval& a, const KeyedInterval& b) {
+                return a.end != b.end ? a.end > b.end : a.tag < b.tag;
+              });
+    for (const KeyedInterval& r : same_start) visit(r);
+    same_start.clear();
+  };
+  const Status sorted = f.occurrences.ForEachSorted([&](const KeyedInterval* batch, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!same_start.empty() &&
+          (batch[i].key != same_start[0].key || batch[i].start != same_start[0].start)) {
+        flush();
+      }
+      same_start.push_back(batch[i]);
+    }
+  });
+  flush();
+  f.outermost.Park(kParkedEntries);
+  f.finished = sorted.ok();
+  return sorted;
+}
+
+Status StepRanges::Choose(Name* step, std::vector<std::vector<double>>* steps) {
+  *step = {};
+  steps->clear();
+  // Per name: in how many files it repeats (as an outermost range), and its time in the first.
+  struct Candidate {
+    size_t files = 0;
+    double first_file_ns = 0;
+  };
+  std::map<Name, Candidate> candidates;
+  for (size_t fi = 0; fi < files_.size(); ++fi) {
+    const File* f = files_[fi].get();
+    if (f == nullptr || !f->finished) continue;
+    for (size_t id = 0; id < f->names.size(); ++id) {
+      const Name& name = f->names[id];
+      if (f->outer_count[id] < 2 || IsCollectiveKernelName(name.second) ||
+          IsCollectiveKernelName(name.first)) {
+        continue;
+      }
+      Candidate& c = candidates[name];
+      ++c.files;
+      if (fi == 0) c.first_file_ns = f->outer_ns[id];
+    }
+  }
+  const Candidate* best = nullptr;
+  for (const auto& [name, c] : candidates) {
+    if (best == nullptr || c.files > best->files ||
+        (c.files == best->files && c.first_file_ns > best->first_file_ns)) {
+      best = &c;
+      *step = name;
+    }
+  }
+  if (best == nullptr || best->files < 2) {
+    *step = {};
+    return Status();
+  }
+  steps->resize(files_.size());
+  Status status;
+  for (size_t fi = 0; fi < files_.size(); ++fi) {
+    File* f = files_[fi].get();
+    if (f == nullptr || !f->finished) continue;
+    auto it = f->ids.find(*step);
+    if (it == f->ids.end() || f->outer_count[it->second] < 2) continue;
+    const uint64_t id = it->second;
+    std::vector<std::pair<uint64_t, uint64_t>> occurrences;  // (start, duration)
+    const Status read = f->outermost.ForEachSorted([&](const KeyedInterval* batch, size_t n) {
+      for (size_t i = 0; i < n; ++i) {
+        if (batch[i].key == id)
+          occurrences.emplace_back(batch[i].start, batch[i].end - batch[i].start);
+      }
+    });
+    if (!read.ok()) status = read;
+    std::sort(occurrences.begin(), occurrences.end());
+    (*steps)[fi].reserve(occurrences.size());
+    for (const auto& [start, duration] : occurrences)
+      (*steps)[fi].push_back(static_cast<double>(duration));
+  }
+  return status;
+}
+
+}  // namespace kp

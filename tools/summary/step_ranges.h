@@ -1,0 +1,54 @@
+// step_ranges.h: finds the training-step NVTX range of a several-process summary (a torchrun job)
+// and each process's step durations, in bounded memory.
+//
+// The step range is the outermost range (no other range of its thread encloses it; not a
+// library's NCCL domain) that repeats at least twice in the most processes; ties go to the one
+// with the most time in the first process. Each process's occurrences are sorted by (thread,
+// start) in an ExternalIntervalSort (interval_sort.h) as they are added; when the process ends
+// (FinishFile), one sweep marks the outermost ones, counts and times them per range name, and
+// files them, by (name, start), in a second, parked sorter. Choose then reads back only the
+// chosen range's occurrences. Memory: one process's sort buffer (8 MiB, and as much again while it
+// sorts) at a time, each process's table of range names, and up to 4,096 parked occurrences per
+// process (past that they wait on disk), plus the answer (the step durations).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "tools/summary/interval_sort.h"
+
+namespace kp {
+
+class StepRanges {
+ public:
+  static constexpr size_t kRunEntries = size_t{1} << 18;
+  static constexpr size_t kParkedEntries = 4096;
+  using Name = std::pair<std::string, std::string>;  // (name, domain)
+
+  explicit StepRanges(size_t files, size_t run_entries = kRunEntries);
+  ~StepRanges();
+  StepRanges(const StepRanges&) = delete;
+  StepRanges& operator=(const StepRanges&) = delete;
+
+  // One occurrence in file `fi` of the range `name`, begun and ended on thread `thread`.
+  void Add(size_t fi, const Name& name, uint32_t thread, uint64_t start, uint64_t end);
+  // After file fi's last Add: finds its outermost occurrences. An error if a temporary sort
+  // file could not be read back (the file then takes no part in the choice).
+  Status FinishFile(size_t fi);
+  // The step range (an empty name if no range qualifies) and, per file, the durations of its
+  // outermost occurrences in start order. After every FinishFile; once.
+  Status Choose(Name* step, std::vector<std::vector<double>>* steps);
+
+ private:
+  struct File;
+  size_t run_entries_;
+  std::vector<std::unique_ptr<File>> files_;
+};
+
+}  // namespace kp
