@@ -145,54 +145,44 @@ class Proto {
     b_->Advance(kMore);
     wire::PatchLength(reinterpret_cast<uint8_t*>(b_->At(pos)), length);
   }
-  // One debug annotation {name_iid, one varint value} with one bounds check (several per event:
-  // the hottest write). Its body is at most 2 x 11 bytes, so its length is one byte.
+  // One debug annotation {name_iid, one varint value} (several per event: the hottest write).
   void VarintAnnotation(uint32_t iid, uint32_t value_field, uint64_t v) {
-    uint8_t* base = Reserved(2 * wire::kMaxScalarFieldBytes + 8);
-    wire::WireWriter head(base);
-    head.Tag(kTeDebugAnnotations, wire::kLengthDelimited);
-    uint8_t* length = base + head.size();
-    wire::WireWriter body(length + 1);
-    body.UintAlways(kDaNameIid, iid);
-    body.UintAlways(value_field, v);
-    *length = static_cast<uint8_t>(body.size());
-    b_->Advance(head.size() + 1 + body.size());
+    TwoVarintMessage(kTeDebugAnnotations, kDaNameIid, iid, value_field, v);
   }
-  // A legacy (v1) flow step {bind_id, flow_direction} in a track event, one-byte length.
+  // A legacy (v1) flow step {bind_id, flow_direction} in a track event.
   void FlowStep(uint64_t bind_id, uint32_t direction) {
+    TwoVarintMessage(kTeLegacyEvent, kLeBindId, bind_id, kLeFlowDirection, direction);
+  }
+  // The end of a slice: a whole packet {sequence id, timestamp, track_event {type, track}}. It
+  // refers to no interned data, so it carries no sequence flags; its lengths are one byte each
+  // (the packet's body is at most 2 x 15 + 32 bytes).
+  void SliceEndPacket(uint32_t seq, uint64_t ts, uint64_t track) {
     uint8_t* base = Reserved(3 * wire::kMaxScalarFieldBytes);
     wire::WireWriter head(base);
-    head.Tag(kTeLegacyEvent, wire::kLengthDelimited);
-    uint8_t* length = base + head.size();
-    wire::WireWriter body(length + 1);
-    body.UintAlways(kLeBindId, bind_id);
-    body.UintAlways(kLeFlowDirection, direction);
-    *length = static_cast<uint8_t>(body.size());
-    b_->Advance(head.size() + 1 + body.size());
-  }
-  // The end of a slice: a whole packet {sequence id, timestamp, track_event {type, track}} with
-  // one bounds check. It refers to no interned data, so it carries no sequence flags; its
-  // lengths (at most 5 x 11 bytes) are one byte each.
-  void SliceEndPacket(uint32_t seq, uint64_t ts, uint64_t track) {
-    uint8_t* base = Reserved(2 * (wire::kMaxScalarFieldBytes + 2) + 4 * wire::kMaxScalarFieldBytes);
-    wire::WireWriter head(base);
     head.Tag(kTracePacket, wire::kLengthDelimited);
-    uint8_t* length = base + head.size();
-    wire::WireWriter pk(length + 1);
+    const size_t length = b_->size() + head.size();
+    wire::WireWriter pk(base + head.size() + 1);
     pk.UintAlways(kPktSequenceId, seq);
     pk.UintAlways(kPktTimestamp, ts);
-    pk.Tag(kPktTrackEvent, wire::kLengthDelimited);
-    uint8_t* event_length = pk.data() + pk.size();
-    wire::WireWriter ev(event_length + 1);
-    ev.UintAlways(kTeType, kSliceEnd);
-    ev.UintAlways(kTeTrackUuid, track);
-    *event_length = static_cast<uint8_t>(ev.size());
-    const size_t packet = pk.size() + 1 + ev.size();
-    *length = static_cast<uint8_t>(packet);
-    b_->Advance(head.size() + 1 + packet);
+    b_->Advance(head.size() + 1 + pk.size());
+    TwoVarintMessage(kPktTrackEvent, kTeType, kSliceEnd, kTeTrackUuid, track);
+    *b_->At(length) = static_cast<char>(b_->size() - length - 1);
   }
 
  private:
+  // A nested message of two varint fields, with one bounds check. Its body is at most 2 x 15
+  // bytes, so its length is one byte.
+  void TwoVarintMessage(uint32_t field, uint32_t f1, uint64_t v1, uint32_t f2, uint64_t v2) {
+    uint8_t* base = Reserved(3 * wire::kMaxScalarFieldBytes);
+    wire::WireWriter head(base);
+    head.Tag(field, wire::kLengthDelimited);
+    uint8_t* length = base + head.size();
+    wire::WireWriter body(length + 1);
+    body.UintAlways(f1, v1);
+    body.UintAlways(f2, v2);
+    *length = static_cast<uint8_t>(body.size());
+    b_->Advance(head.size() + 1 + body.size());
+  }
   wire::WireWriter Writer(size_t max_bytes) { return wire::WireWriter(Reserved(max_bytes)); }
   uint8_t* Reserved(size_t max_bytes) {
     b_->Reserve(max_bytes);
