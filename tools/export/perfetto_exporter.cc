@@ -172,7 +172,8 @@ class Proto {
  private:
   // A nested message of two varint fields, with one bounds check. Its body is at most 2 x 15
   // bytes, so its length is one byte.
-  void TwoVarintMessage(uint32_t field, uint32_t f1, uint64_t v1, uint32_t f2, uint64_t v2) {
+  [[gnu::always_inline]] void TwoVarintMessage(uint32_t field, uint32_t f1, uint64_t v1,
+                                               uint32_t f2, uint64_t v2) {
     uint8_t* base = Reserved(3 * wire::kMaxScalarFieldBytes);
     wire::WireWriter head(base);
     head.Tag(field, wire::kLengthDelimited);
