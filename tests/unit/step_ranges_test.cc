@@ -1,7 +1,8 @@
 // step_ranges_test.cc: tools/summary/step_ranges.h against the in-memory way of choosing the
 // step range (every occurrence in a list, sorted by thread, start and longest first, the
 // outermost marked in one pass, durations grouped per name), on random nested ranges, with sort
-// runs small enough that both of its sorters go to disk.
+// runs small enough that both of its sorters go to disk, and runs of one start that straddle the
+// sorter's batches.
 #include "tools/summary/step_ranges.h"
 
 #include <gtest/gtest.h>
@@ -101,9 +102,10 @@ std::vector<Occurrence> RandomFile(std::mt19937_64& rng, int steps, const std::s
       uint64_t child = step_start + (rng() % 3 == 0 ? 0 : rng() % 50);
       const int children = static_cast<int>(rng() % 4);
       for (int c = 0; c < children; ++c) {
-        const uint64_t len = rng() % 200;  // zero-length sometimes
+        // Zero-length sometimes, so that up to four ranges share one start.
+        const uint64_t len = rng() % 3 == 0 ? 0 : rng() % 200;
         v.push_back({{c % 2 == 0 ? "forward" : "backward", ""}, tid, child, child + len});
-        child += len + rng() % 30;
+        child += len + (rng() % 2 == 0 ? 0 : rng() % 30);
       }
       const uint64_t step_end = child + 1 + rng() % 100;
       v.push_back({{step_name, ""}, tid, step_start, step_end});
@@ -132,7 +134,9 @@ TEST(StepRanges, EqualsTheInMemoryChoiceWithRunsOnDisk) {
     for (size_t f = 0; f < n_files; ++f) {
       // Mostly "step"; sometimes a file calls it otherwise, or has too few of it.
       const std::string name = rng() % 5 == 0 ? "train_step" : "step";
-      files.push_back(RandomFile(rng, static_cast<int>(rng() % 40), name));
+      // Some files longer than the sorter's batches of 1,024.
+      const int steps = static_cast<int>(trial % 4 == 0 ? 300 + rng() % 300 : rng() % 40);
+      files.push_back(RandomFile(rng, steps, name));
     }
     std::vector<std::vector<double>> want, got;
     const Name expected = Reference(files, &want);
@@ -145,12 +149,13 @@ TEST(StepRanges, EqualsTheInMemoryChoiceWithRunsOnDisk) {
 }
 
 TEST(StepRanges, ManyOutermostOccurrencesWaitOnDisk) {
-  // More outermost occurrences per file than stay parked in memory.
+  // More outermost occurrences than one sort run holds, in both files.
   std::mt19937_64 rng(9);
+  constexpr size_t kSteps = 12288;
   Files files(2);
   for (auto& f : files) {
     uint64_t now = 1;
-    for (size_t i = 0; i < 3 * StepRanges::kParkedEntries; ++i) {
+    for (size_t i = 0; i < kSteps; ++i) {
       const uint64_t len = 1 + rng() % 1000;
       f.push_back({{"step", ""}, 7, now, now + len});
       f.push_back({{"op", ""}, 7, now, now + len / 2});  // same start: enclosed
@@ -162,7 +167,7 @@ TEST(StepRanges, ManyOutermostOccurrencesWaitOnDisk) {
   ASSERT_EQ(expected, Name("step", ""));
   EXPECT_EQ(Streamed(files, 1000, &got), expected);
   ASSERT_EQ(got.size(), 2u);
-  EXPECT_EQ(got[0].size(), 3 * StepRanges::kParkedEntries);
+  EXPECT_EQ(got[0].size(), kSteps);
   EXPECT_EQ(got, want);
 }
 
@@ -182,9 +187,14 @@ TEST(StepRanges, AParentStartingWithItsChildIsTheOutermostAndTiesGoToTheFirstFil
     f = {{{"inner", ""}, 1, 100, 150}, {{"outer", ""}, 1, 100, 200}, {{"inner", ""}, 1, 300, 350},
          {{"outer", ""}, 1, 300, 400}, {{"b", ""}, 1, 500, 510},     {{"b", ""}, 1, 600, 610}};
   }
-  std::vector<std::vector<double>> got;
+  // In the second file "b" takes far longer: only the first file's time breaks the tie.
+  files[1][4].end = 5000;
+  files[1][5] = {{"b", ""}, 1, 6000, 9000};
+  std::vector<std::vector<double>> want, got;
+  EXPECT_EQ(Reference(files, &want), Name("outer", ""));
   EXPECT_EQ(Streamed(files, 2, &got), Name("outer", ""));  // 200 ns in file 0 against b's 20
   EXPECT_EQ(got, (std::vector<std::vector<double>>{{100, 100}, {100, 100}}));
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace

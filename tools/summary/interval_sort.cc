@@ -116,12 +116,6 @@ void ExternalIntervalSort::Spill() {
   buffer_.clear();
 }
 
-void ExternalIntervalSort::Park(size_t keep_in_memory) {
-  if (buffer_.size() > keep_in_memory) Spill();
-  buffer_.shrink_to_fit();
-  std::vector<KeyedInterval>().swap(scratch_);
-}
-
 Status ExternalIntervalSort::ForEachSorted(
     const std::function<void(const KeyedInterval* batch, size_t n)>& f) {
   SortRun(&buffer_, &scratch_);

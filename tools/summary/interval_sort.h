@@ -37,10 +37,6 @@ class ExternalIntervalSort {
     if (buffer_.size() >= run_entries_) Spill();
   }
   uint64_t size() const { return size_ + buffer_.size(); }
-  // Holds what was added in as little memory as it can until ForEachSorted: more than
-  // `keep_in_memory` intervals are written out as a run, and the spare buffers are freed (for a
-  // sorter that waits while others work).
-  void Park(size_t keep_in_memory);
   // Calls `f` on every interval in (key, start) order, a batch at a time (`n` intervals from
   // `batch`, in order), then empties the sorter. An error if a temporary file could not be read
   // back.

@@ -12,14 +12,14 @@ struct StepRanges::File {
   std::vector<Name> names;
   // Every occurrence: key thread, tag the name's index.
   ExternalIntervalSort occurrences;
-  // The outermost ones (key the name's index), and per name their count and time.
-  ExternalIntervalSort outermost{kRunEntries};
+  // Per name, the count and time of its outermost occurrences.
   std::vector<uint64_t> outer_count;
   std::vector<double> outer_ns;
   bool finished = false;
 };
 
-StepRanges::StepRanges(size_t files, size_t run_entries) : run_entries_(run_entries) {
+StepRanges::StepRanges(size_t files, size_t run_entries)
+    : run_entries_(run_entries), outermost_(std::min(run_entries, kOuterRunEntries)) {
   files_.resize(files);
 }
 
@@ -54,7 +54,7 @@ Status StepRanges::FinishFile(size_t fi) {
     enclosing_end = r.end;
     ++f.outer_count[r.tag];
     f.outer_ns[r.tag] += static_cast<double>(r.end - r.start);
-    f.outermost.Add(r.tag, r.start, r.end);
+    outermost_.Add(OuterKey(fi, r.tag), r.start, r.end);
   };
   std::vector<KeyedInterval> same_start;
   auto flush = [&] {
@@ -75,7 +75,6 @@ Status StepRanges::FinishFile(size_t fi) {
     }
   });
   flush();
-  f.outermost.Park(kParkedEntries);
   f.finished = sorted.ok();
   return sorted;
 }
@@ -115,28 +114,36 @@ Status StepRanges::Choose(Name* step, std::vector<std::vector<double>>* steps) {
     *step = {};
     return Status();
   }
-  steps->resize(files_.size());
-  Status status;
+  // Each file's occurrences of the step range: one pass over the sorter, in which they come
+  // file by file in start order.
+  std::vector<uint64_t> wanted(files_.size(), UINT64_MAX);
   for (size_t fi = 0; fi < files_.size(); ++fi) {
-    File* f = files_[fi].get();
+    const File* f = files_[fi].get();
     if (f == nullptr || !f->finished) continue;
     auto it = f->ids.find(*step);
-    if (it == f->ids.end() || f->outer_count[it->second] < 2) continue;
-    const uint64_t id = it->second;
-    std::vector<std::pair<uint64_t, uint64_t>> occurrences;  // (start, duration)
-    const Status read = f->outermost.ForEachSorted([&](const KeyedInterval* batch, size_t n) {
-      for (size_t i = 0; i < n; ++i) {
-        if (batch[i].key == id)
-          occurrences.emplace_back(batch[i].start, batch[i].end - batch[i].start);
-      }
-    });
-    if (!read.ok()) status = read;
-    std::sort(occurrences.begin(), occurrences.end());
-    (*steps)[fi].reserve(occurrences.size());
-    for (const auto& [start, duration] : occurrences)
+    if (it != f->ids.end() && f->outer_count[it->second] >= 2)
+      wanted[fi] = OuterKey(fi, it->second);
+  }
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> occurrences(files_.size());
+  const Status read = outermost_.ForEachSorted([&](const KeyedInterval* batch, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      const size_t fi = static_cast<size_t>(batch[i].key >> 32);
+      if (fi < wanted.size() && batch[i].key == wanted[fi])
+        occurrences[fi].emplace_back(batch[i].start, batch[i].end - batch[i].start);
+    }
+  });
+  if (!read.ok()) {
+    *step = {};
+    return read;
+  }
+  steps->resize(files_.size());
+  for (size_t fi = 0; fi < files_.size(); ++fi) {
+    std::sort(occurrences[fi].begin(), occurrences[fi].end());  // one start: shortest first
+    (*steps)[fi].reserve(occurrences[fi].size());
+    for (const auto& [start, duration] : occurrences[fi])
       (*steps)[fi].push_back(static_cast<double>(duration));
   }
-  return status;
+  return Status();
 }
 
 }  // namespace kp

@@ -6,10 +6,11 @@
 // with the most time in the first process. Each process's occurrences are sorted by (thread,
 // start) in an ExternalIntervalSort (interval_sort.h) as they are added; when the process ends
 // (FinishFile), one sweep marks the outermost ones, counts and times them per range name, and
-// files them, by (name, start), in a second, parked sorter. Choose then reads back only the
-// chosen range's occurrences. Memory: one process's sort buffer (8 MiB, and as much again while it
-// sorts) at a time, each process's table of range names, and up to 4,096 parked occurrences per
-// process (past that they wait on disk), plus the answer (the step durations).
+// files them, by (process, name, start), in a second sorter shared by all processes. Choose
+// then keeps only the chosen range's. Memory: the sorters' buffers (a process's occurrences in
+// runs of 262,144, 8 MiB, the outermost ones in runs of 65,536, 2 MiB; each as much again for
+// sorting once it has written a run to its temporary file), each process's table of range
+// names, and the answer (the step durations).
 #pragma once
 
 #include <cstddef>
@@ -27,9 +28,9 @@ namespace kp {
 
 class StepRanges {
  public:
-  static constexpr size_t kRunEntries = size_t{1} << 18;
-  static constexpr size_t kParkedEntries = 4096;
-  using Name = std::pair<std::string, std::string>;  // (name, domain)
+  static constexpr size_t kRunEntries = size_t{1} << 18;       // a process's occurrences
+  static constexpr size_t kOuterRunEntries = size_t{1} << 16;  // the outermost ones
+  using Name = std::pair<std::string, std::string>;            // (name, domain)
 
   explicit StepRanges(size_t files, size_t run_entries = kRunEntries);
   ~StepRanges();
@@ -42,13 +43,17 @@ class StepRanges {
   // file could not be read back (the file then takes no part in the choice).
   Status FinishFile(size_t fi);
   // The step range (an empty name if no range qualifies) and, per file, the durations of its
-  // outermost occurrences in start order. After every FinishFile; once.
+  // outermost occurrences in start order. After every FinishFile; once. An error (and no step
+  // range) if the temporary sort file could not be read back.
   Status Choose(Name* step, std::vector<std::vector<double>>* steps);
 
  private:
   struct File;
+  // Outermost occurrences are filed under (file index, name index).
+  static uint64_t OuterKey(size_t fi, uint32_t id) { return (uint64_t{fi} << 32) | id; }
   size_t run_entries_;
   std::vector<std::unique_ptr<File>> files_;
+  ExternalIntervalSort outermost_;  // key OuterKey
 };
 
 }  // namespace kp
