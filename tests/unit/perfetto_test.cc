@@ -298,6 +298,7 @@ PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
     // Flag 2 (needs incremental state) on every event that refers to interned data; a slice's
     // end refers to none and sets no flag.
     if (te.type() == 2) {
+      EXPECT_EQ(pkt.sequence_flags(), 0u);
       EXPECT_FALSE(te.has_name_iid());
       EXPECT_EQ(te.debug_annotations_size(), 0);
       EXPECT_FALSE(pkt.has_interned_data());
@@ -579,6 +580,59 @@ TEST(PerfettoExporter, OverlappingGpuRecordsGoOnLanesWithTheirDurations) {
   for (auto& [uuid, ts] : ts_per_track) by_name[track_names[uuid]] = ts;
   EXPECT_EQ(by_name["stream 7"], (std::vector<uint64_t>{0, 150, 200, 350}));
   EXPECT_EQ(by_name["stream 7 lane 2"], (std::vector<uint64_t>{100, 250}));
+}
+
+TEST(PerfettoExporter, MessagesOf16KiBOrMoreKeepWholeLengths) {
+  // A kernel name, a command-line argument and an NVTX range name of 20,000 bytes: their
+  // interned entries, packets and descriptors outgrow the two-byte lengths and are moved to
+  // take four-byte ones.
+  const std::string long_name = "_Z4kernel" + std::string(20000, 'x');
+  const std::string long_arg(20000, 'a');
+  kp::MemoryChunkSink sink(0);
+  kp::TraceEncoder enc(&sink, kp::TraceEncoder::Options());
+  kp::HeaderInfo h;
+  h.pid = 6;
+  h.start_time_trace_ns = kT0;
+  h.command_line = {"/usr/bin/python3", long_arg};
+  enc.SetHeader(h);
+  for (int i = 0; i < 2; ++i) {
+    kp::KernelRecord k;
+    k.name = long_name.c_str();
+    k.start = kT0 + i * 1000;
+    k.end = k.start + 500;
+    k.stream = 7;
+    k.correlation = i + 1;
+    enc.AddKernel(k);
+  }
+  kp::NvtxRangeRecord r;
+  r.name = long_arg.c_str();
+  r.start = kT0;
+  r.end = kT0 + 2000;
+  r.thread_id = 3;
+  enc.AddNvtxRange(r);
+  enc.Finish(kp::FooterInfo());
+  std::ofstream("perfetto_long.kptrace", std::ios::binary)
+      .write(reinterpret_cast<const char*>(sink.file().data()),
+             static_cast<std::streamsize>(sink.file().size()));
+  kp::ExportOptions opt;
+  opt.output = "perfetto_long.pftrace";
+  kp::PerfettoExporter exporter(opt);
+  ASSERT_TRUE(IsOk(ExportFiles(exporter, {"perfetto_long.kptrace"})));
+  std::vector<std::string> names;
+  PerfettoCounts got = DecodeAndCheckPerfetto(ReadFile(opt.output), nullptr, &names, false);
+  EXPECT_EQ(got.kernels, 2);
+  EXPECT_EQ(got.nvtx, 1);
+  EXPECT_EQ(std::count(names.begin(), names.end(), long_name), 2);
+  EXPECT_EQ(std::count(names.begin(), names.end(), long_arg), 1);
+  kp_test::perfetto::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
+  bool saw_command_line = false;
+  for (const auto& p : trace.packet()) {
+    if (!p.has_track_descriptor() || !p.track_descriptor().has_process()) continue;
+    const auto& cmdline = p.track_descriptor().process().cmdline();
+    saw_command_line = cmdline.size() == 2 && cmdline[1] == long_arg;
+  }
+  EXPECT_TRUE(saw_command_line);
 }
 
 TEST(SliceNester, NestsOrSeparates) {
