@@ -256,5 +256,34 @@ TEST(ExternalIntervalSort, SpilledRunsMergeIntoTheInMemoryOrder) {
   EXPECT_EQ(sorter.size(), 0u);
 }
 
+TEST(ExternalIntervalSort, RunsInArrivalOrderMergeWhetherTheirTimesMeetOrOverlap) {
+  // Intervals arriving in time order, as a trace delivers them (each run a stretch of time), on
+  // three devices; every 50th one arrives late, from far back, so runs also overlap in time.
+  std::mt19937_64 rng(17);
+  ExternalIntervalSort sorter(700);
+  std::vector<KeyedInterval> want;
+  uint64_t now = 1000;
+  for (int i = 0; i < 20000; ++i) {
+    now += 1 + rng() % 50;
+    const uint64_t start = i % 50 == 49 ? now - rng() % 100000 - 1 : now;
+    KeyedInterval iv{rng() % 3, start, start + rng() % 300, 0};
+    iv.tag = iv.end * 7 + 1;
+    sorter.Add(iv.key, iv.start, iv.end, iv.tag);
+    want.push_back(iv);
+  }
+  std::stable_sort(want.begin(), want.end(), [](const KeyedInterval& a, const KeyedInterval& b) {
+    return a.key != b.key ? a.key < b.key : a.start < b.start;
+  });
+  std::vector<KeyedInterval> got;
+  const Status sorted = Drain(&sorter, &got);
+  ASSERT_TRUE(sorted.ok()) << sorted.message();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].key, want[i].key) << i;
+    ASSERT_EQ(got[i].start, want[i].start) << i;
+    ASSERT_EQ(got[i].tag, got[i].end * 7 + 1) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kp

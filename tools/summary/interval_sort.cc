@@ -192,16 +192,26 @@ Status ExternalIntervalSort::ForEachSorted(
   constexpr size_t kBatch = 1024;
   KeyedInterval batch[kBatch];
   size_t batched = 0;
+  // Runs are written in arrival order, so each covers a stretch of time and long spans of the
+  // merge come from one run: while a run's next head is not after the heap's top, it is taken
+  // without a trip through the heap.
   while (!heap.empty()) {
     const size_t i = heap.top().run;
     heap.pop();
-    batch[batched++] = head(i);
-    if (batched == kBatch) {
-      f(batch, batched);
-      batched = 0;
+    for (;;) {
+      batch[batched++] = head(i);
+      if (batched == kBatch) {
+        f(batch, batched);
+        batched = 0;
+      }
+      const bool more = i < runs.size() ? advance(runs[i]) : ++memory_next < buffer_.size();
+      if (!more) break;
+      const KeyedInterval& h = head(i);
+      if (!heap.empty() && later({h.key, h.start, i}, heap.top())) {
+        push(i);
+        break;
+      }
     }
-    const bool more = i < runs.size() ? advance(runs[i]) : ++memory_next < buffer_.size();
-    if (more) push(i);
   }
   if (batched > 0) f(batch, batched);
   std::vector<KeyedInterval>().swap(buffer_);
