@@ -18,8 +18,9 @@
 # (no conversion rounds, no tables), taking the output sizes from an earlier run's
 # WORK_DIR/times.txt.
 #
+# FORMATS: which commands, a space-separated subset of "perfetto csv chrome summary" (default all).
 # TIME_BIN: GNU time, a path or a command name (default /usr/bin/time).
-# usage: [BEFORE=kptrace] [FLOOR=1] [TIME_BIN=time] bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR] [ROUNDS]
+# usage: [BEFORE=kptrace] [FLOOR=1] [FORMATS="..."] [TIME_BIN=time] bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
 records=${2:-20000000}
@@ -43,7 +44,7 @@ fi
 mkdir -p "$work"
 trace=$work/trace_${records}.kptrace
 [[ -f $trace ]] || "$gen" --records "$records" -o "$trace" >/dev/null
-formats=(perfetto csv chrome summary)
+read -r -a formats <<<"${FORMATS:-perfetto csv chrome summary}"
 log=$work/times.txt
 if [[ ${FLOOR:-} != only ]]; then
   : >"$log"
