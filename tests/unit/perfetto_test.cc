@@ -34,6 +34,13 @@ constexpr uint64_t kT0 = 1'700'000'000'000'000'000ull;  // epoch-like ns: needs 
 // (Valid UTF-8 only: kptrace.proto strings are proto3 `string`, which libprotobuf validates.)
 const char kOddKernel[] = "void odd<int, \"q\\\">(float*)\x01\t end";
 
+// Writes an encoded trace to `path`.
+void WriteTrace(const kp::MemoryChunkSink& sink, const std::string& path) {
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(sink.file().data()),
+             static_cast<std::streamsize>(sink.file().size()));
+}
+
 // Writes a small but complete trace: two streams, kernels (one profiler-internal, one with a
 // name full of JSON hazards), copies, memsets, launch calls on one thread, nested NVTX ranges,
 // a mark, a metric range; two chunks. Returns the file's bytes written to `path`.
@@ -179,9 +186,7 @@ FixedTraceCounts WriteFixedTrace(const std::string& path, uint32_t pid) {
   f.end_time_ns = kT0 + 1'000'000;
   f.end_reason = "exit";
   enc.Finish(f);
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(sink.file().data()),
-             static_cast<std::streamsize>(sink.file().size()));
+  WriteTrace(sink, path);
   return c;
 }
 
@@ -236,6 +241,17 @@ void ExpectGolden(const std::string& name, const std::string& actual) {
   ASSERT_FALSE(expected.empty()) << path << " missing: run with KP_UPDATE_GOLDEN=1";
   EXPECT_TRUE(expected == actual) << name << " differs from " << path
                                   << " (regenerate with KP_UPDATE_GOLDEN=1 if intended)";
+}
+
+// Writes an encoded trace to STEM.kptrace and converts it to STEM.pftrace; the converter's
+// anomalies.
+kp::TimelineAnomalies ExportEncoded(const kp::MemoryChunkSink& sink, const std::string& stem) {
+  WriteTrace(sink, stem + ".kptrace");
+  kp::ExportOptions opt;
+  opt.output = stem + ".pftrace";
+  kp::PerfettoExporter exporter(opt);
+  EXPECT_TRUE(IsOk(ExportFiles(exporter, {stem + ".kptrace"})));
+  return exporter.anomalies();
 }
 
 // Counts of what a Perfetto file holds, per kind, decoded with libprotobuf.
@@ -552,22 +568,16 @@ TEST(PerfettoExporter, OverlappingGpuRecordsGoOnLanesWithTheirDurations) {
     enc.AddKernel(k);
   }
   enc.Finish(kp::FooterInfo());
-  std::ofstream("perfetto_overlap.kptrace", std::ios::binary)
-      .write(reinterpret_cast<const char*>(sink.file().data()),
-             static_cast<std::streamsize>(sink.file().size()));
-  kp::ExportOptions opt;
-  opt.output = "perfetto_overlap.pftrace";
-  kp::PerfettoExporter exporter(opt);
-  std::string err;
-  ASSERT_TRUE(IsOk(ExportFiles(exporter, {"perfetto_overlap.kptrace"})));
+  const kp::TimelineAnomalies anomalies = ExportEncoded(sink, "perfetto_overlap");
   // [0,150] and [200,350] share the stream's track; [100,250] runs beside them on lane 2.
-  EXPECT_EQ(exporter.anomalies().gpu_records_on_extra_lanes, 1u);
+  EXPECT_EQ(anomalies.gpu_records_on_extra_lanes, 1u);
   // No launch calls in this trace: no arrows at all.
   std::vector<uint64_t> begins;
-  PerfettoCounts got = DecodeAndCheckPerfetto(ReadFile(opt.output), &begins, nullptr, false);
+  PerfettoCounts got =
+      DecodeAndCheckPerfetto(ReadFile("perfetto_overlap.pftrace"), &begins, nullptr, false);
   EXPECT_EQ(got.kernels, 3);
   kp_test::perfetto::Trace trace;
-  ASSERT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
+  ASSERT_TRUE(trace.ParseFromString(ReadFile("perfetto_overlap.pftrace")));
   std::map<uint64_t, std::string> track_names;
   std::map<uint64_t, std::vector<uint64_t>> ts_per_track;
   for (const auto& p : trace.packet()) {
@@ -611,21 +621,16 @@ TEST(PerfettoExporter, MessagesOf16KiBOrMoreKeepWholeLengths) {
   r.thread_id = 3;
   enc.AddNvtxRange(r);
   enc.Finish(kp::FooterInfo());
-  std::ofstream("perfetto_long.kptrace", std::ios::binary)
-      .write(reinterpret_cast<const char*>(sink.file().data()),
-             static_cast<std::streamsize>(sink.file().size()));
-  kp::ExportOptions opt;
-  opt.output = "perfetto_long.pftrace";
-  kp::PerfettoExporter exporter(opt);
-  ASSERT_TRUE(IsOk(ExportFiles(exporter, {"perfetto_long.kptrace"})));
+  ExportEncoded(sink, "perfetto_long");
   std::vector<std::string> names;
-  PerfettoCounts got = DecodeAndCheckPerfetto(ReadFile(opt.output), nullptr, &names, false);
+  PerfettoCounts got =
+      DecodeAndCheckPerfetto(ReadFile("perfetto_long.pftrace"), nullptr, &names, false);
   EXPECT_EQ(got.kernels, 2);
   EXPECT_EQ(got.nvtx, 1);
   EXPECT_EQ(std::count(names.begin(), names.end(), long_name), 2);
   EXPECT_EQ(std::count(names.begin(), names.end(), long_arg), 1);
   kp_test::perfetto::Trace trace;
-  ASSERT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
+  ASSERT_TRUE(trace.ParseFromString(ReadFile("perfetto_long.pftrace")));
   bool saw_command_line = false;
   for (const auto& p : trace.packet()) {
     if (!p.has_track_descriptor() || !p.track_descriptor().has_process()) continue;

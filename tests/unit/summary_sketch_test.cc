@@ -266,23 +266,11 @@ TEST(ExternalIntervalSort, RunsInArrivalOrderMergeWhetherTheirTimesMeetOrOverlap
   for (int i = 0; i < 20000; ++i) {
     now += 1 + rng() % 50;
     const uint64_t start = i % 50 == 49 ? now - rng() % 100000 - 1 : now;
-    KeyedInterval iv{rng() % 3, start, start + rng() % 300, 0};
-    iv.tag = iv.end * 7 + 1;
+    const KeyedInterval iv{rng() % 3, start, start + rng() % 300, rng() % 4};
     sorter.Add(iv.key, iv.start, iv.end, iv.tag);
     want.push_back(iv);
   }
-  std::stable_sort(want.begin(), want.end(), [](const KeyedInterval& a, const KeyedInterval& b) {
-    return a.key != b.key ? a.key < b.key : a.start < b.start;
-  });
-  std::vector<KeyedInterval> got;
-  const Status sorted = Drain(&sorter, &got);
-  ASSERT_TRUE(sorted.ok()) << sorted.message();
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].key, want[i].key) << i;
-    ASSERT_EQ(got[i].start, want[i].start) << i;
-    ASSERT_EQ(got[i].tag, got[i].end * 7 + 1) << i;
-  }
+  ExpectSortedCopyOf(&sorter, want);
 }
 
 }  // namespace
