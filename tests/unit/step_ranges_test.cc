@@ -36,7 +36,8 @@ Name Reference(Files files, std::vector<std::vector<double>>* steps) {
     std::sort(v.begin(), v.end(), [](const Occurrence& a, const Occurrence& b) {
       if (a.thread != b.thread) return a.thread < b.thread;
       if (a.start != b.start) return a.start < b.start;
-      return a.end > b.end;
+      if (a.end != b.end) return a.end > b.end;
+      return a.name < b.name;  // one interval under two names: the first name is the outer one
     });
     std::map<Name, std::vector<std::pair<uint64_t, double>>> outer;
     bool have = false;

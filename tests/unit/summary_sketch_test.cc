@@ -273,5 +273,43 @@ TEST(ExternalIntervalSort, RunsInArrivalOrderMergeWhetherTheirTimesMeetOrOverlap
   ExpectSortedCopyOf(&sorter, want);
 }
 
+TEST(ExternalIntervalSort, InRunOrderGivesEveryIntervalOnceRunByRun) {
+  std::mt19937_64 rng(23);
+  ExternalIntervalSort sorter(1000);  // 5 runs on disk and 500 in memory
+  std::vector<KeyedInterval> want;
+  for (int i = 0; i < 5500; ++i) {
+    const uint64_t start = rng() % 1000000;
+    const KeyedInterval iv{rng() % 4, start, start + rng() % 1000, rng() % 8};
+    sorter.Add(iv.key, iv.start, iv.end, iv.tag);
+    want.push_back(iv);
+  }
+  std::vector<KeyedInterval> got;
+  ASSERT_TRUE(sorter
+                  .ForEachInRunOrder(
+                      [&got](const KeyedInterval* b, size_t n) { got.insert(got.end(), b, b + n); })
+                  .ok());
+  ASSERT_EQ(got.size(), want.size());
+  // The runs on disk come whole and in order, each sorted by (key, start); then the rest as
+  // added.
+  for (size_t run = 0; run < 5; ++run) {
+    for (size_t i = run * 1000 + 1; i < (run + 1) * 1000; ++i) {
+      ASSERT_TRUE(std::tie(got[i - 1].key, got[i - 1].start) <= std::tie(got[i].key, got[i].start))
+          << i;
+    }
+  }
+  for (size_t i = 5000; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].start, want[i].start) << i;
+    ASSERT_EQ(got[i].tag, want[i].tag) << i;
+  }
+  auto full = [](const KeyedInterval& a, const KeyedInterval& b) {
+    return std::tie(a.key, a.start, a.end, a.tag) < std::tie(b.key, b.start, b.end, b.tag);
+  };
+  std::sort(want.begin(), want.end(), full);
+  std::sort(got.begin(), got.end(), full);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_FALSE(full(got[i], want[i]) || full(want[i], got[i]));
+  EXPECT_EQ(sorter.size(), 0u);
+}
+
 }  // namespace
 }  // namespace kp

@@ -72,6 +72,44 @@ bool Decode(uint8_t** p, const uint8_t* end, Cursor* c, KeyedInterval* iv) {
   return true;
 }
 
+// Reads one run back from the file, entry by entry, through a buffer of kReadBytes.
+struct RunReader {
+  uint64_t offset, bytes_left, entries_left;  // on disk, not yet read / decoded
+  std::vector<uint8_t> buf;
+  size_t pos = 0;
+  Cursor cursor;
+  KeyedInterval head{};
+
+  // Decodes the next entry into head, reading more of the file when fewer bytes than one entry
+  // may need are left in buf; false at the run's end, and (with *ok = false) on a read or
+  // decoding error.
+  bool Next(FILE* file, bool* ok) {
+    if (entries_left == 0) return false;
+    if (buf.size() - pos < kMaxEncoded && bytes_left > 0) {
+      buf.erase(buf.begin(), buf.begin() + static_cast<ptrdiff_t>(pos));
+      pos = 0;
+      const size_t kept = buf.size();
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(bytes_left, kReadBytes));
+      buf.resize(kept + n);
+      if (fseeko(file, static_cast<off_t>(offset), SEEK_SET) != 0 ||
+          std::fread(buf.data() + kept, 1, n, file) != n) {
+        *ok = false;
+        return false;
+      }
+      offset += n;
+      bytes_left -= n;
+    }
+    uint8_t* p = buf.data() + pos;
+    if (!Decode(&p, buf.data() + buf.size(), &cursor, &head)) {
+      *ok = false;
+      return false;
+    }
+    pos = static_cast<size_t>(p - buf.data());
+    --entries_left;
+    return true;
+  }
+};
+
 }  // namespace
 
 ExternalIntervalSort::~ExternalIntervalSort() {
@@ -128,44 +166,11 @@ Status ExternalIntervalSort::ForEachSorted(
   if (std::fflush(file_) != 0) {
     return Status::Error(std::string("summary: temporary sort file: ") + std::strerror(errno));
   }
-  struct Run {
-    uint64_t offset, bytes_left, entries_left;  // on disk, not yet read / decoded
-    std::vector<uint8_t> buf;
-    size_t pos = 0;
-    Cursor cursor;
-    KeyedInterval head{};
-  };
-  std::vector<Run> runs;
+  std::vector<RunReader> runs;
   for (const SpilledRun& sr : runs_)
     runs.push_back({sr.offset, sr.bytes, sr.entries, {}, 0, {}, {}});
   bool ok = true;
-  // Decodes the run's next entry into head, reading more of the file when fewer bytes than one
-  // entry may need are left in buf; false at the run's end or on a read or decoding error.
-  auto advance = [&](Run& r) {
-    if (r.entries_left == 0) return false;
-    if (r.buf.size() - r.pos < kMaxEncoded && r.bytes_left > 0) {
-      r.buf.erase(r.buf.begin(), r.buf.begin() + static_cast<ptrdiff_t>(r.pos));
-      r.pos = 0;
-      const size_t kept = r.buf.size();
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(r.bytes_left, kReadBytes));
-      r.buf.resize(kept + n);
-      if (fseeko(file_, static_cast<off_t>(r.offset), SEEK_SET) != 0 ||
-          std::fread(r.buf.data() + kept, 1, n, file_) != n) {
-        ok = false;
-        return false;
-      }
-      r.offset += n;
-      r.bytes_left -= n;
-    }
-    uint8_t* p = r.buf.data() + r.pos;
-    if (!Decode(&p, r.buf.data() + r.buf.size(), &r.cursor, &r.head)) {
-      ok = false;
-      return false;
-    }
-    r.pos = static_cast<size_t>(p - r.buf.data());
-    --r.entries_left;
-    return true;
-  };
+  auto advance = [&](RunReader& r) { return r.Next(file_, &ok); };
   // The in-memory remainder is one more run (index runs.size()).
   size_t memory_next = 0;
   auto head = [&](size_t i) -> const KeyedInterval& {
@@ -214,13 +219,42 @@ Status ExternalIntervalSort::ForEachSorted(
     }
   }
   if (batched > 0) f(batch, batched);
+  return Reset(ok);
+}
+
+Status ExternalIntervalSort::ForEachInRunOrder(
+    const std::function<void(const KeyedInterval* batch, size_t n)>& f) {
+  if (file_ != nullptr && std::fflush(file_) != 0) {
+    return Status::Error(std::string("summary: temporary sort file: ") + std::strerror(errno));
+  }
+  bool ok = true;
+  constexpr size_t kBatch = 1024;
+  KeyedInterval batch[kBatch];
+  size_t batched = 0;
+  for (const SpilledRun& sr : runs_) {
+    RunReader r{sr.offset, sr.bytes, sr.entries, {}, 0, {}, {}};
+    while (r.Next(file_, &ok)) {
+      batch[batched++] = r.head;
+      if (batched == kBatch) {
+        f(batch, batched);
+        batched = 0;
+      }
+    }
+  }
+  if (batched > 0) f(batch, batched);
+  if (!buffer_.empty()) f(buffer_.data(), buffer_.size());
+  std::vector<KeyedInterval>().swap(scratch_);
+  return Reset(ok);
+}
+
+Status ExternalIntervalSort::Reset(bool read_ok) {
   std::vector<KeyedInterval>().swap(buffer_);
   runs_.clear();
   file_bytes_ = 0;
   size_ = 0;
-  std::fclose(file_);
+  if (file_ != nullptr) std::fclose(file_);
   file_ = nullptr;
-  if (!ok) return Status::Error("summary: temporary sort file could not be read back");
+  if (!read_ok) return Status::Error("summary: temporary sort file could not be read back");
   return Status();
 }
 

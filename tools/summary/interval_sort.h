@@ -41,11 +41,17 @@ class ExternalIntervalSort {
   // `batch`, in order), then empties the sorter. An error if a temporary file could not be read
   // back.
   Status ForEachSorted(const std::function<void(const KeyedInterval* batch, size_t n)>& f);
+  // The same without the merge, for a caller that keeps a few and orders them itself: every
+  // interval once, the runs on disk one after another (each in (key, start) order) through one
+  // read buffer, then those still in memory in arrival order; then empties the sorter.
+  Status ForEachInRunOrder(const std::function<void(const KeyedInterval* batch, size_t n)>& f);
   // Set when the disk could not take a run and memory was used instead.
   bool spill_failed() const { return spill_failed_; }
 
  private:
   void Spill();
+  // Empties the sorter after a read-back; the error if it failed.
+  Status Reset(bool read_ok);
   size_t run_entries_;
   struct SpilledRun {
     uint64_t offset, bytes, entries;  // where in the file, its encoded size, its entries

@@ -43,8 +43,8 @@ Status StepRanges::FinishFile(size_t fi) {
   f.outer_count.assign(f.names.size(), 0);
   f.outer_ns.assign(f.names.size(), 0);
   // Occurrences come by (thread, start); those with one start are ordered longest first (then
-  // by name), so that an enclosing range is seen before what it encloses. An occurrence is
-  // outermost when no earlier one of its thread is still open at its start.
+  // by name and domain), so that an enclosing range is seen before what it encloses. An occurrence
+  // is outermost when no earlier one of its thread is still open at its start.
   bool have = false;
   uint64_t thread = 0, enclosing_end = 0;
   auto visit = [&](const KeyedInterval& r) {
@@ -59,8 +59,9 @@ Status StepRanges::FinishFile(size_t fi) {
   std::vector<KeyedInterval> same_start;
   auto flush = [&] {
     std::sort(same_start.begin(), same_start.end(),
-              [](const KeyedInterval& a, const KeyedInterval& b) {
-                return a.end != b.end ? a.end > b.end : a.tag < b.tag;
+              [&f](const KeyedInterval& a, const KeyedInterval& b) {
+                if (a.end != b.end) return a.end > b.end;
+                return f.names[a.tag] < f.names[b.tag];  // the same choice in every process
               });
     for (const KeyedInterval& r : same_start) visit(r);
     same_start.clear();
@@ -114,8 +115,8 @@ Status StepRanges::Choose(Name* step, std::vector<std::vector<double>>* steps) {
     *step = {};
     return Status();
   }
-  // Each file's occurrences of the step range: one pass over the sorter, in which they come
-  // file by file in start order.
+  // Each file's occurrences of the step range: one pass over what the sorter holds, run after
+  // run (no merge), then each file's sorted by start.
   std::vector<uint64_t> wanted(files_.size(), UINT64_MAX);
   for (size_t fi = 0; fi < files_.size(); ++fi) {
     const File* f = files_[fi].get();
@@ -125,7 +126,7 @@ Status StepRanges::Choose(Name* step, std::vector<std::vector<double>>* steps) {
       wanted[fi] = OuterKey(fi, it->second);
   }
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> occurrences(files_.size());
-  const Status read = outermost_.ForEachSorted([&](const KeyedInterval* batch, size_t n) {
+  const Status read = outermost_.ForEachInRunOrder([&](const KeyedInterval* batch, size_t n) {
     for (size_t i = 0; i < n; ++i) {
       const size_t fi = static_cast<size_t>(batch[i].key >> 32);
       if (fi < wanted.size() && batch[i].key == wanted[fi])

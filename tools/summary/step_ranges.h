@@ -7,10 +7,11 @@
 // start) in an ExternalIntervalSort (interval_sort.h) as they are added; when the process ends
 // (FinishFile), one sweep marks the outermost ones, counts and times them per range name, and
 // files them, by (process, name, start), in a second sorter shared by all processes. Choose
-// then keeps only the chosen range's. Memory: the sorters' buffers (a process's occurrences in
-// runs of 262,144, 8 MiB, the outermost ones in runs of 65,536, 2 MiB; each as much again for
-// sorting once it has written a run to its temporary file), each process's table of range
-// names, and the answer (the step durations).
+// then reads them back run after run (no merge) and keeps only the chosen range's. Memory: a
+// process's occurrences in runs of 262,144 (8 MiB, as much again while one is sorted, and 64 KiB
+// per run while they are merged at the end of the process), the outermost ones in runs of 65,536
+// (2 MiB, as much again while one is sorted, one 64 KiB buffer to read them back), each
+// process's table of range names, and the answer (the step durations).
 #pragma once
 
 #include <cstddef>
