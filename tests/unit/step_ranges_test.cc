@@ -80,8 +80,12 @@ Name Reference(Files files, std::vector<std::vector<double>>* steps) {
 
 Name Streamed(const Files& files, size_t run_entries, std::vector<std::vector<double>>* steps) {
   StepRanges ranges(files.size(), run_entries);
+  std::map<Name, uint32_t> keys;  // one key per name across the files, as the summary gives
   for (size_t fi = 0; fi < files.size(); ++fi) {
-    for (const Occurrence& r : files[fi]) ranges.Add(fi, r.name, r.thread, r.start, r.end);
+    for (const Occurrence& r : files[fi]) {
+      const uint32_t key = keys.emplace(r.name, static_cast<uint32_t>(keys.size())).first->second;
+      ranges.Add(fi, key, r.name, r.thread, r.start, r.end);
+    }
     EXPECT_TRUE(ranges.FinishFile(fi).ok());
   }
   Name step;

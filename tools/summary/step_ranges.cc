@@ -1,6 +1,7 @@
 #include "tools/summary/step_ranges.h"
 
 #include <algorithm>
+#include <map>
 
 #include "tools/run/clock_alignment.h"
 
@@ -8,7 +9,7 @@ namespace kp {
 
 struct StepRanges::File {
   explicit File(size_t run_entries) : occurrences(run_entries) {}
-  std::map<Name, uint32_t> ids;  // range name -> index into names
+  std::vector<uint32_t> by_key;  // the caller's key -> index into names + 1; 0: not seen
   std::vector<Name> names;
   // Every occurrence: key thread, tag the name's index.
   ExternalIntervalSort occurrences;
@@ -25,16 +26,17 @@ StepRanges::StepRanges(size_t files, size_t run_entries)
 
 StepRanges::~StepRanges() = default;
 
-void StepRanges::Add(size_t fi, const Name& name, uint32_t thread, uint64_t start, uint64_t end) {
+void StepRanges::Add(size_t fi, uint32_t key, const Name& name, uint32_t thread, uint64_t start,
+                     uint64_t end) {
   if (fi >= files_.size()) return;
   if (files_[fi] == nullptr) files_[fi] = std::make_unique<File>(run_entries_);
   File& f = *files_[fi];
-  auto it = f.ids.find(name);
-  if (it == f.ids.end()) {
-    it = f.ids.emplace(name, static_cast<uint32_t>(f.names.size())).first;
+  if (key >= f.by_key.size()) f.by_key.resize(key + size_t{1}, 0);
+  if (f.by_key[key] == 0) {
     f.names.push_back(name);
+    f.by_key[key] = static_cast<uint32_t>(f.names.size());
   }
-  f.occurrences.Add(thread, start, end, it->second);
+  f.occurrences.Add(thread, start, end, f.by_key[key] - 1);
 }
 
 Status StepRanges::FinishFile(size_t fi) {
@@ -121,9 +123,9 @@ Status StepRanges::Choose(Name* step, std::vector<std::vector<double>>* steps) {
   for (size_t fi = 0; fi < files_.size(); ++fi) {
     const File* f = files_[fi].get();
     if (f == nullptr || !f->finished) continue;
-    auto it = f->ids.find(*step);
-    if (it != f->ids.end() && f->outer_count[it->second] >= 2)
-      wanted[fi] = OuterKey(fi, it->second);
+    const auto it = std::find(f->names.begin(), f->names.end(), *step);
+    const auto id = static_cast<uint32_t>(it - f->names.begin());
+    if (it != f->names.end() && f->outer_count[id] >= 2) wanted[fi] = OuterKey(fi, id);
   }
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> occurrences(files_.size());
   const Status read = outermost_.ForEachInRunOrder([&](const KeyedInterval* batch, size_t n) {

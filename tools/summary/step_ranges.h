@@ -16,7 +16,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -38,8 +37,11 @@ class StepRanges {
   StepRanges(const StepRanges&) = delete;
   StepRanges& operator=(const StepRanges&) = delete;
 
-  // One occurrence in file `fi` of the range `name`, begun and ended on thread `thread`.
-  void Add(size_t fi, const Name& name, uint32_t thread, uint64_t start, uint64_t end);
+  // One occurrence in file `fi` of the range `name`, begun and ended on thread `thread`. `key`
+  // is the caller's small number for `name` (the same key always names the same range), so
+  // that `name` is read only the first time a file has the key.
+  void Add(size_t fi, uint32_t key, const Name& name, uint32_t thread, uint64_t start,
+           uint64_t end);
   // After file fi's last Add: finds its outermost occurrences. An error if a temporary sort
   // file could not be read back (the file then takes no part in the choice).
   Status FinishFile(size_t fi);

@@ -81,6 +81,7 @@ double CoveredLength(const std::vector<Interval>& merged, uint64_t start, uint64
 // of names.
 struct DurationGroup {
   std::string name, domain;
+  uint32_t index = 0;  // in creation order: one per (name, domain) for the whole summary
   DurationSketch durations;
   bool collective = false;  // an NCCL kernel (kernels only)
 };
@@ -107,6 +108,7 @@ class DurationGroups {
       groups_.push_back(std::make_unique<DurationGroup>());
       groups_.back()->name = it->first.first;
       groups_.back()->domain = it->first.second;
+      groups_.back()->index = it->second;
       groups_.back()->collective = IsCollectiveKernelName(groups_.back()->name);
     }
     if (id < kMaxCachedId) {
@@ -322,7 +324,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
             ranges.Get(r.name(), r.domain(), reader->Str(r.name()), reader->Str(r.domain()));
         if (several && r.start() > 0 && r.duration() >= 0 &&
             (r.end_thread_id() == 0 || r.end_thread_id() == r.thread_id())) {
-          step_ranges.Add(fi, {group.name, group.domain}, r.thread_id(),
+          step_ranges.Add(fi, group.index, {group.name, group.domain}, r.thread_id(),
                           static_cast<uint64_t>(r.start()),
                           static_cast<uint64_t>(SaturatingAdd(r.start(), r.duration())));
         }
