@@ -72,8 +72,30 @@ bool Decode(uint8_t** p, const uint8_t* end, Cursor* c, KeyedInterval* iv) {
   return true;
 }
 
+// Hands intervals to a ForEach* callback in batches of kBatch.
+class Batcher {
+ public:
+  explicit Batcher(const std::function<void(const KeyedInterval* batch, size_t n)>& f) : f_(f) {}
+  void Add(const KeyedInterval& iv) {
+    batch_[n_++] = iv;
+    if (n_ == kBatch) Flush();
+  }
+  void Flush() {
+    if (n_ > 0) f_(batch_, n_);
+    n_ = 0;
+  }
+
+ private:
+  static constexpr size_t kBatch = 1024;
+  const std::function<void(const KeyedInterval* batch, size_t n)>& f_;
+  KeyedInterval batch_[kBatch];
+  size_t n_ = 0;
+};
+
 // Reads one run back from the file, entry by entry, through a buffer of kReadBytes.
 struct RunReader {
+  RunReader(uint64_t at, uint64_t bytes, uint64_t entries)
+      : offset(at), bytes_left(bytes), entries_left(entries) {}
   uint64_t offset, bytes_left, entries_left;  // on disk, not yet read / decoded
   std::vector<uint8_t> buf;
   size_t pos = 0;
@@ -167,8 +189,7 @@ Status ExternalIntervalSort::ForEachSorted(
     return Status::Error(std::string("summary: temporary sort file: ") + std::strerror(errno));
   }
   std::vector<RunReader> runs;
-  for (const SpilledRun& sr : runs_)
-    runs.push_back({sr.offset, sr.bytes, sr.entries, {}, 0, {}, {}});
+  for (const SpilledRun& sr : runs_) runs.emplace_back(sr.offset, sr.bytes, sr.entries);
   bool ok = true;
   auto advance = [&](RunReader& r) { return r.Next(file_, &ok); };
   // The in-memory remainder is one more run (index runs.size()).
@@ -194,9 +215,7 @@ Status ExternalIntervalSort::ForEachSorted(
     if (advance(runs[i])) push(i);
   }
   if (!buffer_.empty()) push(runs.size());
-  constexpr size_t kBatch = 1024;
-  KeyedInterval batch[kBatch];
-  size_t batched = 0;
+  Batcher out(f);
   // Runs are written in arrival order, so each covers a stretch of time and long spans of the
   // merge come from one run: while a run's next head is not after the heap's top, it is taken
   // without a trip through the heap.
@@ -204,11 +223,7 @@ Status ExternalIntervalSort::ForEachSorted(
     const size_t i = heap.top().run;
     heap.pop();
     for (;;) {
-      batch[batched++] = head(i);
-      if (batched == kBatch) {
-        f(batch, batched);
-        batched = 0;
-      }
+      out.Add(head(i));
       const bool more = i < runs.size() ? advance(runs[i]) : ++memory_next < buffer_.size();
       if (!more) break;
       const KeyedInterval& h = head(i);
@@ -218,7 +233,7 @@ Status ExternalIntervalSort::ForEachSorted(
       }
     }
   }
-  if (batched > 0) f(batch, batched);
+  out.Flush();
   return Reset(ok);
 }
 
@@ -228,20 +243,12 @@ Status ExternalIntervalSort::ForEachInRunOrder(
     return Status::Error(std::string("summary: temporary sort file: ") + std::strerror(errno));
   }
   bool ok = true;
-  constexpr size_t kBatch = 1024;
-  KeyedInterval batch[kBatch];
-  size_t batched = 0;
+  Batcher out(f);
   for (const SpilledRun& sr : runs_) {
-    RunReader r{sr.offset, sr.bytes, sr.entries, {}, 0, {}, {}};
-    while (r.Next(file_, &ok)) {
-      batch[batched++] = r.head;
-      if (batched == kBatch) {
-        f(batch, batched);
-        batched = 0;
-      }
-    }
+    RunReader r(sr.offset, sr.bytes, sr.entries);
+    while (r.Next(file_, &ok)) out.Add(r.head);
   }
-  if (batched > 0) f(batch, batched);
+  out.Flush();
   if (!buffer_.empty()) f(buffer_.data(), buffer_.size());
   std::vector<KeyedInterval>().swap(scratch_);
   return Reset(ok);
