@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tools/reader/chunk_budget.h"
+#include "tools/reader/chunk_columns.h"
 
 namespace kp {
 namespace {
@@ -356,6 +357,215 @@ TEST(ChunkDecoder, AgreesWithLibprotobufOnDamagedChunks) {
   }
   EXPECT_GT(agreed, 1000);
   EXPECT_GT(rejected_by_both, 1000);
+}
+
+// Format version 3's columns, as the reader takes them: read from the chunk's bytes (spans)
+// when they have the writers' form, by libprotobuf otherwise. Either way the expanded rows must
+// be those of libprotobuf's parse followed by ExpandColumns.
+Chunk ColumnChunk() {
+  Chunk c;
+  c.set_sequence(3);
+  for (int i = 0; i < 40; ++i) {
+    Kernel* k = c.add_kernels();
+    k->set_start(i % 3 == 0 ? -1 - i : int64_t{1} << (i % 63));
+    k->set_duration(i * 1000 - 7);
+    k->set_shape(static_cast<uint32_t>(i % 4));
+    k->set_stream(i % 2 == 0 ? 7u : 0xffffffffu);
+    k->set_correlation(i == 5 ? INT64_MIN : i - 20);
+    k->set_context(1);
+    k->set_device(static_cast<uint32_t>(i % 2));
+    k->set_graph_id(i > 30 ? 9u : 0u);
+    k->set_graph_node_id(i == 39 ? UINT64_MAX : static_cast<uint64_t>(i));
+    k->set_flags(RECORD_FLAG_ASYNC);
+    k->set_launch_type(0);  // an all-zero column: left out
+    k->set_channel(static_cast<uint32_t>(i % 5));
+  }
+  for (int i = 0; i < 30; ++i) {
+    ApiCall* a = c.add_api_calls();
+    a->set_start(i * 77 - 100);
+    a->set_duration(i == 3 ? INT64_MAX : i);
+    a->set_name(static_cast<uint32_t>(i + 1));
+    a->set_domain(i % 2 == 0 ? API_RUNTIME : static_cast<ApiDomain>(-3));
+    a->set_cbid(211);
+    a->set_thread_id(4242);
+    a->set_correlation(-i);
+    a->set_return_value(i == 7 ? INT32_MIN : 0);
+  }
+  MoveToColumns(&c);
+  Kernel* row = c.add_kernels();  // a row-form kernel, which comes before the column rows
+  row->set_start(5);
+  row->set_stream(7);
+  return c;
+}
+
+struct Expanded {
+  bool ok = false;
+  Chunk chunk;
+};
+
+// The columns parsed by libprotobuf (the decoder without spans), then expanded.
+Expanded ExpandParsed(std::string bytes) {
+  Expanded e;
+  const ChunkScanResult r =
+      DecodeChunk(Bytes(bytes), bytes.size(), DecodeBudget(bytes.size()), &e.chunk);
+  e.ok = r.well_formed && !r.over_budget &&
+         ExpandColumns(&e.chunk, ColumnsDecodeBudget(bytes.size())) == ColumnsResult::kOk;
+  e.chunk.DiscardUnknownFields();
+  return e;
+}
+
+Expanded ExpandFromSpans(std::string bytes, ColumnSpans* seen = nullptr) {
+  Expanded e;
+  ColumnSpans spans;
+  const ChunkScanResult r =
+      DecodeChunk(Bytes(bytes), bytes.size(), DecodeBudget(bytes.size()), &e.chunk, &spans);
+  if (seen != nullptr) *seen = spans;
+  e.ok = r.well_formed && !r.over_budget &&
+         ExpandColumns(&e.chunk, ColumnsDecodeBudget(bytes.size()), nullptr, nullptr, &spans) ==
+             ColumnsResult::kOk;
+  e.chunk.DiscardUnknownFields();
+  return e;
+}
+
+void ExpectSameRows(const Expanded& want, const Expanded& got) {
+  ASSERT_EQ(got.ok, want.ok);
+  if (want.ok) {
+    EXPECT_EQ(Serialize(got.chunk), Serialize(want.chunk));
+  }
+}
+
+TEST(ChunkDecoder, ColumnsReadFromTheBytesGiveLibprotobufsRows) {
+  const std::string bytes = Serialize(ColumnChunk());
+  ColumnSpans spans;
+  const Expanded got = ExpandFromSpans(bytes, &spans);
+  EXPECT_TRUE(spans.kernels.present);  // the writers' form is read from the bytes
+  EXPECT_TRUE(spans.api_calls.present);
+  const Expanded want = ExpandParsed(bytes);
+  ASSERT_TRUE(want.ok);
+  ExpectSameRows(want, got);
+  Expanded parsed;  // libprotobuf's parse of the whole chunk
+  ASSERT_TRUE(parsed.chunk.ParseFromString(bytes));
+  ASSERT_EQ(ExpandColumns(&parsed.chunk, UINT64_MAX), ColumnsResult::kOk);
+  parsed.ok = true;
+  ExpectSameRows(parsed, got);
+  EXPECT_EQ(got.chunk.kernels_size(), 41);
+  EXPECT_EQ(got.chunk.kernels(0).start(), 5);  // the row-form kernel first
+  EXPECT_EQ(got.chunk.kernels(40).graph_node_id(), UINT64_MAX);
+  EXPECT_EQ(got.chunk.api_calls(1).domain(), static_cast<ApiDomain>(-3));
+}
+
+// Bytes of one length-delimited field.
+std::string LengthField(int number, const std::string& body) {
+  std::string s;
+  auto varint = [&s](uint64_t v) {
+    for (; v >= 0x80; v >>= 7) s.push_back(static_cast<char>(v | 0x80));
+    s.push_back(static_cast<char>(v));
+  };
+  varint((static_cast<uint64_t>(number) << 3) | 2);
+  varint(body.size());
+  return s + body;
+}
+
+TEST(ChunkDecoder, OtherColumnFormsAreLeftToLibprotobuf) {
+  // The chunk twice over: libprotobuf merges its column messages (columns concatenate, the
+  // last count wins), so both refuse 80 values against a count of 40, and both take them once
+  // the counts are mended.
+  std::string twice = Serialize(ColumnChunk()) + Serialize(ColumnChunk());
+  ExpectSameRows(ExpandParsed(twice), ExpandFromSpans(twice));
+  EXPECT_FALSE(ExpandFromSpans(twice).ok);
+  Chunk counts;
+  counts.mutable_kernel_columns()->set_count(80);
+  counts.mutable_api_call_columns()->set_count(60);
+  twice += Serialize(counts);
+  ColumnSpans spans;
+  const Expanded got = ExpandFromSpans(twice, &spans);
+  EXPECT_FALSE(spans.kernels.present);
+  EXPECT_FALSE(spans.api_calls.present);
+  ASSERT_TRUE(got.ok);
+  ExpectSameRows(ExpandParsed(twice), got);
+  Chunk whole;
+  ASSERT_TRUE(whole.ParseFromString(twice));
+  EXPECT_EQ(whole.kernel_columns().shape_size(), 80);
+  EXPECT_EQ(got.chunk.kernels_size(), 82);  // two row-form kernels, then 80 column rows
+  EXPECT_EQ(got.chunk.api_calls_size(), 60);
+  EXPECT_EQ(got.chunk.kernels(81).graph_node_id(), UINT64_MAX);
+
+  // Unpacked column values (each value its own field), and an unknown field in the message.
+  std::string body;
+  for (int i = 0; i < 3; ++i) body += std::string{0x18, static_cast<char>(10 + i)};  // shape
+  body += std::string{0x78, 3};                                                      // count
+  body += std::string{static_cast<char>(0xa0), 0x06, 1};  // field 100, varint
+  const std::string unpacked = LengthField(Chunk::kKernelColumnsFieldNumber, body);
+  const Expanded u = ExpandFromSpans(unpacked, &spans);
+  EXPECT_FALSE(spans.kernels.present);
+  ASSERT_TRUE(u.ok);
+  ExpectSameRows(ExpandParsed(unpacked), u);
+  ASSERT_EQ(u.chunk.kernels_size(), 3);
+  EXPECT_EQ(u.chunk.kernels(2).shape(), 12u);
+}
+
+TEST(ChunkDecoder, ColumnValuesCutShortOrTooLongAreRefusedAsByLibprotobuf) {
+  auto columns = [](const std::string& shape_values, uint32_t count) {
+    std::string body = LengthField(KernelColumns::kShapeFieldNumber, shape_values);
+    body += std::string{0x78, static_cast<char>(count)};
+    return LengthField(Chunk::kKernelColumnsFieldNumber, body);
+  };
+  const std::string good = columns(std::string{1, static_cast<char>(0x80), 1}, 2);
+  const std::string cut = columns(std::string{1, static_cast<char>(0x80)}, 2);
+  const std::string eleven = columns(std::string(10, static_cast<char>(0xff)) + '\1', 1);
+  const std::string ten = columns(std::string(9, static_cast<char>(0xff)) + '\1', 1);
+  const std::string wide = columns(std::string(5, static_cast<char>(0xff)) + '\1', 1);
+  for (const std::string& bytes : {good, cut, eleven, ten, wide}) {
+    ColumnSpans spans;
+    const Expanded got = ExpandFromSpans(bytes, &spans);
+    EXPECT_TRUE(spans.kernels.present);
+    ExpectSameRows(ExpandParsed(bytes), got);
+  }
+  EXPECT_TRUE(ExpandFromSpans(good).ok);
+  EXPECT_FALSE(ExpandFromSpans(cut).ok);
+  EXPECT_FALSE(ExpandFromSpans(eleven).ok);
+  ASSERT_TRUE(ExpandFromSpans(ten).ok);
+  ASSERT_TRUE(ExpandFromSpans(wide).ok);
+  EXPECT_EQ(ExpandFromSpans(wide).chunk.kernels(0).shape(), 0xffffffffu);  // cut to 32 bits
+}
+
+// Random damage to a chunk of columns: the reader's rows are libprotobuf's, or both refuse.
+TEST(ChunkDecoder, ColumnsAgreeWithLibprotobufOnDamagedChunks) {
+  const std::string good = Serialize(ColumnChunk());
+  std::mt19937_64 rng(777);
+  int agreed = 0, refused_by_both = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string bytes = good;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % bytes.size();
+      switch (rng() % 4) {
+        case 0:
+          bytes[at] = static_cast<char>(rng());
+          break;
+        case 1:
+          bytes[at] = static_cast<char>(bytes[at] ^ (1 << (rng() % 8)));
+          break;
+        case 2:
+          bytes.erase(at, 1 + rng() % 4);
+          break;
+        default:
+          bytes.insert(at, 1, static_cast<char>(rng()));
+          break;
+      }
+      if (bytes.empty()) bytes = good;
+    }
+    const Expanded want = ExpandParsed(bytes);
+    const Expanded got = ExpandFromSpans(bytes);
+    ExpectSameRows(want, got);
+    if (HasFailure()) {
+      ADD_FAILURE() << "iteration " << iter;
+      return;
+    }
+    (want.ok ? agreed : refused_by_both)++;
+  }
+  EXPECT_GT(agreed, 1000);
+  EXPECT_GT(refused_by_both, 1000);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "tools/reader/chunk_columns.h"
 
 #include <climits>
+#include <cstring>
 
 #include "tools/reader/chunk_budget.h"
 
@@ -18,6 +19,13 @@ T At(const google::protobuf::RepeatedField<T>& column, uint32_t i) {
   return column.empty() ? T{0} : column.Get(static_cast<int>(i));
 }
 
+constexpr uint64_t kWireLength = 2;
+constexpr uint64_t kCountTag = (uint64_t{KernelColumns::kCountFieldNumber} << 3) | 0;
+static_assert(static_cast<int>(KernelColumns::kCountFieldNumber) ==
+              static_cast<int>(ApiCallColumns::kCountFieldNumber));
+static_assert(KernelColumns::kChannelFieldNumber <= ColumnSpans::kMaxColumn &&
+              ApiCallColumns::kReturnValueFieldNumber <= ColumnSpans::kMaxColumn);
+
 uint64_t RecordCost(uint64_t chunk_field) {
   return ChunkBudget::ObjectCost(ChunkBudget::FieldType(ChunkBudget::ChunkType(), chunk_field),
                                  /*repeated=*/true);
@@ -25,28 +33,161 @@ uint64_t RecordCost(uint64_t chunk_field) {
 
 }  // namespace
 
-ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kernel_deltas,
-                            RowDeltas* api_deltas) {
-  const bool kernels = chunk->has_kernel_columns();
-  const bool apis = chunk->has_api_call_columns();
-  if (!kernels && !apis) return ColumnsResult::kOk;
-  const KernelColumns& k = chunk->kernel_columns();
-  const ApiCallColumns& a = chunk->api_call_columns();
-  const uint32_t kn = k.count(), an = a.count();
-  if (!(Fits(k.start(), kn) && Fits(k.duration(), kn) && Fits(k.shape(), kn) &&
-        Fits(k.stream(), kn) && Fits(k.correlation(), kn) && Fits(k.context(), kn) &&
-        Fits(k.device(), kn) && Fits(k.graph_id(), kn) && Fits(k.graph_node_id(), kn) &&
-        Fits(k.flags(), kn) && Fits(k.launch_type(), kn) && Fits(k.channel(), kn)) ||
-      !(Fits(a.start(), an) && Fits(a.duration(), an) && Fits(a.name(), an) &&
-        Fits(a.domain(), an) && Fits(a.cbid(), an) && Fits(a.thread_id(), an) &&
-        Fits(a.correlation(), an) && Fits(a.return_value(), an))) {
-    return ColumnsResult::kMalformed;
+bool ScanColumnTable(const uint8_t* body, size_t n, int columns, ColumnSpans::Table* t) {
+  *t = ColumnSpans::Table{};
+  auto* p = const_cast<uint8_t*>(body);
+  const uint8_t* end = body + n;
+  uint32_t seen = 0;  // columns met, even empty: a second run of one is concatenated
+  while (p < end) {
+    uint64_t tag, v;
+    if (!ReadWireVarint(&p, end, &tag)) return false;
+    const uint64_t number = tag >> 3;
+    if (tag == kCountTag) {
+      if (!ReadWireVarint(&p, end, &v)) return false;
+      t->count = static_cast<uint32_t>(v);
+      continue;
+    }
+    if ((tag & 7) != kWireLength || number < 1 || number > static_cast<uint64_t>(columns) ||
+        (seen & (1u << number)) != 0 || !ReadWireVarint(&p, end, &v) ||
+        v > static_cast<uint64_t>(end - p)) {
+      return false;
+    }
+    seen |= 1u << number;
+    if (v > 0) {
+      t->begin[number] = p;
+      t->end[number] = p + v;
+    }
+    p += v;
   }
-  if (kn > INT_MAX || an > INT_MAX) return ColumnsResult::kOverBudget;
-  const uint64_t cost =
-      kn * RecordCost(Chunk::kKernelsFieldNumber) + an * RecordCost(Chunk::kApiCallsFieldNumber);
-  if (cost > budget_left) return ColumnsResult::kOverBudget;
+  t->present = true;
+  return true;
+}
 
+namespace {
+
+// Whether a column's span holds exactly `count` values, the last one complete (absent: yes).
+bool SpanHolds(const ColumnSpans::Table& t, int column, uint32_t count) {
+  const uint8_t* p = t.begin[static_cast<size_t>(column)];
+  const uint8_t* end = t.end[static_cast<size_t>(column)];
+  if (p == nullptr) return true;
+  if ((end[-1] & 0x80) != 0) return false;
+  // One value ends at each byte without the continuation bit: counted eight bytes at a time
+  // (each byte's clear top bit becomes a 1 in its lowest bit; the multiply sums the bytes).
+  uint64_t values = 0;
+  constexpr uint64_t kLow = 0x0101010101010101ull;
+  for (; end - p >= 8; p += 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    values += (((~w >> 7) & kLow) * kLow) >> 56;
+  }
+  for (; p < end; ++p) values += *p < 0x80;
+  return values == count;
+}
+
+bool SpansHold(const ColumnSpans::Table& t, int columns) {
+  for (int c = 1; c <= columns; ++c) {
+    if (!SpanHolds(t, c, t.count)) return false;
+  }
+  return true;
+}
+
+// Reads a column's values in turn. SpanHolds has checked that the span ends a value, and a
+// table is read exactly `count` times, so a read never passes the span's last byte; a value
+// longer than 10 bytes clears ok (libprotobuf refuses it) and reads on from its 11th byte.
+class SpanColumn {
+ public:
+  SpanColumn(const ColumnSpans::Table& t, int column) : p_(t.begin[static_cast<size_t>(column)]) {}
+  uint64_t Next(bool* ok) {
+    if (p_ == nullptr) return 0;
+    uint64_t b = *p_++;
+    if (b < 0x80) return b;
+    uint64_t v = b & 0x7f;
+    for (int shift = 7; shift < 64; shift += 7) {
+      b = *p_++;
+      v |= (b & 0x7f) << shift;
+      if (b < 0x80) return v;
+    }
+    *ok = false;
+    return 0;
+  }
+
+ private:
+  const uint8_t* p_;
+};
+
+inline int64_t ZigZag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
+
+bool KernelsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* deltas) {
+  using K = KernelColumns;
+  SpanColumn start(t, K::kStartFieldNumber), duration(t, K::kDurationFieldNumber),
+      shape(t, K::kShapeFieldNumber), stream(t, K::kStreamFieldNumber),
+      correlation(t, K::kCorrelationFieldNumber), context(t, K::kContextFieldNumber),
+      device(t, K::kDeviceFieldNumber), graph_id(t, K::kGraphIdFieldNumber),
+      graph_node_id(t, K::kGraphNodeIdFieldNumber), flags(t, K::kFlagsFieldNumber),
+      launch_type(t, K::kLaunchTypeFieldNumber), channel(t, K::kChannelFieldNumber);
+  bool ok = true;
+  auto* rows = chunk->mutable_kernels();
+  rows->Reserve(rows->size() + static_cast<int>(t.count));
+  for (uint32_t i = 0; i < t.count; ++i) {
+    Kernel* r = rows->Add();
+    r->set_start(ZigZag(start.Next(&ok)));
+    r->set_duration(ZigZag(duration.Next(&ok)));
+    r->set_shape(static_cast<uint32_t>(shape.Next(&ok)));
+    r->set_stream(static_cast<uint32_t>(stream.Next(&ok)));
+    r->set_correlation(ZigZag(correlation.Next(&ok)));
+    r->set_context(static_cast<uint32_t>(context.Next(&ok)));
+    r->set_device(static_cast<uint32_t>(device.Next(&ok)));
+    r->set_graph_id(static_cast<uint32_t>(graph_id.Next(&ok)));
+    r->set_graph_node_id(graph_node_id.Next(&ok));
+    r->set_flags(static_cast<uint32_t>(flags.Next(&ok)));
+    r->set_launch_type(static_cast<uint32_t>(launch_type.Next(&ok)));
+    r->set_channel(static_cast<uint32_t>(channel.Next(&ok)));
+    if (deltas != nullptr) deltas->Undo(r);
+  }
+  return ok;
+}
+
+bool ApiCallsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* deltas) {
+  using A = ApiCallColumns;
+  SpanColumn start(t, A::kStartFieldNumber), duration(t, A::kDurationFieldNumber),
+      name(t, A::kNameFieldNumber), domain(t, A::kDomainFieldNumber), cbid(t, A::kCbidFieldNumber),
+      thread_id(t, A::kThreadIdFieldNumber), correlation(t, A::kCorrelationFieldNumber),
+      return_value(t, A::kReturnValueFieldNumber);
+  bool ok = true;
+  auto* rows = chunk->mutable_api_calls();
+  rows->Reserve(rows->size() + static_cast<int>(t.count));
+  for (uint32_t i = 0; i < t.count; ++i) {
+    ApiCall* r = rows->Add();
+    r->set_start(ZigZag(start.Next(&ok)));
+    r->set_duration(ZigZag(duration.Next(&ok)));
+    r->set_name(static_cast<uint32_t>(name.Next(&ok)));
+    r->set_domain(static_cast<ApiDomain>(static_cast<int32_t>(domain.Next(&ok))));
+    r->set_cbid(static_cast<uint32_t>(cbid.Next(&ok)));
+    r->set_thread_id(static_cast<uint32_t>(thread_id.Next(&ok)));
+    r->set_correlation(ZigZag(correlation.Next(&ok)));
+    r->set_return_value(static_cast<int32_t>(return_value.Next(&ok)));
+    if (deltas != nullptr) deltas->Undo(r);
+  }
+  return ok;
+}
+
+bool KernelsFit(const KernelColumns& k) {
+  const uint32_t n = k.count();
+  return Fits(k.start(), n) && Fits(k.duration(), n) && Fits(k.shape(), n) && Fits(k.stream(), n) &&
+         Fits(k.correlation(), n) && Fits(k.context(), n) && Fits(k.device(), n) &&
+         Fits(k.graph_id(), n) && Fits(k.graph_node_id(), n) && Fits(k.flags(), n) &&
+         Fits(k.launch_type(), n) && Fits(k.channel(), n);
+}
+
+bool ApiCallsFit(const ApiCallColumns& a) {
+  const uint32_t n = a.count();
+  return Fits(a.start(), n) && Fits(a.duration(), n) && Fits(a.name(), n) && Fits(a.domain(), n) &&
+         Fits(a.cbid(), n) && Fits(a.thread_id(), n) && Fits(a.correlation(), n) &&
+         Fits(a.return_value(), n);
+}
+
+void KernelsFromMessage(const KernelColumns& k, Chunk* chunk, RowDeltas* deltas) {
+  const uint32_t kn = k.count();
   auto* krows = chunk->mutable_kernels();
   krows->Reserve(krows->size() + static_cast<int>(kn));
   for (uint32_t i = 0; i < kn; ++i) {
@@ -63,8 +204,12 @@ ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kerne
     r->set_flags(At(k.flags(), i));
     r->set_launch_type(At(k.launch_type(), i));
     r->set_channel(At(k.channel(), i));
-    if (kernel_deltas != nullptr) kernel_deltas->Undo(r);
+    if (deltas != nullptr) deltas->Undo(r);
   }
+}
+
+void ApiCallsFromMessage(const ApiCallColumns& a, Chunk* chunk, RowDeltas* deltas) {
+  const uint32_t an = a.count();
   auto* arows = chunk->mutable_api_calls();
   arows->Reserve(arows->size() + static_cast<int>(an));
   for (uint32_t i = 0; i < an; ++i) {
@@ -77,7 +222,43 @@ ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kerne
     r->set_thread_id(At(a.thread_id(), i));
     r->set_correlation(At(a.correlation(), i));
     r->set_return_value(At(a.return_value(), i));
-    if (api_deltas != nullptr) api_deltas->Undo(r);
+    if (deltas != nullptr) deltas->Undo(r);
+  }
+}
+
+}  // namespace
+
+ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kernel_deltas,
+                            RowDeltas* api_deltas, const ColumnSpans* spans) {
+  const ColumnSpans::Table* ks =
+      spans != nullptr && spans->kernels.present ? &spans->kernels : nullptr;
+  const ColumnSpans::Table* as =
+      spans != nullptr && spans->api_calls.present ? &spans->api_calls : nullptr;
+  const bool kernels = ks != nullptr || chunk->has_kernel_columns();
+  const bool apis = as != nullptr || chunk->has_api_call_columns();
+  if (!kernels && !apis) return ColumnsResult::kOk;
+  const KernelColumns& k = chunk->kernel_columns();
+  const ApiCallColumns& a = chunk->api_call_columns();
+  const uint32_t kn = ks != nullptr ? ks->count : k.count();
+  const uint32_t an = as != nullptr ? as->count : a.count();
+  if (!(ks != nullptr ? SpansHold(*ks, KernelColumns::kChannelFieldNumber) : KernelsFit(k)) ||
+      !(as != nullptr ? SpansHold(*as, ApiCallColumns::kReturnValueFieldNumber) : ApiCallsFit(a))) {
+    return ColumnsResult::kMalformed;
+  }
+  if (kn > INT_MAX || an > INT_MAX) return ColumnsResult::kOverBudget;
+  const uint64_t cost =
+      kn * RecordCost(Chunk::kKernelsFieldNumber) + an * RecordCost(Chunk::kApiCallsFieldNumber);
+  if (cost > budget_left) return ColumnsResult::kOverBudget;
+
+  if (ks != nullptr) {
+    if (!KernelsFromSpans(*ks, chunk, kernel_deltas)) return ColumnsResult::kMalformed;
+  } else {
+    KernelsFromMessage(k, chunk, kernel_deltas);
+  }
+  if (as != nullptr) {
+    if (!ApiCallsFromSpans(*as, chunk, api_deltas)) return ColumnsResult::kMalformed;
+  } else {
+    ApiCallsFromMessage(a, chunk, api_deltas);
   }
   chunk->clear_kernel_columns();
   chunk->clear_api_call_columns();

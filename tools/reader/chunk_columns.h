@@ -4,6 +4,8 @@
 // and the reader undoes their delta coding as they are made.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "kptrace.pb.h"
@@ -12,6 +14,27 @@
 namespace kp {
 
 enum class ColumnsResult { kOk, kMalformed, kOverBudget };
+
+// A column message (KernelColumns, ApiCallColumns) left unparsed in the chunk's bytes: where
+// each column's packed values lie. The chunk decoder fills it (chunk_decoder.h) when the
+// message has the form writers give it -- `count` and at most one packed run per column --
+// and leaves any other form to libprotobuf, in the chunk's column fields.
+struct ColumnSpans {
+  static constexpr int kMaxColumn = 14;  // the columns are fields 1..12 (kernels), 1..8 (API)
+  struct Table {
+    bool present = false;
+    uint8_t* field = nullptr;  // the message's length in the chunk (past its tag)
+    uint32_t count = 0;
+    std::array<const uint8_t*, kMaxColumn + 1> begin{};  // nullptr: absent (all 0)
+    std::array<const uint8_t*, kMaxColumn + 1> end{};
+  };
+  Table kernels, api_calls;
+};
+
+// Scans the body of a column message whose columns are fields 1..`columns`: true, with *t
+// filled, if it holds only `count` (field 15, a varint) and at most one packed run per column;
+// false for any other form (and for damage, which libprotobuf's parse then finds).
+bool ScanColumnTable(const uint8_t* body, size_t n, int columns, ColumnSpans::Table* t);
 
 // Appends the rows of the chunk's column messages to its record lists and clears the columns.
 // A column whose length is neither 0 nor the message's `count` is kMalformed. The rows'
@@ -23,8 +46,12 @@ enum class ColumnsResult { kOk, kMalformed, kOverBudget };
 // With `kernel_deltas` / `api_deltas`, each row is undone as it is made (versions 2 and 3: the
 // states carry on from the chunk's row-form records, undone before); without, rows keep their
 // coded values (a writer's MoveToColumns).
+//
+// With `spans`, a table present there is read from its spans (the chunk's bytes, which must
+// still be alive) instead of the chunk's column field; a column whose values are cut short, or
+// longer than 10 bytes, is kMalformed, as libprotobuf's parse of it would fail.
 ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kernel_deltas = nullptr,
-                            RowDeltas* api_deltas = nullptr);
+                            RowDeltas* api_deltas = nullptr, const ColumnSpans* spans = nullptr);
 
 // The inverse, as the injector writes version 3: moves the chunk's kernels and API calls (after
 // any rows already in its columns) into `kernel_columns` and `api_call_columns`, leaving out

@@ -614,6 +614,32 @@ bool ParseMessageField(const FieldDescriptor* f, const uint8_t* body, size_t n, 
   return m->MergeFromCodedStream(&in) && in.ConsumedEntireMessage();
 }
 
+bool IsColumnTable(uint64_t tag) {
+  return tag == Tag(Chunk::kKernelColumnsFieldNumber, kWireLength) ||
+         tag == Tag(Chunk::kApiCallColumnsFieldNumber, kWireLength);
+}
+
+int ColumnCount(uint64_t number) {
+  return number == Chunk::kKernelColumnsFieldNumber
+             ? static_cast<int>(KernelColumns::kChannelFieldNumber)
+             : static_cast<int>(ApiCallColumns::kReturnValueFieldNumber);
+}
+
+// A column table met again after its first message was left in spans: libprotobuf merges the
+// two, so the first goes to it too (charged as it would be), and the spans are dropped.
+bool ParseSpannedTable(ChunkBudget& b, uint64_t tag, ColumnSpans::Table* t, const uint8_t* end,
+                       Chunk* c) {
+  const Types& ty = TheTypes();
+  uint8_t* p = t->field;
+  if (!b.Field(ty.chunk, tag, &p, end, 0)) return false;
+  uint8_t* at = t->field;
+  uint64_t len;
+  ReadWireVarint(&at, end, &len);
+  *t = ColumnSpans::Table{};
+  if (!ParseMessageField(ty.desc[tag >> 3], at, static_cast<size_t>(len), c)) return b.Malformed();
+  return true;
+}
+
 // The objects the chunk's top level asks for (records and other messages, slot and object, not
 // their contents): a lower bound of the full charge, read from the framing alone, so that a
 // chunk of millions of empty records is refused before any of them is allocated. False if it
@@ -654,11 +680,13 @@ bool TopLevelFits(const uint8_t* p, const uint8_t* end, uint64_t budget_bytes) {
 
 }  // namespace
 
-ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk* chunk) {
+ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk* chunk,
+                            ColumnSpans* spans) {
   const Types& ty = TheTypes();
   ChunkScanResult r;
   ChunkBudget b(budget_bytes, &r);
   chunk->Clear();
+  if (spans != nullptr) *spans = ColumnSpans{};
   if (!TopLevelFits(msg, msg + n, budget_bytes)) {
     r.over_budget = true;
     return r;
@@ -699,6 +727,30 @@ ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk
       if (!b.Add(ty.record_cost[number])) return r;
       if (!DecodeRecord(b, number, body, body + len, chunk)) return r;
       continue;
+    }
+    if (spans != nullptr && IsColumnTable(tag)) {
+      ColumnSpans::Table* t =
+          number == Chunk::kKernelColumnsFieldNumber ? &spans->kernels : &spans->api_calls;
+      uint64_t len;
+      if (!ReadWireVarint(&p, end, &len) || len > static_cast<uint64_t>(end - p)) {
+        b.Malformed();
+        return r;
+      }
+      uint8_t* body = p;
+      p += len;
+      const bool parsed = number == Chunk::kKernelColumnsFieldNumber
+                              ? chunk->has_kernel_columns()
+                              : chunk->has_api_call_columns();
+      if (!t->present && !parsed) {
+        if (ScanColumnTable(body, len, ColumnCount(number), t)) {
+          t->field = at;
+          if (!b.Add(ty.record_cost[number])) return r;
+          continue;
+        }
+      } else if (t->present && !ParseSpannedTable(b, tag, t, end, chunk)) {
+        return r;
+      }
+      p = at;  // left to libprotobuf, as is every later message of the field
     }
     // Anything else: charged (and walked, repaired) by the budget; a message field is then
     // parsed from its bytes by libprotobuf, other fields are skipped.

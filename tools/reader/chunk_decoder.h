@@ -10,7 +10,8 @@
 // generated classes' k*FieldNumber constants). Every other field of the chunk (header, devices,
 // stats, footer, metric and PM sample records, format version 3's kernel and API-call columns,
 // ...) is walked by the budget and then parsed by libprotobuf from its own bytes; TraceReader
-// turns the columns into records afterwards (chunk_columns.h).
+// turns the columns into records afterwards (chunk_columns.h), reading them straight from the
+// chunk's bytes when they have the writers' form (see `spans` below).
 //
 // Fields the schema does not know, and known fields sent with another wire type, are charged
 // as libprotobuf would store them and skipped. Invalid UTF-8 in any string field is repaired in
@@ -22,12 +23,18 @@
 
 #include "kptrace.pb.h"
 #include "tools/reader/chunk_budget.h"
+#include "tools/reader/chunk_columns.h"
 
 namespace kp {
 
 // Clears *chunk and decodes msg[0..n) into it. The result says whether the bytes were well
 // formed and inside `budget_bytes` (decoding stops at the first problem; *chunk is then partly
 // filled and must not be used) and how many strings were repaired.
-ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk* chunk);
+//
+// With `spans`, format version 3's column messages in the form writers give them are not
+// parsed: *spans says where their columns lie in msg (which ExpandColumns then reads, so msg
+// must outlive that), and only their objects are charged. Other forms go to libprotobuf.
+ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk* chunk,
+                            ColumnSpans* spans = nullptr);
 
 }  // namespace kp

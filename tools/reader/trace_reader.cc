@@ -341,7 +341,8 @@ bool TraceReader::Next(Chunk* chunk) {
       msg = im.raw.data();
       msg_size = n;
     }
-    const ChunkScanResult scan = DecodeChunk(msg, msg_size, DecodeBudget(msg_size), chunk);
+    ColumnSpans spans;
+    const ChunkScanResult scan = DecodeChunk(msg, msg_size, DecodeBudget(msg_size), chunk, &spans);
     if (scan.over_budget) {
       ++stats_.chunks_over_budget;
       continue;
@@ -365,7 +366,8 @@ bool TraceReader::Next(Chunk* chunk) {
     }
     const uint64_t budget = ColumnsDecodeBudget(msg_size);
     switch (ExpandColumns(chunk, budget - std::min(budget, scan.decoded_bytes),
-                          keyed ? &kernel_deltas : nullptr, keyed ? &api_deltas : nullptr)) {
+                          keyed ? &kernel_deltas : nullptr, keyed ? &api_deltas : nullptr,
+                          &spans)) {
       case ColumnsResult::kOk:
         break;
       case ColumnsResult::kOverBudget:
