@@ -79,6 +79,7 @@ class WireWriter {
   uint8_t* data() const { return begin_; }
 
   void RawVarint(uint64_t v) {
+    if (v >= kLongVarint) return RawLongVarint(v);
     while (v >= 0x80) {
       *p_++ = static_cast<uint8_t>(v | 0x80);
       v >>= 7;
@@ -86,6 +87,23 @@ class WireWriter {
     *p_++ = static_cast<uint8_t>(v);
   }
   void Tag(uint32_t field, WireType type) { RawVarint((uint64_t{field} << 3) | type); }
+  // A varint of 9 or 10 bytes (timestamps, hashed ids): its first eight bytes in one store.
+  static constexpr uint64_t kLongVarint = uint64_t{1} << 56;
+  void RawLongVarint(uint64_t v) {
+    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the store puts group 0 first");
+    const uint64_t w = 0x8080808080808080ull | (v & 0x7f) | ((v << 1) & 0x7f00) |
+                       ((v << 2) & 0x7f0000) | ((v << 3) & 0x7f000000) | ((v << 4) & 0x7f00000000) |
+                       ((v << 5) & 0x7f0000000000) | ((v << 6) & 0x7f000000000000) |
+                       ((v << 7) & 0x7f00000000000000);
+    std::memcpy(p_, &w, 8);
+    p_ += 8;
+    v >>= 56;
+    if (v >= 0x80) {
+      *p_++ = static_cast<uint8_t>(v | 0x80);
+      v >>= 7;
+    }
+    *p_++ = static_cast<uint8_t>(v);
+  }
   void RawFixed32(uint32_t v) {
     for (int i = 0; i < 4; ++i) *p_++ = static_cast<uint8_t>(v >> (8 * i));
   }

@@ -137,6 +137,35 @@ TEST(ProtoWireTest, ScalarsParseWithLibprotobuf) {
   EXPECT_EQ(wire::VarintSize(UINT64_MAX), 10u);
 }
 
+// Every varint length (1 to 10 bytes; 9 and 10 take the one-store path), and the bits next to
+// each length's edges: the same bytes as libprotobuf's encoding of the same field.
+TEST(ProtoWireTest, VarintsOfEveryLengthMatchLibprotobufsBytes) {
+  std::vector<uint64_t> values = {0, 1, UINT64_MAX, 0x8000000000000000ull, 0x7fffffffffffffffull};
+  for (int bits = 7; bits < 64; bits += 7) {
+    const uint64_t edge = uint64_t{1} << bits;
+    for (uint64_t v : {edge - 1, edge, edge + 1, edge | (edge >> 1), (edge << 1) - 1}) {
+      values.push_back(v);
+    }
+  }
+  for (uint64_t v = 0x0123456789abcdefull, i = 0; i < 64; ++i) {  // mixed bit patterns
+    values.push_back(v);
+    v = v * 6364136223846793005ull + 1442695040888963407ull;
+  }
+  for (uint64_t v : values) {
+    uint8_t buf[32];
+    std::memset(buf, 0xee, sizeof buf);
+    wire::WireWriter w(buf);
+    w.UintAlways(9, v);  // Kernel.graph_node_id (uint64)
+    Kernel k;
+    k.set_graph_node_id(v);
+    // (proto3 leaves a 0 out: its field is the tag and one zero byte.)
+    const std::string want = v == 0 ? std::string("\x48\x00", 2) : k.SerializeAsString();
+    ASSERT_EQ(std::string(reinterpret_cast<char*>(buf), w.size()), want) << v;
+    EXPECT_EQ(w.size(), 1 + wire::VarintSize(v));
+    EXPECT_EQ(buf[w.size()], 0xee) << v;  // nothing written past the varint
+  }
+}
+
 TEST(ProtoWireTest, NegativeInt32AndDoublesAndNested) {
   wire::WireBuffer b;
   wire::WireWriter w = b.Reserve(512);
