@@ -121,6 +121,11 @@ class Proto {
     w.StringAlways(field, s);
     b_->Advance(w.size());
   }
+  void Field(const EncodedField& f) {
+    uint8_t* q = Reserved(EncodedField::kCopyBytes);
+    std::memcpy(q, f.bytes, EncodedField::kCopyBytes);
+    b_->Advance(f.size);
+  }
   // A nested message: Begin returns where its length goes, End patches it in. Two bytes are
   // reserved for the length (nearly every message is below 16 KiB); a longer one is moved up to
   // make room for four.
@@ -156,17 +161,22 @@ class Proto {
   // The end of a slice: a whole packet {sequence id, timestamp, track_event {type, track}}. It
   // refers to no interned data, so it carries no sequence flags; its lengths are one byte each
   // (the packet's body is at most 2 x 15 + 32 bytes).
-  void SliceEndPacket(uint32_t seq, uint64_t ts, uint64_t track) {
-    uint8_t* base = Reserved(3 * wire::kMaxScalarFieldBytes);
-    wire::WireWriter head(base);
-    head.Tag(kTracePacket, wire::kLengthDelimited);
-    const size_t length = b_->size() + head.size();
-    wire::WireWriter pk(base + head.size() + 1);
-    pk.UintAlways(kPktSequenceId, seq);
+  void SliceEndPacket(const EncodedField& seq, uint64_t ts, const EncodedField& track) {
+    static_assert(kTracePacket < 16 && kPktTrackEvent < 16 && kTeType < 16, "one-byte tags");
+    uint8_t* base = Reserved(4 * EncodedField::kCopyBytes);
+    base[0] = kTracePacket << 3 | wire::kLengthDelimited;
+    std::memcpy(base + 2, seq.bytes, EncodedField::kCopyBytes);
+    wire::WireWriter pk(base + 2 + seq.size);
     pk.UintAlways(kPktTimestamp, ts);
-    b_->Advance(head.size() + 1 + pk.size());
-    TwoVarintMessage(kPktTrackEvent, kTeType, kSliceEnd, kTeTrackUuid, track);
-    *b_->At(length) = static_cast<char>(b_->size() - length - 1);
+    uint8_t* event = pk.data() + pk.size();
+    event[0] = kPktTrackEvent << 3 | wire::kLengthDelimited;
+    event[2] = kTeType << 3 | wire::kVarint;
+    event[3] = kSliceEnd;
+    std::memcpy(event + 4, track.bytes, EncodedField::kCopyBytes);
+    event[1] = static_cast<uint8_t>(2 + track.size);
+    const size_t end = static_cast<size_t>(event + 4 + track.size - base);
+    base[1] = static_cast<uint8_t>(end - 2);
+    b_->Advance(end);
   }
 
  private:
@@ -242,6 +252,8 @@ size_t BeginPacket(Proto& w, uint32_t seq, uint32_t flags) {
 struct PerfettoExporter::Process {
   int file_index = 0;
   TimelineIds ids;
+  EncodedField sequence;        // trusted_packet_sequence_id
+  EncodedField event_sequence;  // the same, then sequence_flags: needs incremental state
   int32_t pid = 0;
   uint64_t uuid = 0;
   std::string name;
@@ -315,6 +327,9 @@ PerfettoExporter::Process& PerfettoExporter::ProcessFor(int file_index, TraceRea
   p->file_index = file_index;
   const Header* header = reader.header();
   p->ids = ids_.ForFile(header, file_index);
+  p->sequence.Append(kPktSequenceId, p->ids.sequence);
+  p->event_sequence = p->sequence;
+  p->event_sequence.Append(kPktSequenceFlags, kSeqNeedsIncrementalState);
   uint32_t pid = header != nullptr ? header->pid() : 0;
   if (pid == 0) pid = 100000 + static_cast<uint32_t>(file_index);
   // Two files with one pid (two hosts, or pid reuse): keep them apart with a synthetic pid
@@ -378,9 +393,19 @@ void PerfettoExporter::BeginFile(int file_index, TraceReader& reader) {
 
 void PerfettoExporter::BeginEventPacket(const Process& p, uint64_t ts) {
   Proto w(&buf_);
-  packet_ = BeginPacket(w, p.ids.sequence, kSeqNeedsIncrementalState);
+  packet_ = w.Begin(kTracePacket);
+  w.Field(p.event_sequence);
   w.UInt(kPktTimestamp, ts);
   interned_ = 0;
+}
+
+const EncodedField& PerfettoExporter::TrackField(uint64_t uuid) {
+  if (track_field_.size == 0 || uuid != track_field_uuid_) {
+    track_field_ = EncodedField();
+    track_field_.Append(kTeTrackUuid, uuid);
+    track_field_uuid_ = uuid;
+  }
+  return track_field_;
 }
 
 size_t PerfettoExporter::OpenInterned() {
@@ -454,7 +479,7 @@ void PerfettoExporter::BeginTrackEvent(uint32_t type, uint64_t track, uint32_t n
   interned_ = 0;
   event_ = w.Begin(kPktTrackEvent);
   w.UInt(kTeType, type);
-  w.UInt(kTeTrackUuid, track);
+  w.Field(TrackField(track));
   if (name_iid != 0) w.UInt(kTeNameIid, name_iid);
 }
 
@@ -465,7 +490,7 @@ void PerfettoExporter::EndEventPacket() {
 }
 
 void PerfettoExporter::EndSlice(const Process& p, uint64_t ts, uint64_t track) {
-  Proto(&buf_).SliceEndPacket(p.ids.sequence, ts, track);
+  Proto(&buf_).SliceEndPacket(p.sequence, ts, TrackField(track));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -20,12 +20,26 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/proto_wire.h"
 #include "kptrace.pb.h"
 #include "tools/export/exporter.h"
 #include "tools/export/output_buffer.h"
 #include "tools/export/timeline_layout.h"
 
 namespace kp {
+
+// A field the Perfetto exporter writes again and again with one value (a sequence id and its flags,
+// a track's uuid): encoded once, then copied with one fixed-size store.
+struct EncodedField {
+  static constexpr size_t kCopyBytes = 16;  // >= the longest field (5-byte tag + 10-byte value)
+  uint8_t size = 0;
+  uint8_t bytes[kCopyBytes] = {};
+  void Append(uint32_t field, uint64_t v) {
+    wire::WireWriter w(bytes + size);
+    w.UintAlways(field, v);
+    size = static_cast<uint8_t>(size + w.size());
+  }
+};
 
 class PerfettoExporter final : public Exporter {
  public:
@@ -89,6 +103,8 @@ class PerfettoExporter final : public Exporter {
   void EndEventPacket();
   void EndSlice(const Process& p, uint64_t ts, uint64_t track);
   size_t OpenInterned();
+  // The track_uuid field of `uuid`, encoded once while consecutive events share the track.
+  const EncodedField& TrackField(uint64_t uuid);
 
   ExportOptions options_;
   FILE* out_ = nullptr;
@@ -104,6 +120,8 @@ class PerfettoExporter final : public Exporter {
   std::vector<LaidOutSlice> gpu_, cpu_, metrics_, sync_, overhead_;
   // The event packet being written.
   size_t packet_ = 0, interned_ = 0, event_ = 0;
+  EncodedField track_field_;  // TrackField's last
+  uint64_t track_field_uuid_ = 0;
 };
 
 }  // namespace kp
