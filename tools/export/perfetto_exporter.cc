@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <string_view>
 #include <unordered_set>
 
@@ -86,6 +87,11 @@ enum : uint32_t {
   kIdName = 2,
 };
 
+static_assert(kTeDebugAnnotations < 16 && kDaNameIid < 16 && kTeLegacyEvent < 16 &&
+                  kLeBindId < 16 && kLeFlowDirection < 16 && kPktTimestamp < 16 && kTeType < 16,
+              "the hot fields' tags are one byte");
+static_assert(kCounter < 0x80 && kFlowOut < 0x80, "one-byte enum values");
+
 // Kinds of track, mixed into track uuids.
 enum TrackKind : uint64_t {
   kProcessTrack = 1,
@@ -152,11 +158,51 @@ class Proto {
   }
   // One debug annotation {name_iid, one varint value} (several per event: the hottest write).
   void VarintAnnotation(uint32_t iid, uint32_t value_field, uint64_t v) {
-    TwoVarintMessage(kTeDebugAnnotations, kDaNameIid, iid, value_field, v);
+    if (iid >= 0x80 || value_field >= 16) {
+      return TwoVarintMessage(kTeDebugAnnotations, kDaNameIid, iid, value_field, v);
+    }
+    // {tag, length, name_iid tag, iid, value tag}: five bytes, then the value.
+    uint8_t* q = Reserved(5 + wire::kMaxVarintBytes);
+    q[0] = OneByteTag(kTeDebugAnnotations, wire::kLengthDelimited);
+    q[2] = OneByteTag(kDaNameIid, wire::kVarint);
+    q[3] = static_cast<uint8_t>(iid);
+    q[4] = static_cast<uint8_t>(value_field << 3 | wire::kVarint);
+    wire::WireWriter value(q + 5);
+    value.RawVarint(v);
+    q[1] = static_cast<uint8_t>(3 + value.size());
+    b_->Advance(5 + value.size());
   }
   // A legacy (v1) flow step {bind_id, flow_direction} in a track event.
   void FlowStep(uint64_t bind_id, uint32_t direction) {
-    TwoVarintMessage(kTeLegacyEvent, kLeBindId, bind_id, kLeFlowDirection, direction);
+    uint8_t* q = Reserved(3 + wire::kMaxVarintBytes + 2);
+    q[0] = OneByteTag(kTeLegacyEvent, wire::kLengthDelimited);
+    q[2] = OneByteTag(kLeBindId, wire::kVarint);
+    wire::WireWriter body(q + 3);
+    body.RawVarint(bind_id);
+    uint8_t* tail = q + 3 + body.size();
+    tail[0] = OneByteTag(kLeFlowDirection, wire::kVarint);
+    tail[1] = static_cast<uint8_t>(direction);  // kFlowIn or kFlowOut
+    q[1] = static_cast<uint8_t>(1 + body.size() + 2);
+    b_->Advance(3 + body.size() + 2);
+  }
+  // A packet's timestamp field (kPktTimestamp).
+  void Timestamp(uint64_t ts) {
+    uint8_t* q = Reserved(1 + wire::kMaxVarintBytes);
+    q[0] = OneByteTag(kPktTimestamp, wire::kVarint);
+    wire::WireWriter value(q + 1);
+    value.RawVarint(ts);
+    b_->Advance(1 + value.size());
+  }
+  // A track event's type (one byte), then its track_uuid field.
+  void EventHead(uint32_t type, const EncodedField& track) {
+    uint8_t* q = Reserved(2 + EncodedField::kCopyBytes);
+    q[0] = OneByteTag(kTeType, wire::kVarint);
+    q[1] = static_cast<uint8_t>(type);  // kSliceBegin .. kCounter
+    std::memcpy(q + 2, track.bytes, EncodedField::kCopyBytes);
+    b_->Advance(2 + track.size);
+  }
+  static constexpr uint8_t OneByteTag(uint32_t field, wire::WireType type) {
+    return static_cast<uint8_t>(field << 3 | type);
   }
   // The end of a slice: a whole packet {sequence id, timestamp, track_event {type, track}}. It
   // refers to no interned data, so it carries no sequence flags; its lengths are one byte each
@@ -282,6 +328,8 @@ struct PerfettoExporter::Process {
   // last track looked up (consecutive slices mostly share one).
   uint32_t memcpy_iid[11] = {};
   uint32_t memset_iid = 0;
+  uint32_t copy_kind_value[11] = {};   // CopyKindName's interned value by kind (0 = not yet)
+  uint32_t memory_kind_value[8] = {};  // MemoryKindName's likewise
   uint32_t sync_iid[5] = {};
   uint64_t last_stream_key = ~0ull, last_stream_uuid = 0;
   uint32_t last_stream_lane = 0;
@@ -395,7 +443,7 @@ void PerfettoExporter::BeginEventPacket(const Process& p, uint64_t ts) {
   Proto w(&buf_);
   packet_ = w.Begin(kTracePacket);
   w.Field(p.event_sequence);
-  w.UInt(kPktTimestamp, ts);
+  w.Timestamp(ts);
   interned_ = 0;
 }
 
@@ -447,6 +495,24 @@ uint32_t PerfettoExporter::InternStringValue(Process& p, std::string_view text) 
                 text);
 }
 
+uint32_t PerfettoExporter::CopyKindValue(Process& p, int kind) {
+  if (kind < 0 || kind >= static_cast<int>(std::size(p.copy_kind_value))) {
+    return InternStringValue(p, CopyKindName(kind));
+  }
+  uint32_t& iid = p.copy_kind_value[kind];
+  if (iid == 0) iid = InternStringValue(p, CopyKindName(kind));
+  return iid;
+}
+
+uint32_t PerfettoExporter::MemoryKindValue(Process& p, int kind) {
+  if (kind < 0 || kind >= static_cast<int>(std::size(p.memory_kind_value))) {
+    return InternStringValue(p, MemoryKindName(kind));
+  }
+  uint32_t& iid = p.memory_kind_value[kind];
+  if (iid == 0) iid = InternStringValue(p, MemoryKindName(kind));
+  return iid;
+}
+
 uint32_t PerfettoExporter::InternArg(Process& p, const std::string& name) {
   return Intern(&p.arg_iids, &p.next_arg_iid, kIdDebugAnnotationNames, name);
 }
@@ -478,8 +544,7 @@ void PerfettoExporter::BeginTrackEvent(uint32_t type, uint64_t track, uint32_t n
   if (interned_ != 0) w.End(interned_);  // the packet's one interned_data ends here
   interned_ = 0;
   event_ = w.Begin(kPktTrackEvent);
-  w.UInt(kTeType, type);
-  w.Field(TrackField(track));
+  w.EventHead(type, TrackField(track));
   if (name_iid != 0) w.UInt(kTeNameIid, name_iid);
 }
 
@@ -663,16 +728,15 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
         p.memcpy_iid[kind] = InternText(p, std::string("Memcpy ") + CopyKindName(kind));
       }
       iid = p.memcpy_iid[kind];
-      values[kArgKind] = InternStringValue(p, CopyKindName(m.copy_kind()));
-      values[kArgSrcKind] = InternStringValue(p, MemoryKindName(m.src_kind()));
-      values[kArgDstKind] = InternStringValue(p, MemoryKindName(m.dst_kind()));
+      values[kArgKind] = CopyKindValue(p, m.copy_kind());
+      values[kArgSrcKind] = MemoryKindValue(p, m.src_kind());
+      values[kArgDstKind] = MemoryKindValue(p, m.dst_kind());
       args.value_iids = values;
       correlation = m.correlation();
     } else {
       if (p.memset_iid == 0) p.memset_iid = InternText(p, "Memset");
       iid = p.memset_iid;
-      values[kArgMemoryKind] =
-          InternStringValue(p, MemoryKindName(chunk.memsets(s.index).memory_kind()));
+      values[kArgMemoryKind] = MemoryKindValue(p, chunk.memsets(s.index).memory_kind());
       args.value_iids = values;
       correlation = chunk.memsets(s.index).correlation();
     }

@@ -95,6 +95,9 @@ class PerfettoExporter final : public Exporter {
                   uint32_t field, std::string_view text);
   // An interned debug-annotation string value (InternedData.debug_annotation_string_values).
   uint32_t InternStringValue(Process& p, std::string_view text);
+  // The interned values of a copy kind's and a memory kind's names (cached per kind).
+  uint32_t CopyKindValue(Process& p, int kind);
+  uint32_t MemoryKindValue(Process& p, int kind);
   // A kernel shape's KernelShapeArgs as encoded debug annotations, their string values
   // interned: made once per shape, copied into every launch of it.
   std::string_view KernelShapeAnnotations(Process& p, TraceReader& reader, uint32_t shape_id,
