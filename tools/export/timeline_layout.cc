@@ -60,14 +60,6 @@ uint32_t LaneSet::Place(uint64_t start, uint64_t end) {
 
 namespace {
 
-// Within a track: by start, the longer of two slices that start together first.
-struct StartOrder {
-  bool operator()(const LaidOutSlice& a, const LaidOutSlice& b) const {
-    if (a.start != b.start) return a.start < b.start;
-    return a.end > b.end;
-  }
-};
-
 // Sorts by (track, StartOrder). A chunk holds few tracks (streams, threads), and each track's
 // records of one kind mostly arrive in time order (common/sort_runs.h): each kind is sorted on
 // its own, then a track's kinds are merged.
@@ -77,12 +69,13 @@ void SortSlices(std::vector<LaidOutSlice>* slices, std::vector<LaidOutSlice>* sc
       [](const LaidOutSlice& s) {
         return std::pair<uint64_t, uint64_t>(s.track, static_cast<uint64_t>(s.kind));
       },
-      StartOrder());
+      SliceStartOrder());
 }
 
-template <typename R>
+// The timed records of one list as slices, handed to `add` in list order.
+template <typename R, typename Add>
 void CollectTimed(const R& records, SliceKind kind, bool gpu,
-                  uint64_t (*track)(const typename R::value_type&), std::vector<LaidOutSlice>* out,
+                  uint64_t (*track)(const typename R::value_type&), Add add,
                   TimelineAnomalies* anomalies) {
   int i = 0;
   for (const auto& r : records) {
@@ -97,10 +90,26 @@ void CollectTimed(const R& records, SliceKind kind, bool gpu,
       ++anomalies->negative_durations;
       duration = 0;
     }
-    out->push_back({kind, 0, i, track(r), static_cast<uint64_t>(start),
-                    static_cast<uint64_t>(EndTime(start, duration))});
+    add(LaidOutSlice{kind, 0, i, track(r), static_cast<uint64_t>(start),
+                     static_cast<uint64_t>(EndTime(start, duration))});
     ++i;
   }
+}
+
+template <typename R>
+void CollectTimed(const R& records, SliceKind kind, bool gpu,
+                  uint64_t (*track)(const typename R::value_type&), std::vector<LaidOutSlice>* out,
+                  TimelineAnomalies* anomalies) {
+  CollectTimed(
+      records, kind, gpu, track, [out](const LaidOutSlice& s) { out->push_back(s); }, anomalies);
+}
+
+template <typename R>
+void CollectGrouped(const R& records, SliceKind kind, bool gpu,
+                    uint64_t (*track)(const typename R::value_type&), SliceGroups* out,
+                    TimelineAnomalies* anomalies) {
+  CollectTimed(
+      records, kind, gpu, track, [out](const LaidOutSlice& s) { out->Add(s); }, anomalies);
 }
 
 uint64_t GpuTrack(uint32_t device, uint32_t stream) {
@@ -108,6 +117,58 @@ uint64_t GpuTrack(uint32_t device, uint32_t stream) {
 }
 
 }  // namespace
+
+void SliceGroups::Clear() {
+  for (size_t g = 0; g < used_; ++g) groups_[g].slices.clear();
+  used_ = 0;
+  last_ = 0;
+  std::fill(slots_.begin(), slots_.end(), 0);
+}
+
+std::vector<LaidOutSlice>& SliceGroups::Group(uint64_t track, SliceKind kind) {
+  if (last_ < used_ && groups_[last_].track == track && groups_[last_].kind == kind) {
+    return groups_[last_].slices;
+  }
+  if (2 * (used_ + 1) > slots_.size()) {  // at most half full: grow and re-file the groups
+    slots_.assign(std::max<size_t>(64, 2 * slots_.size()), 0);
+    const size_t mask = slots_.size() - 1;
+    for (size_t g = 0; g < used_; ++g) {
+      size_t h =
+          (groups_[g].track * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(groups_[g].kind)) >> 20;
+      while (slots_[h & mask] != 0) ++h;
+      slots_[h & mask] = static_cast<uint32_t>(g + 1);
+    }
+  }
+  const size_t mask = slots_.size() - 1;
+  size_t h = (track * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(kind)) >> 20;
+  for (;; ++h) {
+    const uint32_t slot = slots_[h & mask];
+    if (slot == 0) break;
+    if (groups_[slot - 1].track == track && groups_[slot - 1].kind == kind) {
+      last_ = slot - 1;
+      return groups_[last_].slices;
+    }
+  }
+  if (used_ == groups_.size()) groups_.emplace_back();
+  groups_[used_].track = track;
+  groups_[used_].kind = kind;
+  slots_[h & mask] = static_cast<uint32_t>(used_ + 1);
+  last_ = used_++;
+  return groups_[last_].slices;
+}
+
+void SliceGroups::SortGroups() {
+  order_.resize(used_);
+  for (size_t g = 0; g < used_; ++g) {
+    order_[g] = static_cast<uint32_t>(g);
+    SortRuns(groups_[g].slices.begin(), groups_[g].slices.end(), SliceStartOrder());
+  }
+  std::sort(order_.begin(), order_.end(), [this](uint32_t a, uint32_t b) {
+    const Entry& x = groups_[a];
+    const Entry& y = groups_[b];
+    return x.track != y.track ? x.track < y.track : x.kind < y.kind;
+  });
+}
 
 TimelineLayout::FileLanes& TimelineLayout::Lanes(int file_index) {
   if (static_cast<size_t>(file_index) >= lanes_.size()) lanes_.resize(file_index + 1);
@@ -119,46 +180,40 @@ void TimelineLayout::LayOut(int file_index, const Chunk& chunk, std::vector<Laid
   gpu->clear();
   cpu->clear();
   metrics->clear();
-  CollectTimed(
+  groups_.Clear();
+  CollectGrouped(
       chunk.kernels(), SliceKind::kKernel, true,
-      +[](const Kernel& k) { return GpuTrack(k.device(), k.stream()); }, gpu, &anomalies_);
-  CollectTimed(
+      +[](const Kernel& k) { return GpuTrack(k.device(), k.stream()); }, &groups_, &anomalies_);
+  CollectGrouped(
       chunk.memcpys(), SliceKind::kMemcpy, true,
-      +[](const Memcpy& m) { return GpuTrack(m.device(), m.stream()); }, gpu, &anomalies_);
-  CollectTimed(
+      +[](const Memcpy& m) { return GpuTrack(m.device(), m.stream()); }, &groups_, &anomalies_);
+  CollectGrouped(
       chunk.memsets(), SliceKind::kMemset, true,
-      +[](const Memset& m) { return GpuTrack(m.device(), m.stream()); }, gpu, &anomalies_);
-  SortSlices(gpu, &scratch_);
+      +[](const Memset& m) { return GpuTrack(m.device(), m.stream()); }, &groups_, &anomalies_);
   FileLanes& lanes = Lanes(file_index);
-  uint64_t last_track = ~0ull;
   LaneSet* set = nullptr;
-  for (LaidOutSlice& s : *gpu) {
-    if (s.track != last_track) {
-      last_track = s.track;
-      set = &lanes.streams[s.track];
-    }
-    s.lane = set->Place(s.start, s.end);
-    if (s.lane != 0) ++anomalies_.gpu_records_on_extra_lanes;
-  }
+  groups_.Merge(
+      gpu, [&](uint64_t track) { set = &lanes.streams[track]; },
+      [&](LaidOutSlice& s) {
+        s.lane = set->Place(s.start, s.end);
+        if (s.lane != 0) ++anomalies_.gpu_records_on_extra_lanes;
+      });
 
-  CollectTimed(
+  groups_.Clear();
+  CollectGrouped(
       chunk.api_calls(), SliceKind::kApi, false,
-      +[](const ApiCall& a) { return static_cast<uint64_t>(a.thread_id()); }, cpu, &anomalies_);
-  CollectTimed(
+      +[](const ApiCall& a) { return static_cast<uint64_t>(a.thread_id()); }, &groups_,
+      &anomalies_);
+  CollectGrouped(
       chunk.nvtx_ranges(), SliceKind::kNvtx, false,
-      +[](const NvtxRange& r) { return static_cast<uint64_t>(r.thread_id()); }, cpu, &anomalies_);
-  SortSlices(cpu, &scratch_);
-  {
-    SliceNester nester;
-    uint64_t track = ~0ull;
-    for (LaidOutSlice& s : *cpu) {
-      if (s.track != track) {
-        nester = SliceNester();
-        track = s.track;
-      }
-      if (nester.Place(&s.start, &s.end)) ++anomalies_.cpu_overlaps_clamped;
-    }
-  }
+      +[](const NvtxRange& r) { return static_cast<uint64_t>(r.thread_id()); }, &groups_,
+      &anomalies_);
+  SliceNester nester;
+  groups_.Merge(
+      cpu, [&](uint64_t) { nester = SliceNester(); },
+      [&](LaidOutSlice& s) {
+        if (nester.Place(&s.start, &s.end)) ++anomalies_.cpu_overlaps_clamped;
+      });
 
   CollectTimed(
       chunk.metric_ranges(), SliceKind::kMetric, false,

@@ -81,6 +81,88 @@ class LaneSet {
   std::vector<uint64_t> ends_;
 };
 
+// Within a track: by start, the longer of two slices that start together first.
+struct SliceStartOrder {
+  bool operator()(const LaidOutSlice& a, const LaidOutSlice& b) const {
+    if (a.start != b.start) return a.start < b.start;
+    return a.end > b.end;
+  }
+};
+
+// The slices of a chunk grouped by (track, kind) as they are collected, so that no pass over
+// the whole chunk is needed to group them: each group is then put in StartOrder on its own
+// (its records mostly arrive in order, common/sort_runs.h), and Merge writes each track's
+// groups out merged, tracks in ascending order and a track's kinds in SliceKind order on ties
+// (the order a stable sort by (track, StartOrder) of the kinds' lists gives).
+class SliceGroups {
+ public:
+  void Clear();
+  void Add(const LaidOutSlice& s) { Group(s.track, s.kind).push_back(s); }
+  // Sorts each group, then appends every slice to *out track by track, calling
+  // begin_track(track) before a track's first slice and place(slice) on each, in output order.
+  template <typename BeginTrack, typename Place>
+  void Merge(std::vector<LaidOutSlice>* out, BeginTrack begin_track, Place place);
+
+ private:
+  std::vector<LaidOutSlice>& Group(uint64_t track, SliceKind kind);
+  void SortGroups();
+  struct Entry {
+    uint64_t track;
+    SliceKind kind;
+    std::vector<LaidOutSlice> slices;
+  };
+  std::vector<Entry> groups_;  // the first `used_` are this chunk's; the rest keep capacity
+  size_t used_ = 0;
+  std::vector<uint32_t> slots_;  // open addressing: group index + 1, 0 = empty
+  size_t last_ = 0;              // the group found last (records of one track come in runs)
+  std::vector<uint32_t> order_;  // groups by (track, kind)
+};
+
+template <typename BeginTrack, typename Place>
+inline void SliceGroups::Merge(std::vector<LaidOutSlice>* out, BeginTrack begin_track,
+                               Place place) {
+  SortGroups();
+  out->clear();
+  size_t total = 0;
+  for (size_t g = 0; g < used_; ++g) total += groups_[g].slices.size();
+  out->reserve(total);
+  constexpr size_t kMaxKinds = 8;  // SliceKind's values
+  for (size_t i = 0; i < used_;) {
+    const uint64_t track = groups_[order_[i]].track;
+    size_t j = i;
+    while (j < used_ && groups_[order_[j]].track == track) ++j;
+    begin_track(track);
+    if (j - i == 1) {
+      for (const LaidOutSlice& s : groups_[order_[i]].slices) {
+        out->push_back(s);
+        place(out->back());
+      }
+    } else {
+      // A stable merge of the track's kinds: the lowest head in StartOrder, the first kind on ties.
+      const LaidOutSlice* head[kMaxKinds];
+      const LaidOutSlice* end[kMaxKinds];
+      size_t k = 0;
+      for (size_t g = i; g < j; ++g, ++k) {
+        head[k] = groups_[order_[g]].slices.data();
+        end[k] = head[k] + groups_[order_[g]].slices.size();
+      }
+      for (;;) {
+        size_t best = kMaxKinds;
+        for (size_t g = 0; g < k; ++g) {
+          if (head[g] != end[g] &&
+              (best == kMaxKinds || SliceStartOrder()(*head[g], *head[best]))) {
+            best = g;
+          }
+        }
+        if (best == kMaxKinds) break;
+        out->push_back(*head[best]++);
+        place(out->back());
+      }
+    }
+    i = j;
+  }
+}
+
 class TimelineLayout {
  public:
   // Fills *gpu (kernels, copies, memsets sorted by track then time, each on a lane of its
@@ -103,6 +185,7 @@ class TimelineLayout {
   FileLanes& Lanes(int file_index);
   std::vector<FileLanes> lanes_;
   std::vector<LaidOutSlice> scratch_;  // sorting space, reused across chunks
+  SliceGroups groups_;                 // likewise, for GPU and CPU slices
   TimelineAnomalies anomalies_;
 };
 
