@@ -236,6 +236,46 @@ TEST(CsvExporter, EachFileKeepsItsOwnShapes) {
   EXPECT_EQ(Col(t["kernels"], 2, "grid_x"), "64");
 }
 
+// API call names are cached per file by string id: two files whose id 1 names different calls
+// (one that needs quoting) keep their own names, in api.csv and in the kernels' launch_api.
+std::string OneLaunchTrace(const std::string& name, const std::string& api_name) {
+  ProtoTraceWriter w;
+  Chunk c;
+  c.set_time_base_ns(1000000000);
+  InternedString* s = c.add_strings();
+  s->set_id(1);
+  s->set_value(api_name);
+  ApiCall* a = c.add_api_calls();
+  a->set_start(1000000000);
+  a->set_duration(100);
+  a->set_name(1);
+  a->set_domain(API_DRIVER);
+  a->set_thread_id(77);
+  a->set_correlation(5);
+  Kernel* k = c.add_kernels();
+  k->set_start(1000000500);
+  k->set_duration(5000);
+  k->set_correlation(5);
+  w.Add(c);
+  return WriteTemp(name, w.bytes());
+}
+
+TEST(CsvExporter, EachFileKeepsItsOwnApiNames) {
+  std::string a = OneLaunchTrace("api_a.kptrace", "cuLaunchKernel");
+  std::string b = OneLaunchTrace("api_b.kptrace", "cuLaunch, \"odd\"");
+  std::string dir = TempDir("api_names_csv");
+  ASSERT_EQ(Convert({a, b, "--to", "csv", "-o", dir, "--no-progress"}), 0);
+  auto t = LoadTables(dir);
+  ASSERT_EQ(t["api"].size(), 3u);
+  EXPECT_EQ(Col(t["api"], 1, "name"), "cuLaunchKernel");
+  EXPECT_EQ(Col(t["api"], 1, "domain"), "driver");
+  EXPECT_EQ(Col(t["api"], 2, "name"), "cuLaunch, \"odd\"");
+  ASSERT_EQ(t["kernels"].size(), 3u);
+  EXPECT_EQ(Col(t["kernels"], 1, "launch_api"), "cuLaunchKernel");
+  EXPECT_EQ(Col(t["kernels"], 2, "launch_api"), "cuLaunch, \"odd\"");
+  EXPECT_EQ(Col(t["kernels"], 2, "launch_thread_id"), "77");
+}
+
 TEST(CsvExporter, GoldenDiffOnFixedTrace) {
   std::string trace = WriteTemp("golden.kptrace", BuildFixedTrace());
   std::string dir = TempDir("golden_csv");

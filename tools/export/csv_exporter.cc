@@ -40,6 +40,7 @@ namespace {
 
 constexpr size_t kFlushBytes = 1u << 20;
 constexpr size_t kMaxApiNames = 1u << 16;
+constexpr uint32_t kFlatApiIds = 1u << 20;  // string ids below this index a flat table
 
 // One CSV file written through a large buffer; rows are built in place.
 class CsvFile {
@@ -288,8 +289,11 @@ class CsvExporter final : public Exporter {
 
   void BeginFile(int file_index, TraceReader& reader) override {
     file_ = file_index;
-    shape_fields_.Clear();  // shape ids are the file's own
+    shape_fields_.Clear();  // shape ids are the file's own, and string ids too
     std::fill(launches_.begin(), launches_.end(), LaunchEntry{});
+    api_names_.clear();
+    api_index_flat_.clear();
+    api_index_.clear();
     ProcessRow row;
     row.path = reader.path();
     const Header* h = reader.header();
@@ -376,7 +380,7 @@ class CsvExporter final : public Exporter {
   void Launch(CsvFile& f, int64_t corr) {
     const LaunchEntry& e = launches_[static_cast<uint64_t>(corr) & (kCorrelationCacheSize - 1)];
     if (corr != 0 && e.name_index != 0 && e.correlation == static_cast<uint64_t>(corr)) {
-      f.Str(api_names_[e.name_index - 1]);
+      f.Raw(api_names_[e.name_index - 1]);
       f.U(e.thread_id);
     } else {
       f.Empty();
@@ -388,33 +392,47 @@ class CsvExporter final : public Exporter {
   }
 
   void WriteApi(TraceReader& reader, const ApiCall& a) {
-    std::string_view name = reader.Str(a.name());
+    const uint32_t idx = ApiNameIndex(reader, a.name());
     api_.Raw(file_pid_);
     api_.U(a.thread_id());
     Times(api_, a.start(), a.duration());
-    api_.Str(name);
-    api_.Str(ApiDomainName(a.domain()));
+    if (idx != 0) {
+      api_.Raw(api_names_[idx - 1]);
+    } else {
+      api_.Str(reader.Str(a.name()));
+    }
+    api_.Raw(ApiDomainName(a.domain()));  // a fixed word: nothing to quote
     api_.U(a.cbid());
     api_.I(a.correlation());
     api_.I(a.return_value());
     api_.EndRow();
-    if (a.correlation() == 0) return;
-    auto it = api_index_.find(a.name());
-    uint32_t idx;
-    if (it != api_index_.end() && api_names_[it->second - 1] == name) {
-      idx = it->second;
-    } else if (api_names_.size() < kMaxApiNames) {
-      api_names_.emplace_back(name);
-      idx = static_cast<uint32_t>(api_names_.size());
-      api_index_[a.name()] = idx;
-    } else {
-      return;  // a damaged trace with endless names: stop joining rather than grow
-    }
+    if (a.correlation() == 0 || idx == 0) return;
     LaunchEntry& e =
         launches_[static_cast<uint64_t>(a.correlation()) & (kCorrelationCacheSize - 1)];
     e.correlation = static_cast<uint64_t>(a.correlation());
     e.name_index = idx;
     e.thread_id = a.thread_id();
+  }
+
+  // 1 + the index in api_names_ of the CSV field text of string `id` of the file being
+  // converted (its ids name one string each), made on its first use; 0 once the file has had
+  // kMaxApiNames names (a damaged trace with endless names: its rows quote the name each time
+  // and its launches are not joined).
+  uint32_t ApiNameIndex(TraceReader& reader, uint32_t id) {
+    uint32_t* slot;
+    if (id < kFlatApiIds) {
+      if (id >= api_index_flat_.size()) api_index_flat_.resize(id + 1, 0);
+      slot = &api_index_flat_[id];
+    } else {
+      slot = &api_index_[id];
+    }
+    if (*slot == 0 && api_names_.size() < kMaxApiNames) {
+      CsvFile field;
+      field.Str(reader.Str(id));
+      api_names_.emplace_back(field.Written());
+      *slot = static_cast<uint32_t>(api_names_.size());
+    }
+    return *slot;
   }
 
   void WriteKernel(TraceReader& reader, const Kernel& k) {
@@ -731,9 +749,10 @@ class CsvExporter final : public Exporter {
   std::string file_pid_ = "0,0";  // the first two columns of every row of this file, as text
   uint64_t base_ns_ = 0;
   std::vector<LaunchEntry> launches_;
-  ShapeTextCache shape_fields_;  // of the file being converted
-  std::vector<std::string> api_names_;
-  std::unordered_map<uint32_t, uint32_t> api_index_;  // string id -> api_names_ index + 1
+  ShapeTextCache shape_fields_;           // of the file being converted
+  std::vector<std::string> api_names_;    // API call names as CSV fields, of the file
+  std::vector<uint32_t> api_index_flat_;  // string id -> api_names_ index + 1 (small ids)
+  std::unordered_map<uint32_t, uint32_t> api_index_;  // the same for larger ids
   std::vector<ProcessRow> processes_;
   std::map<std::pair<int, uint32_t>, Device> devices_;
   std::map<std::pair<int, uint32_t>, std::vector<std::string>> metric_configs_;
