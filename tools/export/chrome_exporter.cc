@@ -8,6 +8,7 @@
 #include "common/pm_counters.h"
 #include "common/time_math.h"
 #include "tools/capture/capture_window_text.h"
+#include "tools/export/decimal_text.h"
 #include "tools/export/nvtx_payload_text.h"
 #include "tools/export/record_args.h"
 #include "tools/export/record_naming.h"
@@ -306,10 +307,24 @@ void ChromeExporter::BeginComplete(std::string_view members, std::string_view na
   } else {
     j.String(name);
   }
-  j.IntMember("pid", pid);
-  j.IntMember("tid", tid);
+  j.PlainMembers(PidTid(pid, tid));
   j.MicrosMember("ts", Rel(start));
   j.MicrosMember("dur", static_cast<int64_t>(end - start));
+}
+
+std::string_view ChromeExporter::PidTid(int32_t pid, int64_t tid) {
+  if (pid_tid_text_.empty() || pid != pid_tid_pid_ || tid != pid_tid_tid_) {
+    pid_tid_pid_ = pid;
+    pid_tid_tid_ = tid;
+    char text[64];
+    char* p = text;
+    std::memcpy(p, R"("pid":)", 6);
+    p = WriteSignedDecimal(p + 6, pid);
+    std::memcpy(p, R"(,"tid":)", 7);
+    p = WriteSignedDecimal(p + 7, tid);
+    pid_tid_text_.assign(text, static_cast<size_t>(p - text));
+  }
+  return pid_tid_text_;
 }
 
 void ChromeExporter::Flow(bool start, uint64_t id, int32_t pid, int64_t tid, uint64_t ts) {
@@ -317,8 +332,7 @@ void ChromeExporter::Flow(bool start, uint64_t id, int32_t pid, int64_t tid, uin
   j.BeginObject();
   j.PlainMembers(start ? kFlowStart : kFlowEnd);
   j.UIntMember("id", id);
-  j.IntMember("pid", pid);
-  j.IntMember("tid", tid);
+  j.PlainMembers(PidTid(pid, tid));
   j.MicrosMember("ts", Rel(ts));
   if (!start) j.PlainMembers(kFlowBindEnclosing);
   j.EndObject();

@@ -69,6 +69,9 @@ class ChromeExporter final : public Exporter {
             std::string_view value);
   void SortIndex(const char* name, int32_t pid, int64_t tid, int64_t index);
   int64_t Rel(uint64_t ns) const;
+  // `"pid":P,"tid":T` (members written together on every event), kept for the last pair: a
+  // track's events and its arrows' ends follow each other.
+  std::string_view PidTid(int32_t pid, int64_t tid);
 
   // One emitter per record kind.
   void EmitGpuWork(int file_index, Process& p, TraceReader& reader, const Chunk& chunk);
@@ -101,6 +104,9 @@ class ChromeExporter final : public Exporter {
   std::unique_ptr<JsonWriter> json_;
   bool have_base_ = false;
   uint64_t base_ns_ = 0;
+  int32_t pid_tid_pid_ = 0;  // PidTid's last pair and its text ("" = none yet)
+  int64_t pid_tid_tid_ = 0;
+  std::string pid_tid_text_;
   std::vector<std::unique_ptr<Process>> processes_;
   std::unordered_map<uint32_t, int> pids_used_;
   TimelineIdAllocator ids_;
