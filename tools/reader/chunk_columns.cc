@@ -117,7 +117,37 @@ class SpanColumn {
 
 inline int64_t ZigZag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
 
-bool KernelsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* deltas) {
+// The list the rows of a table go to: with a pool and no row-form records, the pool's objects
+// (holding earlier records) are swapped in; Row(i) is then the i-th row's object, Trim drops
+// the objects past the last row.
+template <typename R>
+class RowList {
+ public:
+  RowList(google::protobuf::RepeatedPtrField<R>* rows, google::protobuf::RepeatedPtrField<R>* pool,
+          uint32_t count)
+      : rows_(rows) {
+    if (pool != nullptr && rows->empty()) {
+      rows->Swap(pool);
+      reusable_ = rows->size();
+    }
+    rows->Reserve(rows->size() - reusable_ + static_cast<int>(count));
+  }
+  R* Row(uint32_t i) {
+    return static_cast<int>(i) < reusable_ ? rows_->Mutable(static_cast<int>(i)) : rows_->Add();
+  }
+  void Trim(uint32_t count) {
+    while (rows_->size() > static_cast<int>(count) && reusable_ > static_cast<int>(count)) {
+      rows_->RemoveLast();
+      --reusable_;
+    }
+  }
+
+ private:
+  google::protobuf::RepeatedPtrField<R>* rows_;
+  int reusable_ = 0;
+};
+
+bool KernelsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* deltas, RowPool* pool) {
   using K = KernelColumns;
   SpanColumn start(t, K::kStartFieldNumber), duration(t, K::kDurationFieldNumber),
       shape(t, K::kShapeFieldNumber), stream(t, K::kStreamFieldNumber),
@@ -126,10 +156,10 @@ bool KernelsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* delt
       graph_node_id(t, K::kGraphNodeIdFieldNumber), flags(t, K::kFlagsFieldNumber),
       launch_type(t, K::kLaunchTypeFieldNumber), channel(t, K::kChannelFieldNumber);
   bool ok = true;
-  auto* rows = chunk->mutable_kernels();
-  rows->Reserve(rows->size() + static_cast<int>(t.count));
+  RowList<Kernel> rows(chunk->mutable_kernels(), pool != nullptr ? &pool->kernels : nullptr,
+                       t.count);
   for (uint32_t i = 0; i < t.count; ++i) {
-    Kernel* r = rows->Add();
+    Kernel* r = rows.Row(i);  // every field is set below
     r->set_start(ZigZag(start.Next(&ok)));
     r->set_duration(ZigZag(duration.Next(&ok)));
     r->set_shape(static_cast<uint32_t>(shape.Next(&ok)));
@@ -144,20 +174,22 @@ bool KernelsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* delt
     r->set_channel(static_cast<uint32_t>(channel.Next(&ok)));
     if (deltas != nullptr) deltas->Undo(r);
   }
+  rows.Trim(t.count);
   return ok;
 }
 
-bool ApiCallsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* deltas) {
+bool ApiCallsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* deltas,
+                       RowPool* pool) {
   using A = ApiCallColumns;
   SpanColumn start(t, A::kStartFieldNumber), duration(t, A::kDurationFieldNumber),
       name(t, A::kNameFieldNumber), domain(t, A::kDomainFieldNumber), cbid(t, A::kCbidFieldNumber),
       thread_id(t, A::kThreadIdFieldNumber), correlation(t, A::kCorrelationFieldNumber),
       return_value(t, A::kReturnValueFieldNumber);
   bool ok = true;
-  auto* rows = chunk->mutable_api_calls();
-  rows->Reserve(rows->size() + static_cast<int>(t.count));
+  RowList<ApiCall> rows(chunk->mutable_api_calls(), pool != nullptr ? &pool->api_calls : nullptr,
+                        t.count);
   for (uint32_t i = 0; i < t.count; ++i) {
-    ApiCall* r = rows->Add();
+    ApiCall* r = rows.Row(i);  // every field is set below
     r->set_start(ZigZag(start.Next(&ok)));
     r->set_duration(ZigZag(duration.Next(&ok)));
     r->set_name(static_cast<uint32_t>(name.Next(&ok)));
@@ -168,6 +200,7 @@ bool ApiCallsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* del
     r->set_return_value(static_cast<int32_t>(return_value.Next(&ok)));
     if (deltas != nullptr) deltas->Undo(r);
   }
+  rows.Trim(t.count);
   return ok;
 }
 
@@ -229,7 +262,7 @@ void ApiCallsFromMessage(const ApiCallColumns& a, Chunk* chunk, RowDeltas* delta
 }  // namespace
 
 ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kernel_deltas,
-                            RowDeltas* api_deltas, const ColumnSpans* spans) {
+                            RowDeltas* api_deltas, const ColumnSpans* spans, RowPool* pool) {
   const ColumnSpans::Table* ks =
       spans != nullptr && spans->kernels.present ? &spans->kernels : nullptr;
   const ColumnSpans::Table* as =
@@ -251,12 +284,12 @@ ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kerne
   if (cost > budget_left) return ColumnsResult::kOverBudget;
 
   if (ks != nullptr) {
-    if (!KernelsFromSpans(*ks, chunk, kernel_deltas)) return ColumnsResult::kMalformed;
+    if (!KernelsFromSpans(*ks, chunk, kernel_deltas, pool)) return ColumnsResult::kMalformed;
   } else {
     KernelsFromMessage(k, chunk, kernel_deltas);
   }
   if (as != nullptr) {
-    if (!ApiCallsFromSpans(*as, chunk, api_deltas)) return ColumnsResult::kMalformed;
+    if (!ApiCallsFromSpans(*as, chunk, api_deltas, pool)) return ColumnsResult::kMalformed;
   } else {
     ApiCallsFromMessage(a, chunk, api_deltas);
   }

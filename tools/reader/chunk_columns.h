@@ -31,6 +31,21 @@ struct ColumnSpans {
   Table kernels, api_calls;
 };
 
+// Records of earlier chunks kept for their objects: rows read from spans set every field, so
+// an object that held an earlier record can take a new one without being cleared first (most
+// of what clearing a chunk costs). The reader moves a chunk's kernels and API calls here before
+// it decodes the next chunk into the same object.
+struct RowPool {
+  google::protobuf::RepeatedPtrField<Kernel> kernels;
+  google::protobuf::RepeatedPtrField<ApiCall> api_calls;
+  // Moves `chunk`'s kernels and API calls into the pool as they are (the pool's own, if it
+  // still holds any, go back to the chunk, which clears them).
+  void Take(Chunk* chunk) {
+    kernels.Swap(chunk->mutable_kernels());
+    api_calls.Swap(chunk->mutable_api_calls());
+  }
+};
+
 // Scans the body of a column message whose columns are fields 1..`columns`: true, with *t
 // filled, if it holds only `count` (field 15, a varint) and at most one packed run per column;
 // false for any other form (and for damage, which libprotobuf's parse then finds).
@@ -49,9 +64,12 @@ bool ScanColumnTable(const uint8_t* body, size_t n, int columns, ColumnSpans::Ta
 //
 // With `spans`, a table present there is read from its spans (the chunk's bytes, which must
 // still be alive) instead of the chunk's column field; a column whose values are cut short, or
-// longer than 10 bytes, is kMalformed, as libprotobuf's parse of it would fail.
+// longer than 10 bytes, is kMalformed, as libprotobuf's parse of it would fail. With `pool`
+// too, rows read from spans into a list that has no row-form records take the pool's objects
+// first.
 ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kernel_deltas = nullptr,
-                            RowDeltas* api_deltas = nullptr, const ColumnSpans* spans = nullptr);
+                            RowDeltas* api_deltas = nullptr, const ColumnSpans* spans = nullptr,
+                            RowPool* pool = nullptr);
 
 // The inverse, as the injector writes version 3: moves the chunk's kernels and API calls (after
 // any rows already in its columns) into `kernel_columns` and `api_call_columns`, leaving out

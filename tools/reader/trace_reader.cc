@@ -111,6 +111,7 @@ struct TraceReader::Impl {
   std::map<uint64_t, uint64_t> gaps;
   IdTable<std::string> strings;
   IdTable<KernelShape> shapes;
+  RowPool pool;  // objects of earlier chunks' kernels and API calls, reused uncleared
   // Backing store for "<unknown string N>", one node per id so that every view Str() returned
   // stays valid while the reader lives (a caller may hold two at once); at most
   // kMaxUnknownStrings ids, later ones share one text without the id.
@@ -342,6 +343,7 @@ bool TraceReader::Next(Chunk* chunk) {
       msg_size = n;
     }
     ColumnSpans spans;
+    im.pool.Take(chunk);  // the last chunk's rows: new column rows overwrite them (RowPool)
     const ChunkScanResult scan = DecodeChunk(msg, msg_size, DecodeBudget(msg_size), chunk, &spans);
     if (scan.over_budget) {
       ++stats_.chunks_over_budget;
@@ -366,8 +368,8 @@ bool TraceReader::Next(Chunk* chunk) {
     }
     const uint64_t budget = ColumnsDecodeBudget(msg_size);
     switch (ExpandColumns(chunk, budget - std::min(budget, scan.decoded_bytes),
-                          keyed ? &kernel_deltas : nullptr, keyed ? &api_deltas : nullptr,
-                          &spans)) {
+                          keyed ? &kernel_deltas : nullptr, keyed ? &api_deltas : nullptr, &spans,
+                          &im.pool)) {
       case ColumnsResult::kOk:
         break;
       case ColumnsResult::kOverBudget:
