@@ -307,6 +307,35 @@ TEST(ChunkDecoder, StopsAtTheBudget) {
   EXPECT_LT(out.strings_size(), 1000);
 }
 
+// `good` with one to four random edits: a byte replaced or with one bit flipped, bytes removed or
+// inserted, the end cut off (never down to nothing).
+std::string Damaged(const std::string& good, std::mt19937_64& rng) {
+  std::string bytes = good;
+  const int edits = 1 + static_cast<int>(rng() % 4);
+  for (int e = 0; e < edits; ++e) {
+    const size_t at = rng() % bytes.size();
+    switch (rng() % 5) {
+      case 0:
+        bytes[at] = static_cast<char>(rng());
+        break;
+      case 1:
+        bytes[at] = static_cast<char>(bytes[at] ^ (1 << (rng() % 8)));
+        break;
+      case 2:
+        bytes.erase(at, 1 + rng() % 8);
+        break;
+      case 3:
+        bytes.insert(at, 1, static_cast<char>(rng()));
+        break;
+      default:
+        bytes.resize(at);
+        break;
+    }
+    if (bytes.empty()) bytes = good;
+  }
+  return bytes;
+}
+
 // Random damage: whatever libprotobuf (after the budget walk) accepted, the decoder accepts too,
 // with the same content and the same charge; and it never reads outside the bytes (ASan).
 TEST(ChunkDecoder, AgreesWithLibprotobufOnDamagedChunks) {
@@ -319,29 +348,7 @@ TEST(ChunkDecoder, AgreesWithLibprotobufOnDamagedChunks) {
   std::mt19937_64 rng(12345);
   int agreed = 0, rejected_by_both = 0;
   for (int iter = 0; iter < 20000; ++iter) {
-    std::string bytes = good;
-    const int edits = 1 + static_cast<int>(rng() % 4);
-    for (int e = 0; e < edits; ++e) {
-      const size_t at = rng() % bytes.size();
-      switch (rng() % 5) {
-        case 0:
-          bytes[at] = static_cast<char>(rng());
-          break;
-        case 1:
-          bytes[at] = static_cast<char>(bytes[at] ^ (1 << (rng() % 8)));
-          break;
-        case 2:
-          bytes.erase(at, 1 + rng() % 8);
-          break;
-        case 3:
-          bytes.insert(at, 1, static_cast<char>(rng()));
-          break;
-        default:
-          bytes.resize(at);
-          break;
-      }
-      if (bytes.empty()) bytes = good;
-    }
+    const std::string bytes = Damaged(good, rng);
     const Reference ref = ParseWithLibprotobuf(bytes);
     const Decoded got = Decode(bytes);
     if (ref.parsed) {
@@ -535,26 +542,7 @@ TEST(ChunkDecoder, ColumnsAgreeWithLibprotobufOnDamagedChunks) {
   std::mt19937_64 rng(777);
   int agreed = 0, refused_by_both = 0;
   for (int iter = 0; iter < 20000; ++iter) {
-    std::string bytes = good;
-    const int edits = 1 + static_cast<int>(rng() % 3);
-    for (int e = 0; e < edits; ++e) {
-      const size_t at = rng() % bytes.size();
-      switch (rng() % 4) {
-        case 0:
-          bytes[at] = static_cast<char>(rng());
-          break;
-        case 1:
-          bytes[at] = static_cast<char>(bytes[at] ^ (1 << (rng() % 8)));
-          break;
-        case 2:
-          bytes.erase(at, 1 + rng() % 4);
-          break;
-        default:
-          bytes.insert(at, 1, static_cast<char>(rng()));
-          break;
-      }
-      if (bytes.empty()) bytes = good;
-    }
+    const std::string bytes = Damaged(good, rng);
     const Expanded want = ExpandParsed(bytes);
     const Expanded got = ExpandFromSpans(bytes);
     ExpectSameRows(want, got);

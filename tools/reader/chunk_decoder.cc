@@ -716,14 +716,19 @@ ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk
       }
       continue;
     }
-    if ((tag & 7) == kWireLength && IsDecodedHere(number)) {
-      uint64_t len;
+    // A length-delimited field's body at p (p then past it); false if it passes the end.
+    uint8_t* body = nullptr;
+    uint64_t len = 0;
+    auto take_body = [&] {
       if (!ReadWireVarint(&p, end, &len) || len > static_cast<uint64_t>(end - p)) {
-        b.Malformed();
-        return r;
+        return b.Malformed();
       }
-      uint8_t* body = p;
+      body = p;
       p += len;
+      return true;
+    };
+    if ((tag & 7) == kWireLength && IsDecodedHere(number)) {
+      if (!take_body()) return r;
       if (!b.Add(ty.record_cost[number])) return r;
       if (!DecodeRecord(b, number, body, body + len, chunk)) return r;
       continue;
@@ -731,13 +736,7 @@ ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk
     if (spans != nullptr && IsColumnTable(tag)) {
       ColumnSpans::Table* t =
           number == Chunk::kKernelColumnsFieldNumber ? &spans->kernels : &spans->api_calls;
-      uint64_t len;
-      if (!ReadWireVarint(&p, end, &len) || len > static_cast<uint64_t>(end - p)) {
-        b.Malformed();
-        return r;
-      }
-      uint8_t* body = p;
-      p += len;
+      if (!take_body()) return r;
       const bool parsed = number == Chunk::kKernelColumnsFieldNumber
                               ? chunk->has_kernel_columns()
                               : chunk->has_api_call_columns();
