@@ -276,6 +276,43 @@ TEST(CsvExporter, EachFileKeepsItsOwnApiNames) {
   EXPECT_EQ(Col(t["kernels"], 2, "launch_thread_id"), "77");
 }
 
+// A damaged trace whose first chunk uses API name id 1 without its string: that row says so,
+// and the next chunk, which has the string, names its call (the id is not cached while unknown).
+TEST(CsvExporter, AnApiNameIdWithoutItsStringIsNotCachedForLaterChunks) {
+  ProtoTraceWriter w;
+  for (int chunk = 0; chunk < 2; ++chunk) {
+    Chunk c;
+    c.set_sequence(static_cast<uint64_t>(chunk));
+    c.set_time_base_ns(1000000000);
+    if (chunk == 1) {
+      InternedString* s = c.add_strings();
+      s->set_id(1);
+      s->set_value("cuLaunchKernel");
+    }
+    ApiCall* a = c.add_api_calls();
+    a->set_start(1000000000 + chunk * 1000);
+    a->set_duration(100);
+    a->set_name(1);
+    a->set_thread_id(77);
+    a->set_correlation(5 + chunk);
+    Kernel* k = c.add_kernels();
+    k->set_start(1000000500 + chunk * 1000);
+    k->set_duration(50);
+    k->set_correlation(5 + chunk);
+    w.Add(c);
+  }
+  std::string trace = WriteTemp("api_unknown.kptrace", w.bytes());
+  std::string dir = TempDir("api_unknown_csv");
+  ASSERT_EQ(Convert({trace, "--to", "csv", "-o", dir, "--no-progress"}), 0);
+  auto t = LoadTables(dir);
+  ASSERT_EQ(t["api"].size(), 3u);
+  EXPECT_EQ(Col(t["api"], 1, "name"), "<unknown string 1>");
+  EXPECT_EQ(Col(t["api"], 2, "name"), "cuLaunchKernel");
+  ASSERT_EQ(t["kernels"].size(), 3u);
+  EXPECT_EQ(Col(t["kernels"], 1, "launch_api"), "<unknown string 1>");
+  EXPECT_EQ(Col(t["kernels"], 2, "launch_api"), "cuLaunchKernel");
+}
+
 TEST(CsvExporter, GoldenDiffOnFixedTrace) {
   std::string trace = WriteTemp("golden.kptrace", BuildFixedTrace());
   std::string dir = TempDir("golden_csv");

@@ -294,6 +294,7 @@ class CsvExporter final : public Exporter {
     api_names_.clear();
     api_index_flat_.clear();
     api_index_.clear();
+    unknown_api_index_.clear();
     ProcessRow row;
     row.path = reader.path();
     const Header* h = reader.header();
@@ -392,47 +393,74 @@ class CsvExporter final : public Exporter {
   }
 
   void WriteApi(TraceReader& reader, const ApiCall& a) {
-    const uint32_t idx = ApiNameIndex(reader, a.name());
+    // A name the chunk has is quoted once per file (its id names one string in every chunk of
+    // the file); a damaged trace's id without its string is resolved (and counted) per row.
+    const bool known = reader.HasStr(a.name());
+    const uint32_t idx = known ? KnownApiName(reader, a.name(), a.correlation() != 0) : 0;
+    const std::string_view name = idx == 0 ? reader.Str(a.name()) : std::string_view();
     api_.Raw(file_pid_);
     api_.U(a.thread_id());
     Times(api_, a.start(), a.duration());
     if (idx != 0) {
       api_.Raw(api_names_[idx - 1]);
     } else {
-      api_.Str(reader.Str(a.name()));
+      api_.Str(name);
     }
     api_.Raw(ApiDomainName(a.domain()));  // a fixed word: nothing to quote
     api_.U(a.cbid());
     api_.I(a.correlation());
     api_.I(a.return_value());
     api_.EndRow();
-    if (a.correlation() == 0 || idx == 0) return;
+    if (a.correlation() == 0) return;
+    const uint32_t launch = known ? idx : UnknownApiName(a.name(), name);
+    if (launch == 0) return;  // past kMaxApiNames names: stop joining rather than grow
     LaunchEntry& e =
         launches_[static_cast<uint64_t>(a.correlation()) & (kCorrelationCacheSize - 1)];
     e.correlation = static_cast<uint64_t>(a.correlation());
-    e.name_index = idx;
+    e.name_index = launch;
     e.thread_id = a.thread_id();
   }
 
-  // 1 + the index in api_names_ of the CSV field text of string `id` of the file being
-  // converted (its ids name one string each), made on its first use; 0 once the file has had
-  // kMaxApiNames names (a damaged trace with endless names: its rows quote the name each time
-  // and its launches are not joined).
-  uint32_t ApiNameIndex(TraceReader& reader, uint32_t id) {
-    uint32_t* slot;
+  // 1 + the index in api_names_ of string `id`'s CSV field text, made on first use (when
+  // `may_add`: names are kept for launch calls only); 0 if not there and not added, or once the
+  // file has had kMaxApiNames names.
+  uint32_t KnownApiName(TraceReader& reader, uint32_t id, bool may_add) {
+    uint32_t* slot = nullptr;
     if (id < kFlatApiIds) {
       if (id >= api_index_flat_.size()) api_index_flat_.resize(id + 1, 0);
       slot = &api_index_flat_[id];
-    } else {
-      slot = &api_index_[id];
+      if (*slot != 0) return *slot;
+    } else if (auto it = api_index_.find(id); it != api_index_.end()) {
+      return it->second;
     }
-    if (*slot == 0 && api_names_.size() < kMaxApiNames) {
-      CsvFile field;
-      field.Str(reader.Str(id));
-      api_names_.emplace_back(field.Written());
-      *slot = static_cast<uint32_t>(api_names_.size());
+    const uint32_t idx = AddApiName(reader.Str(id), may_add);
+    if (idx != 0) {
+      if (slot != nullptr) {
+        *slot = idx;
+      } else {
+        api_index_.emplace(id, idx);
+      }
     }
-    return *slot;
+    return idx;
+  }
+  // The same for an id its chunk lacked ("<unknown string N>"): kept while the text matches.
+  uint32_t UnknownApiName(uint32_t id, std::string_view name) {
+    CsvFile field;
+    field.Str(name);
+    auto it = unknown_api_index_.find(id);
+    if (it != unknown_api_index_.end() && api_names_[it->second - 1] == field.Written()) {
+      return it->second;
+    }
+    const uint32_t idx = AddApiName(name, true);
+    if (idx != 0) unknown_api_index_[id] = idx;
+    return idx;
+  }
+  uint32_t AddApiName(std::string_view name, bool may_add) {
+    if (!may_add || api_names_.size() >= kMaxApiNames) return 0;
+    CsvFile field;
+    field.Str(name);
+    api_names_.emplace_back(field.Written());
+    return static_cast<uint32_t>(api_names_.size());
   }
 
   void WriteKernel(TraceReader& reader, const Kernel& k) {
@@ -752,7 +780,8 @@ class CsvExporter final : public Exporter {
   ShapeTextCache shape_fields_;           // of the file being converted
   std::vector<std::string> api_names_;    // API call names as CSV fields, of the file
   std::vector<uint32_t> api_index_flat_;  // string id -> api_names_ index + 1 (small ids)
-  std::unordered_map<uint32_t, uint32_t> api_index_;  // the same for larger ids
+  std::unordered_map<uint32_t, uint32_t> api_index_;          // the same for larger ids
+  std::unordered_map<uint32_t, uint32_t> unknown_api_index_;  // ids a chunk lacked
   std::vector<ProcessRow> processes_;
   std::map<std::pair<int, uint32_t>, Device> devices_;
   std::map<std::pair<int, uint32_t>, std::vector<std::string>> metric_configs_;

@@ -206,7 +206,8 @@ class Proto {
   }
   // The end of a slice: a whole packet {sequence id, timestamp, track_event {type, track}}. It
   // refers to no interned data, so it carries no sequence flags; its lengths are one byte each
-  // (the packet's body is at most 2 x 15 + 32 bytes).
+  // (the packet's body is at most 6 + 11 + 2 + 2 + 11 = 32 bytes: a 32-bit sequence id's field,
+  // the timestamp's, the event's tag and length, its type, its track's field).
   void SliceEndPacket(const EncodedField& seq, uint64_t ts, const EncodedField& track) {
     static_assert(kTracePacket < 16 && kPktTrackEvent < 16 && kTeType < 16, "one-byte tags");
     uint8_t* base = Reserved(4 * EncodedField::kCopyBytes);

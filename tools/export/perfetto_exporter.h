@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,15 +30,20 @@
 
 namespace kp {
 
-// A field the Perfetto exporter writes again and again with one value (a sequence id and its flags,
-// a track's uuid): encoded once, then copied with one fixed-size store.
+// Fields the Perfetto exporter writes again and again with one value (a sequence id with its
+// flags, a track's uuid): encoded once, then copied with one fixed-size store. Append adds a
+// varint field; what is appended must fit kCopyBytes (a one-byte tag and a 64-bit value take
+// 11 bytes, a sequence id below 2^32 with its flags 8).
 struct EncodedField {
-  static constexpr size_t kCopyBytes = 16;  // >= the longest field (5-byte tag + 10-byte value)
+  static constexpr size_t kCopyBytes = 16;
   uint8_t size = 0;
   uint8_t bytes[kCopyBytes] = {};
   void Append(uint32_t field, uint64_t v) {
-    wire::WireWriter w(bytes + size);
+    uint8_t encoded[wire::kMaxScalarFieldBytes];
+    wire::WireWriter w(encoded);
     w.UintAlways(field, v);
+    if (size + w.size() > kCopyBytes) std::abort();  // a caller's mistake, never the data's
+    std::memcpy(bytes + size, encoded, w.size());
     size = static_cast<uint8_t>(size + w.size());
   }
 };

@@ -60,7 +60,7 @@ uint32_t LaneSet::Place(uint64_t start, uint64_t end) {
 
 namespace {
 
-// Sorts by (track, StartOrder). A chunk holds few tracks (streams, threads), and each track's
+// Sorts by (track, SliceStartOrder). A chunk holds few tracks (streams, threads), and each track's
 // records of one kind mostly arrive in time order (common/sort_runs.h): each kind is sorted on
 // its own, then a track's kinds are merged.
 void SortSlices(std::vector<LaidOutSlice>* slices, std::vector<LaidOutSlice>* scratch) {
@@ -129,18 +129,24 @@ std::vector<LaidOutSlice>& SliceGroups::Group(uint64_t track, SliceKind kind) {
   if (last_ < used_ && groups_[last_].track == track && groups_[last_].kind == kind) {
     return groups_[last_].slices;
   }
+  // A group's home slot: (track, kind) mixed by one multiplication, its top bits.
+  auto home = [this](uint64_t t, SliceKind k) {
+    return static_cast<size_t>(((t ^ (static_cast<uint64_t>(k) << 56)) * 0x9e3779b97f4a7c15ull) >>
+                               slot_shift_);
+  };
   if (2 * (used_ + 1) > slots_.size()) {  // at most half full: grow and re-file the groups
     slots_.assign(std::max<size_t>(64, 2 * slots_.size()), 0);
+    slot_shift_ = 64;
+    for (size_t n = slots_.size(); n > 1; n >>= 1) --slot_shift_;
     const size_t mask = slots_.size() - 1;
     for (size_t g = 0; g < used_; ++g) {
-      size_t h =
-          (groups_[g].track * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(groups_[g].kind)) >> 20;
+      size_t h = home(groups_[g].track, groups_[g].kind);
       while (slots_[h & mask] != 0) ++h;
       slots_[h & mask] = static_cast<uint32_t>(g + 1);
     }
   }
   const size_t mask = slots_.size() - 1;
-  size_t h = (track * 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(kind)) >> 20;
+  size_t h = home(track, kind);
   for (;; ++h) {
     const uint32_t slot = slots_[h & mask];
     if (slot == 0) break;

@@ -90,10 +90,12 @@ struct SliceStartOrder {
 };
 
 // The slices of a chunk grouped by (track, kind) as they are collected, so that no pass over
-// the whole chunk is needed to group them: each group is then put in StartOrder on its own
+// the whole chunk is needed to group them: each group is then put in SliceStartOrder on its own
 // (its records mostly arrive in order, common/sort_runs.h), and Merge writes each track's
 // groups out merged, tracks in ascending order and a track's kinds in SliceKind order on ties
-// (the order a stable sort by (track, StartOrder) of the kinds' lists gives).
+// (the order a stable sort by (track, SliceStartOrder) of the kinds' lists gives; SortGroupedRuns,
+// which the timelines used before, gives the same up to 256 groups per chunk and past them sorts
+// the whole chunk with std::sort, which may order slices with equal times differently).
 class SliceGroups {
  public:
   void Clear();
@@ -114,6 +116,7 @@ class SliceGroups {
   std::vector<Entry> groups_;  // the first `used_` are this chunk's; the rest keep capacity
   size_t used_ = 0;
   std::vector<uint32_t> slots_;  // open addressing: group index + 1, 0 = empty
+  int slot_shift_ = 64;          // 64 - log2(slots_.size())
   size_t last_ = 0;              // the group found last (records of one track come in runs)
   std::vector<uint32_t> order_;  // groups by (track, kind)
 };
@@ -138,7 +141,8 @@ inline void SliceGroups::Merge(std::vector<LaidOutSlice>* out, BeginTrack begin_
         place(out->back());
       }
     } else {
-      // A stable merge of the track's kinds: the lowest head in StartOrder, the first kind on ties.
+      // A stable merge of the track's kinds: the lowest head in SliceStartOrder, the first kind
+      // on ties.
       const LaidOutSlice* head[kMaxKinds];
       const LaidOutSlice* end[kMaxKinds];
       size_t k = 0;

@@ -3,6 +3,7 @@
 #include <climits>
 #include <cstring>
 
+#include "common/proto_wire.h"
 #include "tools/reader/chunk_budget.h"
 
 namespace kp {
@@ -115,28 +116,21 @@ class SpanColumn {
   const uint8_t* p_;
 };
 
-inline int64_t ZigZag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
-
-// The list the rows of a table go to: with a pool and no row-form records, the pool's objects
-// (holding earlier records) are swapped in; Row(i) is then the i-th row's object, Trim drops
-// the objects past the last row.
+// The list the rows of a table go to: `stale` (ColumnSpans::stale_*) when it holds the records
+// of the chunk decoded before, whose objects then take the rows (Row(i) is the i-th row's
+// object); Trim drops the objects past the last row.
 template <typename R>
 class RowList {
  public:
-  RowList(google::protobuf::RepeatedPtrField<R>* rows, google::protobuf::RepeatedPtrField<R>* pool,
-          uint32_t count)
-      : rows_(rows) {
-    if (pool != nullptr && rows->empty()) {
-      rows->Swap(pool);
-      reusable_ = rows->size();
-    }
+  RowList(google::protobuf::RepeatedPtrField<R>* rows, bool stale, uint32_t count)
+      : rows_(rows), reusable_(stale ? rows->size() : 0) {
     rows->Reserve(rows->size() - reusable_ + static_cast<int>(count));
   }
   R* Row(uint32_t i) {
     return static_cast<int>(i) < reusable_ ? rows_->Mutable(static_cast<int>(i)) : rows_->Add();
   }
   void Trim(uint32_t count) {
-    while (rows_->size() > static_cast<int>(count) && reusable_ > static_cast<int>(count)) {
+    while (reusable_ > static_cast<int>(count)) {
       rows_->RemoveLast();
       --reusable_;
     }
@@ -144,10 +138,10 @@ class RowList {
 
  private:
   google::protobuf::RepeatedPtrField<R>* rows_;
-  int reusable_ = 0;
+  int reusable_;
 };
 
-bool KernelsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* deltas, RowPool* pool) {
+bool KernelsFromSpans(const ColumnSpans::Table& t, bool stale, Chunk* chunk, RowDeltas* deltas) {
   using K = KernelColumns;
   SpanColumn start(t, K::kStartFieldNumber), duration(t, K::kDurationFieldNumber),
       shape(t, K::kShapeFieldNumber), stream(t, K::kStreamFieldNumber),
@@ -156,15 +150,14 @@ bool KernelsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* delt
       graph_node_id(t, K::kGraphNodeIdFieldNumber), flags(t, K::kFlagsFieldNumber),
       launch_type(t, K::kLaunchTypeFieldNumber), channel(t, K::kChannelFieldNumber);
   bool ok = true;
-  RowList<Kernel> rows(chunk->mutable_kernels(), pool != nullptr ? &pool->kernels : nullptr,
-                       t.count);
+  RowList<Kernel> rows(chunk->mutable_kernels(), stale, t.count);
   for (uint32_t i = 0; i < t.count; ++i) {
     Kernel* r = rows.Row(i);  // every field is set below
-    r->set_start(ZigZag(start.Next(&ok)));
-    r->set_duration(ZigZag(duration.Next(&ok)));
+    r->set_start(wire::UnZigZag(start.Next(&ok)));
+    r->set_duration(wire::UnZigZag(duration.Next(&ok)));
     r->set_shape(static_cast<uint32_t>(shape.Next(&ok)));
     r->set_stream(static_cast<uint32_t>(stream.Next(&ok)));
-    r->set_correlation(ZigZag(correlation.Next(&ok)));
+    r->set_correlation(wire::UnZigZag(correlation.Next(&ok)));
     r->set_context(static_cast<uint32_t>(context.Next(&ok)));
     r->set_device(static_cast<uint32_t>(device.Next(&ok)));
     r->set_graph_id(static_cast<uint32_t>(graph_id.Next(&ok)));
@@ -178,25 +171,23 @@ bool KernelsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* delt
   return ok;
 }
 
-bool ApiCallsFromSpans(const ColumnSpans::Table& t, Chunk* chunk, RowDeltas* deltas,
-                       RowPool* pool) {
+bool ApiCallsFromSpans(const ColumnSpans::Table& t, bool stale, Chunk* chunk, RowDeltas* deltas) {
   using A = ApiCallColumns;
   SpanColumn start(t, A::kStartFieldNumber), duration(t, A::kDurationFieldNumber),
       name(t, A::kNameFieldNumber), domain(t, A::kDomainFieldNumber), cbid(t, A::kCbidFieldNumber),
       thread_id(t, A::kThreadIdFieldNumber), correlation(t, A::kCorrelationFieldNumber),
       return_value(t, A::kReturnValueFieldNumber);
   bool ok = true;
-  RowList<ApiCall> rows(chunk->mutable_api_calls(), pool != nullptr ? &pool->api_calls : nullptr,
-                        t.count);
+  RowList<ApiCall> rows(chunk->mutable_api_calls(), stale, t.count);
   for (uint32_t i = 0; i < t.count; ++i) {
     ApiCall* r = rows.Row(i);  // every field is set below
-    r->set_start(ZigZag(start.Next(&ok)));
-    r->set_duration(ZigZag(duration.Next(&ok)));
+    r->set_start(wire::UnZigZag(start.Next(&ok)));
+    r->set_duration(wire::UnZigZag(duration.Next(&ok)));
     r->set_name(static_cast<uint32_t>(name.Next(&ok)));
     r->set_domain(static_cast<ApiDomain>(static_cast<int32_t>(domain.Next(&ok))));
     r->set_cbid(static_cast<uint32_t>(cbid.Next(&ok)));
     r->set_thread_id(static_cast<uint32_t>(thread_id.Next(&ok)));
-    r->set_correlation(ZigZag(correlation.Next(&ok)));
+    r->set_correlation(wire::UnZigZag(correlation.Next(&ok)));
     r->set_return_value(static_cast<int32_t>(return_value.Next(&ok)));
     if (deltas != nullptr) deltas->Undo(r);
   }
@@ -262,11 +253,14 @@ void ApiCallsFromMessage(const ApiCallColumns& a, Chunk* chunk, RowDeltas* delta
 }  // namespace
 
 ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kernel_deltas,
-                            RowDeltas* api_deltas, const ColumnSpans* spans, RowPool* pool) {
+                            RowDeltas* api_deltas, const ColumnSpans* spans) {
   const ColumnSpans::Table* ks =
       spans != nullptr && spans->kernels.present ? &spans->kernels : nullptr;
   const ColumnSpans::Table* as =
       spans != nullptr && spans->api_calls.present ? &spans->api_calls : nullptr;
+  // Stale records that no column rows will overwrite are cleared first.
+  if (spans != nullptr && spans->stale_kernels && ks == nullptr) chunk->clear_kernels();
+  if (spans != nullptr && spans->stale_api_calls && as == nullptr) chunk->clear_api_calls();
   const bool kernels = ks != nullptr || chunk->has_kernel_columns();
   const bool apis = as != nullptr || chunk->has_api_call_columns();
   if (!kernels && !apis) return ColumnsResult::kOk;
@@ -284,12 +278,16 @@ ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kerne
   if (cost > budget_left) return ColumnsResult::kOverBudget;
 
   if (ks != nullptr) {
-    if (!KernelsFromSpans(*ks, chunk, kernel_deltas, pool)) return ColumnsResult::kMalformed;
+    if (!KernelsFromSpans(*ks, spans->stale_kernels, chunk, kernel_deltas)) {
+      return ColumnsResult::kMalformed;
+    }
   } else {
     KernelsFromMessage(k, chunk, kernel_deltas);
   }
   if (as != nullptr) {
-    if (!ApiCallsFromSpans(*as, chunk, api_deltas, pool)) return ColumnsResult::kMalformed;
+    if (!ApiCallsFromSpans(*as, spans->stale_api_calls, chunk, api_deltas)) {
+      return ColumnsResult::kMalformed;
+    }
   } else {
     ApiCallsFromMessage(a, chunk, api_deltas);
   }

@@ -20,7 +20,7 @@ enum class ColumnsResult { kOk, kMalformed, kOverBudget };
 // message has the form writers give it -- `count` and at most one packed run per column --
 // and leaves any other form to libprotobuf, in the chunk's column fields.
 struct ColumnSpans {
-  static constexpr int kMaxColumn = 14;  // the columns are fields 1..12 (kernels), 1..8 (API)
+  static constexpr int kMaxColumn = 12;  // the kernels' columns are fields 1..12, the API's 1..8
   struct Table {
     bool present = false;
     uint8_t* field = nullptr;  // the message's length in the chunk (past its tag)
@@ -29,21 +29,11 @@ struct ColumnSpans {
     std::array<const uint8_t*, kMaxColumn + 1> end{};
   };
   Table kernels, api_calls;
-};
-
-// Records of earlier chunks kept for their objects: rows read from spans set every field, so
-// an object that held an earlier record can take a new one without being cleared first (most
-// of what clearing a chunk costs). The reader moves a chunk's kernels and API calls here before
-// it decodes the next chunk into the same object.
-struct RowPool {
-  google::protobuf::RepeatedPtrField<Kernel> kernels;
-  google::protobuf::RepeatedPtrField<ApiCall> api_calls;
-  // Moves `chunk`'s kernels and API calls into the pool as they are (the pool's own, if it
-  // still holds any, go back to the chunk, which clears them).
-  void Take(Chunk* chunk) {
-    kernels.Swap(chunk->mutable_kernels());
-    api_calls.Swap(chunk->mutable_api_calls());
-  }
+  // The chunk's kernels (API calls) are still the records of the chunk decoded before into the
+  // same object, kept uncleared: ExpandColumns overwrites them with this chunk's column rows
+  // (every field is set) or clears them. Clearing every record object of every chunk was most
+  // of what clearing a chunk cost.
+  bool stale_kernels = false, stale_api_calls = false;
 };
 
 // Scans the body of a column message whose columns are fields 1..`columns`: true, with *t
@@ -62,14 +52,14 @@ bool ScanColumnTable(const uint8_t* body, size_t n, int columns, ColumnSpans::Ta
 // states carry on from the chunk's row-form records, undone before); without, rows keep their
 // coded values (a writer's MoveToColumns).
 //
-// With `spans`, a table present there is read from its spans (the chunk's bytes, which must
-// still be alive) instead of the chunk's column field; a column whose values are cut short, or
-// longer than 10 bytes, is kMalformed, as libprotobuf's parse of it would fail. With `pool`
-// too, rows read from spans into a list that has no row-form records take the pool's objects
-// first.
+// With `spans` (from DecodeChunk), a table present there is read from its spans (the chunk's
+// bytes, which must still be alive) instead of the chunk's column field, into the stale records
+// the chunk still holds where it has them (ColumnSpans::stale_*), which are cleared otherwise;
+// a column whose values are cut short, or longer than 10 bytes, is kMalformed, as libprotobuf's
+// parse of it would fail. (Such a column in a chunk that is also over budget is kOverBudget:
+// the values are read after the budget check.)
 ColumnsResult ExpandColumns(Chunk* chunk, uint64_t budget_left, RowDeltas* kernel_deltas = nullptr,
-                            RowDeltas* api_deltas = nullptr, const ColumnSpans* spans = nullptr,
-                            RowPool* pool = nullptr);
+                            RowDeltas* api_deltas = nullptr, const ColumnSpans* spans = nullptr);
 
 // The inverse, as the injector writes version 3: moves the chunk's kernels and API calls (after
 // any rows already in its columns) into `kernel_columns` and `api_call_columns`, leaving out

@@ -626,17 +626,17 @@ int ColumnCount(uint64_t number) {
 }
 
 // A column table met again after its first message was left in spans: libprotobuf merges the
-// two, so the first goes to it too (charged as it would be), and the spans are dropped.
+// two, so the first goes to it too (already charged when it was left in spans), and the spans
+// are dropped.
 bool ParseSpannedTable(ChunkBudget& b, uint64_t tag, ColumnSpans::Table* t, const uint8_t* end,
                        Chunk* c) {
-  const Types& ty = TheTypes();
-  uint8_t* p = t->field;
-  if (!b.Field(ty.chunk, tag, &p, end, 0)) return false;
   uint8_t* at = t->field;
   uint64_t len;
   ReadWireVarint(&at, end, &len);
   *t = ColumnSpans::Table{};
-  if (!ParseMessageField(ty.desc[tag >> 3], at, static_cast<size_t>(len), c)) return b.Malformed();
+  if (!ParseMessageField(TheTypes().desc[tag >> 3], at, static_cast<size_t>(len), c)) {
+    return b.Malformed();
+  }
   return true;
 }
 
@@ -685,8 +685,22 @@ ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk
   const Types& ty = TheTypes();
   ChunkScanResult r;
   ChunkBudget b(budget_bytes, &r);
-  chunk->Clear();
-  if (spans != nullptr) *spans = ColumnSpans{};
+  if (spans != nullptr) {
+    // The kernels and API calls of the chunk decoded before are kept, uncleared: the column
+    // rows of this one overwrite them, or ExpandColumns or a row-form record clears them.
+    *spans = ColumnSpans{};
+    google::protobuf::RepeatedPtrField<Kernel> kernels;
+    google::protobuf::RepeatedPtrField<ApiCall> api_calls;
+    kernels.Swap(chunk->mutable_kernels());
+    api_calls.Swap(chunk->mutable_api_calls());
+    chunk->Clear();
+    chunk->mutable_kernels()->Swap(&kernels);
+    chunk->mutable_api_calls()->Swap(&api_calls);
+    spans->stale_kernels = !chunk->kernels().empty();
+    spans->stale_api_calls = !chunk->api_calls().empty();
+  } else {
+    chunk->Clear();
+  }
   if (!TopLevelFits(msg, msg + n, budget_bytes)) {
     r.over_budget = true;
     return r;
@@ -730,6 +744,14 @@ ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk
     if ((tag & 7) == kWireLength && IsDecodedHere(number)) {
       if (!take_body()) return r;
       if (!b.Add(ty.record_cost[number])) return r;
+      if (spans != nullptr && number == Chunk::kKernelsFieldNumber && spans->stale_kernels) {
+        chunk->clear_kernels();  // a row-form kernel: the last chunk's go
+        spans->stale_kernels = false;
+      }
+      if (spans != nullptr && number == Chunk::kApiCallsFieldNumber && spans->stale_api_calls) {
+        chunk->clear_api_calls();
+        spans->stale_api_calls = false;
+      }
       if (!DecodeRecord(b, number, body, body + len, chunk)) return r;
       continue;
     }
@@ -743,7 +765,9 @@ ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk
       if (!t->present && !parsed) {
         if (ScanColumnTable(body, len, ColumnCount(number), t)) {
           t->field = at;
-          if (!b.Add(ty.record_cost[number])) return r;
+          // Charged as libprotobuf's parse of it would be, so that the budget decides alike.
+          uint8_t* q = at;
+          if (!b.Field(ty.chunk, tag, &q, end, 0)) return r;
           continue;
         }
       } else if (t->present && !ParseSpannedTable(b, tag, t, end, chunk)) {
@@ -755,9 +779,9 @@ ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk
     // parsed from its bytes by libprotobuf, other fields are skipped.
     if (!b.Field(ty.chunk, tag, &p, end, 0)) return r;
     if ((tag & 7) == kWireLength && number < Types::kMaxChunkField && ty.field[number] != nullptr) {
-      uint64_t len;
-      ReadWireVarint(&at, end, &len);
-      if (!ParseMessageField(ty.desc[number], at, static_cast<size_t>(len), chunk)) {
+      uint64_t n;
+      ReadWireVarint(&at, end, &n);
+      if (!ParseMessageField(ty.desc[number], at, static_cast<size_t>(n), chunk)) {
         b.Malformed();
         return r;
       }

@@ -33,7 +33,10 @@ namespace kp {
 //
 // With `spans`, format version 3's column messages in the form writers give them are not
 // parsed: *spans says where their columns lie in msg (which ExpandColumns then reads, so msg
-// must outlive that), and only their objects are charged. Other forms go to libprotobuf.
+// must outlive that); they are charged as libprotobuf's parse of them would be. Other forms go
+// to libprotobuf. The chunk's kernels and API calls from the last decode into *chunk are then
+// kept uncleared unless a row-form record comes (ColumnSpans::stale_*): the caller must pass
+// `spans` to ExpandColumns, which overwrites or clears them.
 ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk* chunk,
                             ColumnSpans* spans = nullptr);
 

@@ -111,7 +111,6 @@ struct TraceReader::Impl {
   std::map<uint64_t, uint64_t> gaps;
   IdTable<std::string> strings;
   IdTable<KernelShape> shapes;
-  RowPool pool;  // objects of earlier chunks' kernels and API calls, reused uncleared
   // Backing store for "<unknown string N>", one node per id so that every view Str() returned
   // stays valid while the reader lives (a caller may hold two at once); at most
   // kMaxUnknownStrings ids, later ones share one text without the id.
@@ -343,7 +342,6 @@ bool TraceReader::Next(Chunk* chunk) {
       msg_size = n;
     }
     ColumnSpans spans;
-    im.pool.Take(chunk);  // the last chunk's rows: new column rows overwrite them (RowPool)
     const ChunkScanResult scan = DecodeChunk(msg, msg_size, DecodeBudget(msg_size), chunk, &spans);
     if (scan.over_budget) {
       ++stats_.chunks_over_budget;
@@ -362,14 +360,16 @@ bool TraceReader::Next(Chunk* chunk) {
     uint64_t early_negative_durations = 0;
     RowDeltas kernel_deltas(base, &early_negative_durations),
         api_deltas(base, &early_negative_durations);
+    // (A list still holding the last chunk's records, ColumnSpans::stale_*, has no row-form
+    // records of this chunk: ExpandColumns overwrites or clears it.)
     if (keyed) {
-      UndoKeyedDeltas(chunk->mutable_kernels(), &kernel_deltas);
-      UndoKeyedDeltas(chunk->mutable_api_calls(), &api_deltas);
+      if (!spans.stale_kernels) UndoKeyedDeltas(chunk->mutable_kernels(), &kernel_deltas);
+      if (!spans.stale_api_calls) UndoKeyedDeltas(chunk->mutable_api_calls(), &api_deltas);
     }
     const uint64_t budget = ColumnsDecodeBudget(msg_size);
     switch (ExpandColumns(chunk, budget - std::min(budget, scan.decoded_bytes),
-                          keyed ? &kernel_deltas : nullptr, keyed ? &api_deltas : nullptr, &spans,
-                          &im.pool)) {
+                          keyed ? &kernel_deltas : nullptr, keyed ? &api_deltas : nullptr,
+                          &spans)) {
       case ColumnsResult::kOk:
         break;
       case ColumnsResult::kOverBudget:
@@ -476,6 +476,8 @@ std::string_view TraceReader::Str(uint32_t id) {
   if (impl_->unknown.size() >= Impl::kMaxUnknownStrings) return "<unknown string>";
   return impl_->unknown.emplace(id, "<unknown string " + std::to_string(id) + ">").first->second;
 }
+
+bool TraceReader::HasStr(uint32_t id) const { return id == 0 || impl_->strings.Get(id) != nullptr; }
 
 const KernelShape* TraceReader::Shape(uint32_t id) {
   const KernelShape* s = impl_->shapes.Get(id);

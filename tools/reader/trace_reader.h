@@ -56,6 +56,9 @@ class TraceReader {
   // Resolve ids of the chunk last returned by Next(). Unknown ids are counted and come back as
   // "<unknown string N>" / nullptr.
   std::string_view Str(uint32_t id);
+  // Whether the last chunk read has string `id` (0, the empty string, always): Str(id) is then
+  // its text and counts nothing.
+  bool HasStr(uint32_t id) const;
   const KernelShape* Shape(uint32_t id);
 
   const std::string& path() const { return path_; }
