@@ -20,8 +20,7 @@ T At(const google::protobuf::RepeatedField<T>& column, uint32_t i) {
   return column.empty() ? T{0} : column.Get(static_cast<int>(i));
 }
 
-constexpr uint64_t kWireLength = 2;
-constexpr uint64_t kCountTag = (uint64_t{KernelColumns::kCountFieldNumber} << 3) | 0;
+constexpr uint64_t kCountTag = (uint64_t{KernelColumns::kCountFieldNumber} << 3) | wire::kVarint;
 static_assert(static_cast<int>(KernelColumns::kCountFieldNumber) ==
               static_cast<int>(ApiCallColumns::kCountFieldNumber));
 static_assert(KernelColumns::kChannelFieldNumber <= ColumnSpans::kMaxColumn &&
@@ -48,9 +47,9 @@ bool ScanColumnTable(const uint8_t* body, size_t n, int columns, ColumnSpans::Ta
       t->count = static_cast<uint32_t>(v);
       continue;
     }
-    if ((tag & 7) != kWireLength || number < 1 || number > static_cast<uint64_t>(columns) ||
-        (seen & (1u << number)) != 0 || !ReadWireVarint(&p, end, &v) ||
-        v > static_cast<uint64_t>(end - p)) {
+    if ((tag & 7) != wire::kLengthDelimited || number < 1 ||
+        number > static_cast<uint64_t>(columns) || (seen & (1u << number)) != 0 ||
+        !ReadWireVarint(&p, end, &v) || v > static_cast<uint64_t>(end - p)) {
       return false;
     }
     seen |= 1u << number;

@@ -779,9 +779,9 @@ ChunkScanResult DecodeChunk(uint8_t* msg, size_t n, uint64_t budget_bytes, Chunk
     // parsed from its bytes by libprotobuf, other fields are skipped.
     if (!b.Field(ty.chunk, tag, &p, end, 0)) return r;
     if ((tag & 7) == kWireLength && number < Types::kMaxChunkField && ty.field[number] != nullptr) {
-      uint64_t n;
-      ReadWireVarint(&at, end, &n);
-      if (!ParseMessageField(ty.desc[number], at, static_cast<size_t>(n), chunk)) {
+      uint64_t size;
+      ReadWireVarint(&at, end, &size);
+      if (!ParseMessageField(ty.desc[number], at, static_cast<size_t>(size), chunk)) {
         b.Malformed();
         return r;
       }
