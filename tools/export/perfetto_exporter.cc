@@ -496,22 +496,20 @@ uint32_t PerfettoExporter::InternStringValue(Process& p, std::string_view text) 
                 text);
 }
 
-uint32_t PerfettoExporter::CopyKindValue(Process& p, int kind) {
-  if (kind < 0 || kind >= static_cast<int>(std::size(p.copy_kind_value))) {
-    return InternStringValue(p, CopyKindName(kind));
-  }
-  uint32_t& iid = p.copy_kind_value[kind];
-  if (iid == 0) iid = InternStringValue(p, CopyKindName(kind));
+uint32_t PerfettoExporter::KindValue(Process& p, uint32_t* iids, size_t count, int kind,
+                                     const char* (*name)(int)) {
+  if (kind < 0 || static_cast<size_t>(kind) >= count) return InternStringValue(p, name(kind));
+  uint32_t& iid = iids[kind];
+  if (iid == 0) iid = InternStringValue(p, name(kind));
   return iid;
 }
 
+uint32_t PerfettoExporter::CopyKindValue(Process& p, int kind) {
+  return KindValue(p, p.copy_kind_value, std::size(p.copy_kind_value), kind, CopyKindName);
+}
+
 uint32_t PerfettoExporter::MemoryKindValue(Process& p, int kind) {
-  if (kind < 0 || kind >= static_cast<int>(std::size(p.memory_kind_value))) {
-    return InternStringValue(p, MemoryKindName(kind));
-  }
-  uint32_t& iid = p.memory_kind_value[kind];
-  if (iid == 0) iid = InternStringValue(p, MemoryKindName(kind));
-  return iid;
+  return KindValue(p, p.memory_kind_value, std::size(p.memory_kind_value), kind, MemoryKindName);
 }
 
 uint32_t PerfettoExporter::InternArg(Process& p, const std::string& name) {

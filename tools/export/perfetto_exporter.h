@@ -105,6 +105,8 @@ class PerfettoExporter final : public Exporter {
   // The interned values of a copy kind's and a memory kind's names (cached per kind).
   uint32_t CopyKindValue(Process& p, int kind);
   uint32_t MemoryKindValue(Process& p, int kind);
+  // Their shared cache: iids[kind] once interned; a kind past `count` is interned each time.
+  uint32_t KindValue(Process& p, uint32_t* iids, size_t count, int kind, const char* (*name)(int));
   // A kernel shape's KernelShapeArgs as encoded debug annotations, their string values
   // interned: made once per shape, copied into every launch of it.
   std::string_view KernelShapeAnnotations(Process& p, TraceReader& reader, uint32_t shape_id,
