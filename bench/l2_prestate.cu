@@ -30,6 +30,12 @@
 //                  reconfiguration)
 //   rdma_flush     cudaDeviceFlushGPUDirectRDMAWrites (to all devices)
 //   memop_flush    cuStreamBatchMemOp with CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES
+//   ce         the sweep buffer copied to pinned host memory by a copy engine (the dirty lines
+//              evicted and the L2 left full of clean lines, with no SM touching memory: the
+//              SMs' address translations stay as the program left them)
+//   ce_discard ce, then kp's discard of the sweep buffer's lines
+//   kp_tlb     kp, then one load per 64 KiB of the measured kernels' buffers (their address
+//              translations warm again, 1.5 MB of clean lines added)
 //
 // nvcc -arch=sm_90 -O2 -o l2_prestate l2_prestate.cu -lcuda
 // Usage: l2_prestate --prestate NAME [--reps R] (default 4) [--dirty same|other|alloc|read]
@@ -88,6 +94,14 @@ __global__ void prep_discard(char* p, uint64_t lines) {
   for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < lines;
        i += uint64_t{gridDim.x} * blockDim.x)
     asm volatile("discard.global.L2 [%0], 128;" ::"l"(p + 128 * i) : "memory");
+}
+
+__global__ void prep_touch(const char* p, uint64_t pages, unsigned* sink) {
+  unsigned x = 0;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < pages;
+       i += uint64_t{gridDim.x} * blockDim.x)
+    x ^= __ldcg(reinterpret_cast<const unsigned*>(p + (i << 16)));
+  if (x == 0x9e3779b9u) *sink = x;
 }
 
 // Every block discards every line (launched with one block per SM).
@@ -154,14 +168,14 @@ int main(int argc, char** argv) {
   const std::string known[] = {"none",       "idle",          "kp",        "kp_idle",
                                "rsweep",     "wsweep",        "kp2",       "kp_all",
                                "wsweep_all", "reset_persist", "set_limit", "rdma_flush",
-                               "memop_flush"};
+                               "memop_flush", "ce",            "ce_discard", "kp_tlb"};
   bool ok = false;
   for (const auto& k : known) ok = ok || prestate == k;
   if (!args_ok || !ok || reps < 1 ||
       (dirty != "same" && dirty != "other" && dirty != "alloc" && dirty != "read")) {
     std::fprintf(stderr,
                  "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all"
-                 "|reset_persist|set_limit|rdma_flush|memop_flush [--reps R] [--dirty "
+                 "|reset_persist|set_limit|rdma_flush|memop_flush|ce|ce_discard|kp_tlb [--reps R] [--dirty "
                  "same|other|alloc|read]\n");
     return 2;
   }
@@ -183,6 +197,8 @@ int main(int argc, char** argv) {
   CHECK(cudaMalloc(&partial, (grid + 1) * sizeof(float)));
   CHECK(cudaMalloc(&sink, 16));
   CHECK(cudaMemset(sbuf, 0, sbytes));
+  void* host = nullptr;
+  if (prestate == "ce" || prestate == "ce_discard") CHECK(cudaMallocHost(&host, sbytes));
   fill_small<<<grid, kThreads>>>(reinterpret_cast<float*>(rbuf), rbytes / 4);
   CHECK(cudaDeviceSynchronize());
 
@@ -191,7 +207,16 @@ int main(int argc, char** argv) {
     prep_discard<<<grid, kThreads>>>(reinterpret_cast<char*>(sbuf), sbytes / 128);
   };
   auto prepare = [&] {
-    if (prestate == "kp" || prestate == "kp_idle" || prestate == "kp2") kp_sweep();
+    if (prestate == "kp" || prestate == "kp_idle" || prestate == "kp2" || prestate == "kp_tlb")
+      kp_sweep();
+    if (prestate == "kp_tlb") {
+      prep_touch<<<grid, kThreads>>>(reinterpret_cast<const char*>(wbuf), wbytes >> 16, sink);
+      prep_touch<<<grid, kThreads>>>(reinterpret_cast<const char*>(rbuf), rbytes >> 16, sink);
+    }
+    if (prestate == "ce" || prestate == "ce_discard")
+      CHECK(cudaMemcpyAsync(host, sbuf, sbytes, cudaMemcpyDeviceToHost, nullptr));
+    if (prestate == "ce_discard")
+      prep_discard<<<grid, kThreads>>>(reinterpret_cast<char*>(sbuf), sbytes / 128);
     if (prestate == "kp2") kp_sweep();
     if (prestate == "rsweep") prep_read_sweep<<<grid, kThreads>>>(sbuf, sbytes / 16, sink);
     if (prestate == "wsweep") {
