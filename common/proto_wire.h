@@ -74,6 +74,15 @@ inline void PatchShortLength(uint8_t* p, size_t len) {
 class WireWriter {
  public:
   explicit WireWriter(uint8_t* out) : begin_(out), p_(out) {}
+  // The low 56 bits of v as eight 7-bit groups, one in the low bits of each byte (group 0 in
+  // the lowest byte), in three halvings: 28-bit halves into 32-bit lanes, 14-bit quarters into
+  // 16-bit lanes, 7-bit groups into bytes.
+  static uint64_t SpreadGroups(uint64_t v) {
+    uint64_t x = v & 0x00ffffffffffffffull;
+    x = (x & 0x000000000fffffffull) | ((x & 0x00fffffff0000000ull) << 4);
+    x = (x & 0x00003fff00003fffull) | ((x & 0x0fffc0000fffc000ull) << 2);
+    return (x & 0x007f007f007f007full) | ((x & 0x3f803f803f803f80ull) << 1);
+  }
 
   size_t size() const { return static_cast<size_t>(p_ - begin_); }
   uint8_t* data() const { return begin_; }
@@ -91,10 +100,7 @@ class WireWriter {
   static constexpr uint64_t kLongVarint = uint64_t{1} << 56;
   void RawLongVarint(uint64_t v) {
     static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the store puts group 0 first");
-    const uint64_t w = 0x8080808080808080ull | (v & 0x7f) | ((v << 1) & 0x7f00) |
-                       ((v << 2) & 0x7f0000) | ((v << 3) & 0x7f000000) | ((v << 4) & 0x7f00000000) |
-                       ((v << 5) & 0x7f0000000000) | ((v << 6) & 0x7f000000000000) |
-                       ((v << 7) & 0x7f00000000000000);
+    const uint64_t w = SpreadGroups(v) | 0x8080808080808080ull;
     std::memcpy(p_, &w, 8);
     p_ += 8;
     v >>= 56;
@@ -103,6 +109,21 @@ class WireWriter {
       v >>= 7;
     }
     *p_++ = static_cast<uint8_t>(v);
+  }
+  // RawVarint for a caller that has room for eight bytes at the write position whatever the
+  // value: a value of 2 to 8 bytes (below 2^56) is made in one 8-byte store of which only its
+  // own bytes are kept (long arrow ids).
+  void RawVarintRoomFor8(uint64_t v) {
+    if (v < 0x80) {
+      *p_++ = static_cast<uint8_t>(v);
+      return;
+    }
+    if (v >= kLongVarint) return RawLongVarint(v);
+    const int bytes = (64 - __builtin_clzll(v) + 6) / 7;  // 2 .. 8
+    const uint64_t w = (SpreadGroups(v) | 0x8080808080808080ull) &
+                       ~(uint64_t{0x80} << (8 * (bytes - 1)));  // the last byte ends the value
+    std::memcpy(p_, &w, 8);
+    p_ += bytes;
   }
   void RawFixed32(uint32_t v) {
     for (int i = 0; i < 4; ++i) *p_++ = static_cast<uint8_t>(v >> (8 * i));

@@ -149,6 +149,7 @@ TEST(ProtoWireTest, VarintsOfEveryLengthMatchLibprotobufsBytes) {
   }
   for (uint64_t v = 0x0123456789abcdefull, i = 0; i < 64; ++i) {  // mixed bit patterns
     values.push_back(v);
+    values.push_back(v >> i);  // of every length
     v = v * 6364136223846793005ull + 1442695040888963407ull;
   }
   for (uint64_t v : values) {
@@ -163,6 +164,13 @@ TEST(ProtoWireTest, VarintsOfEveryLengthMatchLibprotobufsBytes) {
     ASSERT_EQ(std::string(reinterpret_cast<char*>(buf), w.size()), want) << v;
     EXPECT_EQ(w.size(), 1 + wire::VarintSize(v));
     EXPECT_EQ(buf[w.size()], 0xee) << v;  // nothing written past the varint
+    // The same value through the one-store writer (room for 8 bytes at any position).
+    uint8_t buf8[32];
+    std::memset(buf8, 0xee, sizeof buf8);
+    wire::WireWriter w8(buf8);
+    w8.Tag(9, wire::kVarint);
+    w8.RawVarintRoomFor8(v);
+    ASSERT_EQ(std::string(reinterpret_cast<char*>(buf8), w8.size()), want) << v;
   }
 }
 

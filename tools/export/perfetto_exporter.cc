@@ -178,28 +178,50 @@ class Proto {
     q[0] = OneByteTag(kTeLegacyEvent, wire::kLengthDelimited);
     q[2] = OneByteTag(kLeBindId, wire::kVarint);
     wire::WireWriter body(q + 3);
-    body.RawVarint(bind_id);
+    body.RawVarintRoomFor8(bind_id);  // reserved: 10 bytes, then the 2-byte tail
     uint8_t* tail = q + 3 + body.size();
     tail[0] = OneByteTag(kLeFlowDirection, wire::kVarint);
     tail[1] = static_cast<uint8_t>(direction);  // kFlowIn or kFlowOut
     q[1] = static_cast<uint8_t>(1 + body.size() + 2);
     b_->Advance(3 + body.size() + 2);
   }
-  // A packet's timestamp field (kPktTimestamp).
-  void Timestamp(uint64_t ts) {
-    uint8_t* q = Reserved(1 + wire::kMaxVarintBytes);
-    q[0] = OneByteTag(kPktTimestamp, wire::kVarint);
-    wire::WireWriter value(q + 1);
+  // An event packet's head in one write: the packet's tag and a two-byte length to patch
+  // (returned: where it goes), its sequence field (`seq`) and its timestamp.
+  size_t PacketHead(const EncodedField& seq, uint64_t ts) {
+    static_assert(kTracePacket < 16 && kPktTimestamp < 16, "one-byte tags");
+    uint8_t* q = Reserved(1 + wire::kShortLengthBytes + EncodedField::kCopyBytes + 1 +
+                          wire::kMaxVarintBytes);
+    q[0] = OneByteTag(kTracePacket, wire::kLengthDelimited);
+    const size_t length_at = b_->size() + 1;
+    std::memcpy(q + 1 + wire::kShortLengthBytes, seq.bytes, EncodedField::kCopyBytes);
+    uint8_t* t = q + 1 + wire::kShortLengthBytes + seq.size;
+    t[0] = OneByteTag(kPktTimestamp, wire::kVarint);
+    wire::WireWriter value(t + 1);
     value.RawVarint(ts);
-    b_->Advance(1 + value.size());
+    b_->Advance(static_cast<size_t>(t + 1 + value.size() - q));
+    return length_at;
   }
-  // A track event's type (one byte), then its track_uuid field.
-  void EventHead(uint32_t type, const EncodedField& track) {
-    uint8_t* q = Reserved(2 + EncodedField::kCopyBytes);
-    q[0] = OneByteTag(kTeType, wire::kVarint);
-    q[1] = static_cast<uint8_t>(type);  // kSliceBegin .. kCounter
-    std::memcpy(q + 2, track.bytes, EncodedField::kCopyBytes);
-    b_->Advance(2 + track.size);
+  // A track event's head in one write: its tag and a two-byte length to patch (returned: where
+  // it goes), its type, its track's field and, when not 0, its name_iid.
+  size_t TrackEventHead(uint32_t type, const EncodedField& track, uint32_t name_iid) {
+    static_assert(kPktTrackEvent < 16 && kTeType < 16 && kTeNameIid < 16, "one-byte tags");
+    uint8_t* q = Reserved(1 + wire::kShortLengthBytes + 2 + EncodedField::kCopyBytes + 1 +
+                          wire::kMaxVarintBytes);
+    q[0] = OneByteTag(kPktTrackEvent, wire::kLengthDelimited);
+    const size_t length_at = b_->size() + 1;
+    uint8_t* h = q + 1 + wire::kShortLengthBytes;
+    h[0] = OneByteTag(kTeType, wire::kVarint);
+    h[1] = static_cast<uint8_t>(type);  // kSliceBegin .. kCounter
+    std::memcpy(h + 2, track.bytes, EncodedField::kCopyBytes);
+    uint8_t* n = h + 2 + track.size;
+    if (name_iid != 0) {
+      n[0] = OneByteTag(kTeNameIid, wire::kVarint);
+      wire::WireWriter value(n + 1);
+      value.RawVarint(name_iid);
+      n += 1 + value.size();
+    }
+    b_->Advance(static_cast<size_t>(n - q));
+    return length_at;
   }
   static constexpr uint8_t OneByteTag(uint32_t field, wire::WireType type) {
     return static_cast<uint8_t>(field << 3 | type);
@@ -440,15 +462,13 @@ void PerfettoExporter::BeginFile(int file_index, TraceReader& reader) {
 // ---------------------------------------------------------------------------------------------
 // Event packets and interning
 
-void PerfettoExporter::BeginEventPacket(const Process& p, uint64_t ts) {
-  Proto w(&buf_);
-  packet_ = w.Begin(kTracePacket);
-  w.Field(p.event_sequence);
-  w.Timestamp(ts);
+[[gnu::always_inline]] inline void PerfettoExporter::BeginEventPacket(const Process& p,
+                                                                      uint64_t ts) {
+  packet_ = Proto(&buf_).PacketHead(p.event_sequence, ts);
   interned_ = 0;
 }
 
-const EncodedField& PerfettoExporter::TrackField(uint64_t uuid) {
+[[gnu::always_inline]] inline const EncodedField& PerfettoExporter::TrackField(uint64_t uuid) {
   if (track_field_.size == 0 || uuid != track_field_uuid_) {
     track_field_ = EncodedField();
     track_field_.Append(kTeTrackUuid, uuid);
@@ -538,22 +558,22 @@ std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReade
   });
 }
 
-void PerfettoExporter::BeginTrackEvent(uint32_t type, uint64_t track, uint32_t name_iid) {
+[[gnu::always_inline]] inline void PerfettoExporter::BeginTrackEvent(uint32_t type, uint64_t track,
+                                                                     uint32_t name_iid) {
   Proto w(&buf_);
   if (interned_ != 0) w.End(interned_);  // the packet's one interned_data ends here
   interned_ = 0;
-  event_ = w.Begin(kPktTrackEvent);
-  w.EventHead(type, TrackField(track));
-  if (name_iid != 0) w.UInt(kTeNameIid, name_iid);
+  event_ = w.TrackEventHead(type, TrackField(track), name_iid);
 }
 
-void PerfettoExporter::EndEventPacket() {
+[[gnu::always_inline]] inline void PerfettoExporter::EndEventPacket() {
   Proto w(&buf_);
   w.End(event_);
   w.End(packet_);
 }
 
-void PerfettoExporter::EndSlice(const Process& p, uint64_t ts, uint64_t track) {
+[[gnu::always_inline]] inline void PerfettoExporter::EndSlice(const Process& p, uint64_t ts,
+                                                              uint64_t track) {
   Proto(&buf_).SliceEndPacket(p.sequence, ts, TrackField(track));
 }
 
