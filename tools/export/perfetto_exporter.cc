@@ -157,7 +157,7 @@ class Proto {
     wire::PatchLength(reinterpret_cast<uint8_t*>(b_->At(pos)), length);
   }
   // One debug annotation {name_iid, one varint value} (several per event: the hottest write).
-  void VarintAnnotation(uint32_t iid, uint32_t value_field, uint64_t v) {
+  [[gnu::always_inline]] void VarintAnnotation(uint32_t iid, uint32_t value_field, uint64_t v) {
     if (iid >= 0x80 || value_field >= 16) {
       return TwoVarintMessage(kTeDebugAnnotations, kDaNameIid, iid, value_field, v);
     }
@@ -173,7 +173,7 @@ class Proto {
     b_->Advance(5 + value.size());
   }
   // A legacy (v1) flow step {bind_id, flow_direction} in a track event.
-  void FlowStep(uint64_t bind_id, uint32_t direction) {
+  [[gnu::always_inline]] void FlowStep(uint64_t bind_id, uint32_t direction) {
     uint8_t* q = Reserved(3 + wire::kMaxVarintBytes + 2);
     q[0] = OneByteTag(kTeLegacyEvent, wire::kLengthDelimited);
     q[2] = OneByteTag(kLeBindId, wire::kVarint);
