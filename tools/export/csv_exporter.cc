@@ -68,6 +68,11 @@ class CsvFile {
     char* p = buf_.Tail();
     if (!first_) *p++ = ',';
     first_ = false;
+    if (v < 10) {  // ids, flags and zeros: most of a row's integers
+      *p = static_cast<char>('0' + v);
+      buf_.Advance(static_cast<size_t>(p + 1 - buf_.Tail()));
+      return;
+    }
     buf_.Advance(static_cast<size_t>(digits_.Write(p, v) - buf_.Tail()));
   }
   void I(int64_t v) {
