@@ -1,9 +1,10 @@
 // kp_gen_trace: writes a synthetic but realistic trace through the injector's own TraceEncoder
 // and FileChunkWriter, with no GPU. Two uses:
-// - throughput: `kp_gen_trace --records N [--zstd LEVEL] -o FILE` encodes N records shaped like a
-//   PyTorch run (45% kernels with ~200 long templated names, 35% API calls, 5% memcpy, 2% memset,
-//   10% nested NVTX ranges, 3% syncs; 2 devices, 4 streams, 3 threads) and prints the encode
-//   rate, the file size and bytes per kernel record;
+// - throughput: `kp_gen_trace --records N [--zstd LEVEL] [--chunk-kb KB] -o FILE` encodes N
+//   records shaped like a PyTorch run (45% kernels with ~200 long templated names, 35% API calls,
+//   5% memcpy, 2% memset, 10% nested NVTX ranges, 3% syncs; 2 devices, 4 streams, 3 threads) and
+//   prints the encode rate, the file size and bytes per kernel record; --chunk-kb sets the
+//   encoder's chunk size (the injector's default: 4096);
 // - golden input: `kp_gen_trace --golden -o FILE` writes a small fixed trace (every record kind,
 //   metric ranges, a notice, two chunks) for the exporters' diff tests.
 // Both are deterministic: a fixed-seed generator and no clock in the data.
@@ -140,7 +141,7 @@ struct Totals {
 
 // The realistic mix. Records are produced in batches (like CUPTI buffers) and only the
 // encoder calls are timed.
-int RunThroughput(uint64_t n, int zstd_level, const std::string& path) {
+int RunThroughput(uint64_t n, int zstd_level, uint64_t chunk_kb, const std::string& path) {
   StatusOr<std::unique_ptr<FileChunkWriter>> opened = FileChunkWriter::Open(path, zstd_level);
   const std::string error = opened.status().message();
   std::unique_ptr<FileChunkWriter> writer = std::move(opened).value_or(nullptr);
@@ -148,7 +149,9 @@ int RunThroughput(uint64_t n, int zstd_level, const std::string& path) {
     std::fprintf(stderr, "%s\n", error.c_str());
     return 1;
   }
-  TraceEncoder enc(writer.get(), TraceEncoder::Options());
+  TraceEncoder::Options options;
+  if (chunk_kb != 0) options.chunk_target_bytes = chunk_kb << 10;
+  TraceEncoder enc(writer.get(), options);
   HeaderInfo header;
   FillHeader(&header, path, false);
   enc.SetHeader(header);
@@ -552,9 +555,10 @@ int RunGolden(int zstd_level, const std::string& path) {
 
 int Usage() {
   std::fprintf(stderr,
-               "usage: kp_gen_trace --records N [--zstd LEVEL] -o FILE\n"
+               "usage: kp_gen_trace --records N [--zstd LEVEL] [--chunk-kb KB] -o FILE\n"
                "       kp_gen_trace --golden [--zstd LEVEL] -o FILE\n"
-               "LEVEL 0 stores chunks raw; default 3 (kp's default).\n");
+               "LEVEL 0 stores chunks raw; default 3 (kp's default). KB: the encoder's chunk\n"
+               "size, 64 to 65536 (default 4096, kp's).\n");
   return 2;
 }
 
@@ -564,6 +568,7 @@ int Usage() {
 int main(int argc, char** argv) {
   uint64_t records = 0;
   int level = 3;
+  uint64_t chunk_kb = 0;
   bool golden = false;
   std::string out;
   for (int i = 1; i < argc; ++i) {
@@ -583,6 +588,10 @@ int main(int argc, char** argv) {
       long l = std::strtol(v, &end, 10);
       if (*end != '\0' || l < 0 || l > 19) return kp::Usage();
       level = static_cast<int>(l);
+    } else if (a == "--chunk-kb" && value(&v)) {
+      char* end = nullptr;
+      chunk_kb = std::strtoull(v, &end, 10);
+      if (*end != '\0' || chunk_kb < 64 || chunk_kb > 65536) return kp::Usage();
     } else if (a == "-o" && value(&v)) {
       out = v;
     } else if (a == "--golden") {
@@ -591,6 +600,6 @@ int main(int argc, char** argv) {
       return kp::Usage();
     }
   }
-  if (out.empty() || (golden == (records != 0))) return kp::Usage();
-  return golden ? kp::RunGolden(level, out) : kp::RunThroughput(records, level, out);
+  if (out.empty() || (golden == (records != 0)) || (golden && chunk_kb != 0)) return kp::Usage();
+  return golden ? kp::RunGolden(level, out) : kp::RunThroughput(records, level, chunk_kb, out);
 }

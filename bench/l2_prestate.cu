@@ -30,12 +30,12 @@
 //                  reconfiguration)
 //   rdma_flush     cudaDeviceFlushGPUDirectRDMAWrites (to all devices)
 //   memop_flush    cuStreamBatchMemOp with CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES
-//   ce         the sweep buffer copied to pinned host memory by a copy engine (the dirty lines
-//              evicted and the L2 left full of clean lines, with no SM touching memory: the
-//              SMs' address translations stay as the program left them)
+//   ce         the sweep buffer copied to pinned host memory by a copy engine, no SM touching
+//              memory (whether a copy engine's reads evict the dirty lines as the SMs' do;
+//              on the H200 they do not: bench/results/l2_probes_h200.md, probe G)
 //   ce_discard ce, then kp's discard of the sweep buffer's lines
 //   kp_tlb     kp, then one load per 64 KiB of the measured kernels' buffers (their address
-//              translations warm again, 1.5 MB of clean lines added)
+//              translations warm again; 12,288 sectors, 384 KiB, read into the L2)
 //
 // nvcc -arch=sm_90 -O2 -o l2_prestate l2_prestate.cu -lcuda
 // Usage: l2_prestate --prestate NAME [--reps R] (default 4) [--dirty same|other|alloc|read]
@@ -165,18 +165,19 @@ int main(int argc, char** argv) {
       args_ok = false;
     }
   }
-  const std::string known[] = {"none",       "idle",          "kp",        "kp_idle",
-                               "rsweep",     "wsweep",        "kp2",       "kp_all",
-                               "wsweep_all", "reset_persist", "set_limit", "rdma_flush",
-                               "memop_flush", "ce",            "ce_discard", "kp_tlb"};
+  const std::string known[] = {
+      "none",        "idle",   "kp",         "kp_idle",       "rsweep",    "wsweep",
+      "kp2",         "kp_all", "wsweep_all", "reset_persist", "set_limit", "rdma_flush",
+      "memop_flush", "ce",     "ce_discard", "kp_tlb"};
   bool ok = false;
   for (const auto& k : known) ok = ok || prestate == k;
   if (!args_ok || !ok || reps < 1 ||
       (dirty != "same" && dirty != "other" && dirty != "alloc" && dirty != "read")) {
-    std::fprintf(stderr,
-                 "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all"
-                 "|reset_persist|set_limit|rdma_flush|memop_flush|ce|ce_discard|kp_tlb [--reps R] [--dirty "
-                 "same|other|alloc|read]\n");
+    std::fprintf(
+        stderr,
+        "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all"
+        "|reset_persist|set_limit|rdma_flush|memop_flush|ce|ce_discard|kp_tlb [--reps R] [--dirty "
+        "same|other|alloc|read]\n");
     return 2;
   }
   CHECK(cudaSetDevice(0));

@@ -74,16 +74,6 @@ inline void PatchShortLength(uint8_t* p, size_t len) {
 class WireWriter {
  public:
   explicit WireWriter(uint8_t* out) : begin_(out), p_(out) {}
-  // The low 56 bits of v as eight 7-bit groups, one in the low bits of each byte (group 0 in
-  // the lowest byte), in three halvings: 28-bit halves into 32-bit lanes, 14-bit quarters into
-  // 16-bit lanes, 7-bit groups into bytes.
-  static uint64_t SpreadGroups(uint64_t v) {
-    uint64_t x = v & 0x00ffffffffffffffull;
-    x = (x & 0x000000000fffffffull) | ((x & 0x00fffffff0000000ull) << 4);
-    x = (x & 0x00003fff00003fffull) | ((x & 0x0fffc0000fffc000ull) << 2);
-    return (x & 0x007f007f007f007full) | ((x & 0x3f803f803f803f80ull) << 1);
-  }
-
   size_t size() const { return static_cast<size_t>(p_ - begin_); }
   uint8_t* data() const { return begin_; }
 
@@ -96,6 +86,14 @@ class WireWriter {
     *p_++ = static_cast<uint8_t>(v);
   }
   void Tag(uint32_t field, WireType type) { RawVarint((uint64_t{field} << 3) | type); }
+  // The low 56 bits of v as eight 7-bit groups, one in the low bits of each byte (group 0 in
+  // the lowest byte), in three halvings: 28-bit halves into 32-bit lanes, 14-bit quarters into
+  // 16-bit lanes, 7-bit groups into bytes (bits 56-63 are left out by the first masks).
+  static uint64_t SpreadGroups(uint64_t v) {
+    uint64_t x = (v & 0x000000000fffffffull) | ((v & 0x00fffffff0000000ull) << 4);
+    x = (x & 0x00003fff00003fffull) | ((x & 0x0fffc0000fffc000ull) << 2);
+    return (x & 0x007f007f007f007full) | ((x & 0x3f803f803f803f80ull) << 1);
+  }
   // A varint of 9 or 10 bytes (timestamps, hashed ids): its first eight bytes in one store.
   static constexpr uint64_t kLongVarint = uint64_t{1} << 56;
   void RawLongVarint(uint64_t v) {
@@ -110,10 +108,10 @@ class WireWriter {
     }
     *p_++ = static_cast<uint8_t>(v);
   }
-  // RawVarint for a caller that has room for eight bytes at the write position whatever the
-  // value: a value of 2 to 8 bytes (below 2^56) is made in one 8-byte store of which only its
-  // own bytes are kept (long arrow ids).
-  void RawVarintRoomFor8(uint64_t v) {
+  // RawVarint for a caller that has room for kMaxVarintBytes at the write position whatever
+  // the value: a value of 2 to 8 bytes (below 2^56) is made in one 8-byte store of which only
+  // its own bytes are kept (arrow ids, 5 to 8 bytes); a longer one as RawLongVarint.
+  void RawVarintFullRoom(uint64_t v) {
     if (v < 0x80) {
       *p_++ = static_cast<uint8_t>(v);
       return;

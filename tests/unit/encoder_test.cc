@@ -138,7 +138,8 @@ TEST(ProtoWireTest, ScalarsParseWithLibprotobuf) {
 }
 
 // Every varint length (1 to 10 bytes; 9 and 10 take the one-store path), and the bits next to
-// each length's edges: the same bytes as libprotobuf's encoding of the same field.
+// each length's edges: the same bytes as libprotobuf's encoding of the same field, from
+// RawVarint (through UintAlways) and from RawVarintFullRoom (one store for 2 to 8 bytes).
 TEST(ProtoWireTest, VarintsOfEveryLengthMatchLibprotobufsBytes) {
   std::vector<uint64_t> values = {0, 1, UINT64_MAX, 0x8000000000000000ull, 0x7fffffffffffffffull};
   for (int bits = 7; bits < 64; bits += 7) {
@@ -169,7 +170,7 @@ TEST(ProtoWireTest, VarintsOfEveryLengthMatchLibprotobufsBytes) {
     std::memset(buf8, 0xee, sizeof buf8);
     wire::WireWriter w8(buf8);
     w8.Tag(9, wire::kVarint);
-    w8.RawVarintRoomFor8(v);
+    w8.RawVarintFullRoom(v);
     ASSERT_EQ(std::string(reinterpret_cast<char*>(buf8), w8.size()), want) << v;
   }
 }

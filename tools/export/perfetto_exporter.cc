@@ -127,11 +127,7 @@ class Proto {
     w.StringAlways(field, s);
     b_->Advance(w.size());
   }
-  void Field(const EncodedField& f) {
-    uint8_t* q = Reserved(EncodedField::kCopyBytes);
-    std::memcpy(q, f.bytes, EncodedField::kCopyBytes);
-    b_->Advance(f.size);
-  }
+
   // A nested message: Begin returns where its length goes, End patches it in. Two bytes are
   // reserved for the length (nearly every message is below 16 KiB); a longer one is moved up to
   // make room for four.
@@ -178,7 +174,7 @@ class Proto {
     q[0] = OneByteTag(kTeLegacyEvent, wire::kLengthDelimited);
     q[2] = OneByteTag(kLeBindId, wire::kVarint);
     wire::WireWriter body(q + 3);
-    body.RawVarintRoomFor8(bind_id);  // reserved: 10 bytes, then the 2-byte tail
+    body.RawVarintFullRoom(bind_id);  // reserved: kMaxVarintBytes, then the 2-byte tail
     uint8_t* tail = q + 3 + body.size();
     tail[0] = OneByteTag(kLeFlowDirection, wire::kVarint);
     tail[1] = static_cast<uint8_t>(direction);  // kFlowIn or kFlowOut
