@@ -256,6 +256,72 @@ kp::TimelineAnomalies ExportEncoded(const kp::MemoryChunkSink& sink, const std::
   return exporter.anomalies();
 }
 
+// An event's track and time as trace_processor resolves them: a sequence's
+// trace_packet_defaults give the track (track_event_defaults) and the clock of its packets'
+// times; a sequence clock (ids 64..127) is related to BOOTTIME by the sequence's clock
+// snapshot, and an incremental one adds each packet's time to its last; a packet's own
+// timestamp_clock_id overrides the default. Fed every packet in file order.
+class SequenceResolver {
+ public:
+  // Takes the packet's defaults and clock snapshot; for a track event, sets *track and *ts.
+  void Take(const kp_test::perfetto::TracePacket& pkt, uint64_t* track, uint64_t* ts) {
+    State& st = sequences_[pkt.trusted_packet_sequence_id()];
+    if (pkt.sequence_flags() & 1) st = State();
+    if (pkt.has_trace_packet_defaults()) {
+      const auto& d = pkt.trace_packet_defaults();
+      st.track = d.track_event_defaults().track_uuid();
+      st.has_default_track = d.track_event_defaults().has_track_uuid();
+      st.clock_id = d.timestamp_clock_id();
+    }
+    if (pkt.has_clock_snapshot()) {
+      uint64_t own = 0, boottime = 0;
+      bool has_own = false, has_boottime = false;
+      for (const auto& c : pkt.clock_snapshot().clocks()) {
+        if (c.clock_id() >= 64 && c.clock_id() == st.clock_id) {
+          own = c.timestamp();
+          has_own = true;
+          st.incremental = c.is_incremental();
+        }
+        if (c.clock_id() == 6) {
+          boottime = c.timestamp();
+          has_boottime = true;
+        }
+      }
+      EXPECT_TRUE(!has_own || has_boottime) << "a sequence clock without BOOTTIME beside it";
+      if (has_own) {
+        st.clock = own;
+        st.offset = boottime - own;
+        st.clock_known = true;
+      }
+    }
+    if (!pkt.has_track_event()) return;
+    const auto& te = pkt.track_event();
+    EXPECT_TRUE(te.has_track_uuid() || st.has_default_track) << "an event without a track";
+    *track = te.has_track_uuid() ? te.track_uuid() : st.track;
+    const uint32_t clock = pkt.has_timestamp_clock_id() ? pkt.timestamp_clock_id() : st.clock_id;
+    if (clock >= 64) {
+      EXPECT_TRUE(st.clock_known) << "sequence clock " << clock << " used before its snapshot";
+      st.clock = st.incremental ? st.clock + pkt.timestamp() : pkt.timestamp();
+      *ts = st.clock + st.offset;
+    } else {
+      EXPECT_TRUE(clock == 0 || clock == 6) << "clock " << clock;
+      *ts = pkt.timestamp();
+    }
+  }
+  // Whether the sequence's events take their track from its defaults.
+  bool HasDefaultTrack(uint32_t sequence) { return sequences_[sequence].has_default_track; }
+
+ private:
+  struct State {
+    uint64_t track = 0;
+    bool has_default_track = false;
+    uint32_t clock_id = 0;
+    bool incremental = false, clock_known = false;
+    uint64_t clock = 0, offset = 0;
+  };
+  std::map<uint32_t, State> sequences_;
+};
+
 // Counts of what a Perfetto file holds, per kind, decoded with libprotobuf.
 struct PerfettoCounts {
   int kernels = 0, memcpys = 0, memsets = 0, api = 0, nvtx = 0, marks = 0, counters = 0;
@@ -283,9 +349,12 @@ PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
   std::map<uint64_t, std::vector<Ev>> per_track;
   std::multiset<uint64_t> flow_starts, flow_ends;
   size_t order = 0;
+  SequenceResolver resolver;
   for (const auto& pkt : trace.packet()) {
     ++order;
     uint32_t seq = pkt.trusted_packet_sequence_id();
+    uint64_t track = 0, ts = 0;
+    resolver.Take(pkt, &track, &ts);
     EXPECT_NE(seq, 0u);
     if (sequences_started.count(seq) == 0) {
       EXPECT_TRUE(pkt.sequence_flags() & 1)
@@ -313,21 +382,26 @@ PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
     }
     if (!pkt.has_track_event()) continue;
     const auto& te = pkt.track_event();
-    // Flag 2 (needs incremental state) on every event that refers to interned data; a slice's
-    // end refers to none and sets no flag.
+    // Flag 2 (needs incremental state) on every event that refers to interned data or to its
+    // sequence's defaults (a track's own sequence: its track and clock); a slice's end on a
+    // file's sequence refers to neither and sets no flag.
     if (te.type() == 2) {
-      EXPECT_EQ(pkt.sequence_flags(), 0u);
+      EXPECT_EQ(pkt.sequence_flags(), resolver.HasDefaultTrack(seq) ? 2u : 0u);
       EXPECT_FALSE(te.has_name_iid());
       EXPECT_EQ(te.debug_annotations_size(), 0);
       EXPECT_FALSE(pkt.has_interned_data());
     } else {
       EXPECT_TRUE(pkt.sequence_flags() & 2);
     }
-    auto track_it = tracks.find(te.track_uuid());
+    // A track's own sequence holds that track's events only.
+    if (resolver.HasDefaultTrack(seq)) {
+      EXPECT_FALSE(te.has_track_uuid());
+    }
+    auto track_it = tracks.find(track);
     EXPECT_TRUE(track_it != tracks.end()) << "event before its track descriptor";
     if (track_it == tracks.end()) continue;
     const auto& td = track_it->second;
-    per_track[te.track_uuid()].push_back({pkt.timestamp(), te.type(), order});
+    per_track[track].push_back({ts, te.type(), order});
     EXPECT_EQ(te.flow_ids_size(), 0);
     EXPECT_EQ(te.terminating_flow_ids_size(), 0);
     if (te.has_legacy_event() && te.legacy_event().has_bind_id()) {
@@ -357,7 +431,7 @@ PerfettoCounts DecodeAndCheckPerfetto(const std::string& bytes,
           ++counts.memsets;
         } else {
           ++counts.kernels;
-          if (kernel_begin_ts != nullptr) kernel_begin_ts->push_back(pkt.timestamp());
+          if (kernel_begin_ts != nullptr) kernel_begin_ts->push_back(ts);
         }
       } else if (td.has_thread()) {
         if (name.rfind("cuda", 0) == 0) {
@@ -451,23 +525,25 @@ TEST(PerfettoExporter, RepeatedArgumentValuesAreInterned) {
   ASSERT_FALSE(bytes.empty());
   kp_test::perfetto::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(bytes));
-  std::map<uint64_t, std::string> arg_names, values;
-  std::map<std::string, int> times_interned;
+  // Interned ids name their sequence's entries.
+  std::map<uint32_t, std::map<uint64_t, std::string>> arg_names, values;
+  std::map<std::pair<uint32_t, std::string>, int> times_interned;  // (sequence, text)
   std::map<std::string, std::multiset<std::string>> seen;  // argument name -> resolved values
   size_t inline_strings = 0;
   for (const auto& pkt : trace.packet()) {
+    const uint32_t seq = pkt.trusted_packet_sequence_id();
     for (const auto& e : pkt.interned_data().debug_annotation_names())
-      arg_names[e.iid()] = e.name();
+      arg_names[seq][e.iid()] = e.name();
     for (const auto& e : pkt.interned_data().debug_annotation_string_values()) {
-      values[e.iid()] = e.name();
-      ++times_interned[e.name()];
+      values[seq][e.iid()] = e.name();
+      ++times_interned[{seq, e.name()}];
     }
     if (!pkt.has_track_event()) continue;
     for (const auto& da : pkt.track_event().debug_annotations()) {
-      const std::string& name = arg_names[da.name_iid()];
+      const std::string& name = arg_names[seq][da.name_iid()];
       if (da.has_string_value_iid()) {
-        ASSERT_TRUE(values.count(da.string_value_iid())) << name;
-        seen[name].insert(values[da.string_value_iid()]);
+        ASSERT_TRUE(values[seq].count(da.string_value_iid())) << name;
+        seen[name].insert(values[seq][da.string_value_iid()]);
       } else if (da.has_string_value() &&
                  (name == "mangled name" || name == "grid" || name == "src memory")) {
         ++inline_strings;
@@ -475,7 +551,9 @@ TEST(PerfettoExporter, RepeatedArgumentValuesAreInterned) {
     }
   }
   EXPECT_EQ(inline_strings, 0u);
-  for (const auto& [text, n] : times_interned) EXPECT_EQ(n, 1) << text << " interned twice";
+  for (const auto& [key, n] : times_interned) {
+    EXPECT_EQ(n, 1) << key.second << " interned twice on sequence " << key.first;
+  }
   EXPECT_EQ(seen["mangled name"].size(), want.kernels);
   // The fixed trace's kernels: 18 stencils and 2 of a kernel whose name needs escaping.
   EXPECT_EQ(seen["mangled name"].count("_Z7stencilPfS_i"), want.kernels - 2);
@@ -543,14 +621,29 @@ TEST(PerfettoExporter, TwoFilesWithOnePidStayApart) {
   kp_test::perfetto::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(bytes));
   std::set<int> pids;
-  std::set<uint32_t> seqs;
+  std::set<uint32_t> process_seqs;
+  std::map<uint64_t, int> track_pid;           // every track's process, through its parents
+  std::map<uint32_t, std::set<int>> seq_pids;  // the processes each sequence's events land on
+  SequenceResolver resolver;
   for (const auto& p : trace.packet()) {
-    seqs.insert(p.trusted_packet_sequence_id());
-    if (p.track_descriptor().has_process()) pids.insert(p.track_descriptor().process().pid());
+    const auto& td = p.track_descriptor();
+    if (td.has_process()) {
+      pids.insert(td.process().pid());
+      process_seqs.insert(p.trusted_packet_sequence_id());
+      track_pid[td.uuid()] = td.process().pid();
+    } else if (td.has_thread()) {
+      track_pid[td.uuid()] = td.thread().pid();
+    } else if (td.has_parent_uuid()) {
+      track_pid[td.uuid()] = track_pid.at(td.parent_uuid());
+    }
+    uint64_t track = 0, ts = 0;
+    resolver.Take(p, &track, &ts);
+    if (p.has_track_event()) seq_pids[p.trusted_packet_sequence_id()].insert(track_pid.at(track));
   }
   EXPECT_EQ(pids.size(), 2u);
   EXPECT_TRUE(pids.count(777));
-  EXPECT_EQ(seqs.size(), 2u);
+  EXPECT_EQ(process_seqs.size(), 2u);  // each file's own sequence
+  for (const auto& [seq, on] : seq_pids) EXPECT_EQ(on.size(), 1u) << "sequence " << seq;
 }
 
 TEST(PerfettoExporter, OverlappingGpuRecordsGoOnLanesWithTheirDurations) {
@@ -582,16 +675,113 @@ TEST(PerfettoExporter, OverlappingGpuRecordsGoOnLanesWithTheirDurations) {
   ASSERT_TRUE(trace.ParseFromString(ReadFile("perfetto_overlap.pftrace")));
   std::map<uint64_t, std::string> track_names;
   std::map<uint64_t, std::vector<uint64_t>> ts_per_track;
+  SequenceResolver resolver;
   for (const auto& p : trace.packet()) {
     if (p.has_track_descriptor())
       track_names[p.track_descriptor().uuid()] = p.track_descriptor().name();
-    if (p.has_track_event())
-      ts_per_track[p.track_event().track_uuid()].push_back(p.timestamp() - kT0);
+    uint64_t track = 0, ts = 0;
+    resolver.Take(p, &track, &ts);
+    if (p.has_track_event()) ts_per_track[track].push_back(ts - kT0);
   }
   std::map<std::string, std::vector<uint64_t>> by_name;
   for (auto& [uuid, ts] : ts_per_track) by_name[track_names[uuid]] = ts;
   EXPECT_EQ(by_name["stream 7"], (std::vector<uint64_t>{0, 150, 200, 350}));
   EXPECT_EQ(by_name["stream 7 lane 2"], (std::vector<uint64_t>{100, 250}));
+}
+
+// A stream lane's and a thread's slices are on the track's own packet sequence: no track uuid,
+// times as increments on the sequence's clock. Slices nested in one already written (an API
+// call inside an NVTX range: the range's end is written before the call begins) go back in
+// time: they are written on BOOTTIME, and every slice keeps its exact begin and end.
+TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
+  kp::MemoryChunkSink sink(0);
+  kp::TraceEncoder enc(&sink, kp::TraceEncoder::Options());
+  kp::HeaderInfo h;
+  h.pid = 8;
+  h.start_time_trace_ns = kT0;
+  enc.SetHeader(h);
+  // Thread 3: a range [1000, 5000] holding two calls; a second range after it.
+  const uint64_t want_cpu[][2] = {{1000, 5000}, {1500, 2000}, {3000, 3999}, {6000, 6001}};
+  kp::NvtxRangeRecord outer;
+  outer.name = "outer";
+  outer.thread_id = 3;
+  outer.start = kT0 + want_cpu[0][0];
+  outer.end = kT0 + want_cpu[0][1];
+  enc.AddNvtxRange(outer);
+  for (int i = 1; i <= 2; ++i) {
+    kp::ApiRecord a;
+    a.name = "cudaLaunchKernel";
+    a.thread_id = 3;
+    a.correlation = static_cast<uint32_t>(i);
+    a.start = kT0 + want_cpu[i][0];
+    a.end = kT0 + want_cpu[i][1];
+    enc.AddApi(a);
+  }
+  kp::NvtxRangeRecord after;
+  after.name = "after";
+  after.thread_id = 3;
+  after.start = kT0 + want_cpu[3][0];
+  after.end = kT0 + want_cpu[3][1];
+  enc.AddNvtxRange(after);
+  // Stream 7: two kernels, the second ending at the nanosecond the third begins.
+  const uint64_t want_gpu[][2] = {{1600, 2600}, {3100, 4000}, {4000, 4000 + (1ull << 40)}};
+  for (int i = 0; i < 3; ++i) {
+    kp::KernelRecord k;
+    k.name = "k";
+    k.stream = 7;
+    k.correlation = static_cast<uint32_t>(i + 1);
+    k.start = kT0 + want_gpu[i][0];
+    k.end = kT0 + want_gpu[i][1];
+    enc.AddKernel(k);
+  }
+  enc.Finish(kp::FooterInfo());
+  ExportEncoded(sink, "perfetto_nested");
+  const std::string bytes = ReadFile("perfetto_nested.pftrace");
+  PerfettoCounts got = DecodeAndCheckPerfetto(bytes);
+  EXPECT_EQ(got.kernels, 3);
+  EXPECT_EQ(got.api, 2);
+  EXPECT_EQ(got.nvtx, 2);
+  kp_test::perfetto::Trace trace;
+  ASSERT_TRUE(trace.ParseFromString(bytes));
+  std::map<uint64_t, std::string> track_names;
+  std::map<std::string, std::vector<uint64_t>> begins, ends;  // by track name
+  std::map<std::string, std::set<uint32_t>> sequences;        // by track name
+  int on_boottime = 0;
+  SequenceResolver resolver;
+  for (const auto& p : trace.packet()) {
+    if (p.has_track_descriptor()) {
+      const auto& td = p.track_descriptor();
+      track_names[td.uuid()] = td.has_thread() ? "thread" : td.name();
+    }
+    uint64_t track = 0, ts = 0;
+    resolver.Take(p, &track, &ts);
+    if (!p.has_track_event()) continue;
+    const std::string& name = track_names[track];
+    EXPECT_FALSE(p.track_event().has_track_uuid()) << name;
+    sequences[name].insert(p.trusted_packet_sequence_id());
+    if (p.has_timestamp_clock_id()) {
+      EXPECT_EQ(p.timestamp_clock_id(), 6u);
+      ++on_boottime;
+    } else {
+      EXPECT_LT(p.timestamp(), uint64_t{1} << 42) << "an increment, not a whole time";
+    }
+    (p.track_event().type() == 1 ? begins : ends)[name].push_back(ts - kT0);
+  }
+  // The calls' begins and ends come before the range's end, written before them: four times
+  // on BOOTTIME; the range after them is an increment again.
+  EXPECT_EQ(on_boottime, 4);
+  std::vector<uint64_t> want_b, want_e;
+  for (const auto& r : want_cpu) want_b.push_back(r[0]), want_e.push_back(r[1]);
+  EXPECT_EQ(begins["thread"], want_b);
+  EXPECT_EQ(ends["thread"], want_e);
+  want_b.clear(), want_e.clear();
+  for (const auto& r : want_gpu) want_b.push_back(r[0]), want_e.push_back(r[1]);
+  EXPECT_EQ(begins["stream 7"], want_b);
+  EXPECT_EQ(ends["stream 7"], want_e);
+  // One sequence per track, none shared.
+  EXPECT_EQ(sequences["thread"].size(), 1u);
+  EXPECT_EQ(sequences["stream 7"].size(), 1u);
+  EXPECT_NE(*sequences["thread"].begin(), *sequences["stream 7"].begin());
 }
 
 TEST(PerfettoExporter, MessagesOf16KiBOrMoreKeepWholeLengths) {

@@ -1,5 +1,6 @@
 #include "tools/export/perfetto_exporter.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -33,11 +34,18 @@ enum : uint32_t {
   kPktInternedData = 12,
   kPktSequenceFlags = 13,
   kPktTrackDescriptor = 60,
+  kPktTimestampClockId = 58,
+  kPktTracePacketDefaults = 59,
+  kTpdTimestampClockId = 58,
+  kTpdTrackEventDefaults = 11,
+  kTedTrackUuid = 11,
   kSeqIncrementalStateCleared = 1,
   kSeqNeedsIncrementalState = 2,
   kCsClocks = 1,
   kClockId = 1,
   kClockTimestamp = 2,
+  kClockIsIncremental = 3,
+  kTrackClock = 64,  // a track sequence's own clock (sequence-scoped ids are 64..127)
   kBuiltinClockRealtime = 1,
   kBuiltinClockBoottime = 6,
   kTdUuid = 1,
@@ -182,11 +190,12 @@ class Proto {
     b_->Advance(3 + body.size() + 2);
   }
   // An event packet's head in one write: the packet's tag and a two-byte length to patch
-  // (returned: where it goes), its sequence field (`seq`) and its timestamp.
-  size_t PacketHead(const EncodedField& seq, uint64_t ts) {
+  // (returned: where it goes), its sequence field (`seq`) and its timestamp; `boottime`: the
+  // timestamp is on BOOTTIME, not on the sequence's default clock.
+  size_t PacketHead(const EncodedField& seq, uint64_t ts, bool boottime) {
     static_assert(kTracePacket < 16 && kPktTimestamp < 16, "one-byte tags");
     uint8_t* q = Reserved(1 + wire::kShortLengthBytes + EncodedField::kCopyBytes + 1 +
-                          wire::kMaxVarintBytes);
+                          wire::kMaxVarintBytes + kClockOverrideBytes);
     q[0] = OneByteTag(kTracePacket, wire::kLengthDelimited);
     const size_t length_at = b_->size() + 1;
     std::memcpy(q + 1 + wire::kShortLengthBytes, seq.bytes, EncodedField::kCopyBytes);
@@ -194,8 +203,20 @@ class Proto {
     t[0] = OneByteTag(kPktTimestamp, wire::kVarint);
     wire::WireWriter value(t + 1);
     value.RawVarint(ts);
-    b_->Advance(static_cast<size_t>(t + 1 + value.size() - q));
+    uint8_t* end = t + 1 + value.size();
+    if (boottime) end = ClockOverride(end);
+    b_->Advance(static_cast<size_t>(end - q));
     return length_at;
+  }
+  // The timestamp_clock_id field naming BOOTTIME, at q; returns its end.
+  static constexpr size_t kClockOverrideBytes = 3;
+  static uint8_t* ClockOverride(uint8_t* q) {
+    static_assert((kPktTimestampClockId << 3) < (1u << 14) && kBuiltinClockBoottime < 0x80,
+                  "a two-byte tag and a one-byte value");
+    q[0] = static_cast<uint8_t>((kPktTimestampClockId << 3 | wire::kVarint) | 0x80);
+    q[1] = static_cast<uint8_t>((kPktTimestampClockId << 3 | wire::kVarint) >> 7);
+    q[2] = kBuiltinClockBoottime;
+    return q + kClockOverrideBytes;
   }
   // A track event's head in one write: its tag and a two-byte length to patch (returned: where
   // it goes), its type, its track's field and, when not 0, its name_iid.
@@ -222,11 +243,13 @@ class Proto {
   static constexpr uint8_t OneByteTag(uint32_t field, wire::WireType type) {
     return static_cast<uint8_t>(field << 3 | type);
   }
-  // The end of a slice: a whole packet {sequence id, timestamp, track_event {type, track}}. It
-  // refers to no interned data, so it carries no sequence flags; its lengths are one byte each
-  // (the packet's body is at most 6 + 11 + 2 + 2 + 11 = 32 bytes: a 32-bit sequence id's field,
-  // the timestamp's, the event's tag and length, its type, its track's field).
-  void SliceEndPacket(const EncodedField& seq, uint64_t ts, const EncodedField& track) {
+  // The end of a slice: a whole packet {sequence id (and flags), timestamp (and, with
+  // `boottime`, its clock), track_event {type, track}}. Its lengths are one byte each: the
+  // packet's body is at most 8 + 11 + 3 + 2 + 2 + 11 = 37 bytes (a 32-bit sequence id's field
+  // and the flags', the timestamp's, the clock's, the event's tag and length, its type, its
+  // track's field; a track sequence's event has no track field).
+  void SliceEndPacket(const EncodedField& seq, uint64_t ts, bool boottime,
+                      const EncodedField& track) {
     static_assert(kTracePacket < 16 && kPktTrackEvent < 16 && kTeType < 16, "one-byte tags");
     uint8_t* base = Reserved(4 * EncodedField::kCopyBytes);
     base[0] = kTracePacket << 3 | wire::kLengthDelimited;
@@ -234,6 +257,7 @@ class Proto {
     wire::WireWriter pk(base + 2 + seq.size);
     pk.UintAlways(kPktTimestamp, ts);
     uint8_t* event = pk.data() + pk.size();
+    if (boottime) event = ClockOverride(event);
     event[0] = kPktTrackEvent << 3 | wire::kLengthDelimited;
     event[2] = kTeType << 3 | wire::kVarint;
     event[3] = kSliceEnd;
@@ -312,16 +336,27 @@ size_t BeginPacket(Proto& w, uint32_t seq, uint32_t flags) {
   return pk;
 }
 
+// A sequence's first packet's interned data: the fixed annotation names (ArgId's iids).
+void InternArgNames(Proto& w) {
+  size_t id = w.Begin(kPktInternedData);
+  for (uint32_t i = 1; i < kArgCount; ++i) {
+    InternedEntry(w, kIdDebugAnnotationNames, i, kArgNames[i]);
+  }
+  w.End(id);
+}
+
 }  // namespace
 
-struct PerfettoExporter::Process {
-  int file_index = 0;
-  TimelineIds ids;
+// A packet sequence and what it has interned. Each file has its own (process, thread and
+// track descriptors, marks, counters, metric ranges, syncs, overheads; absolute times), and
+// each stream lane and thread track has one for its slices: their packets take the track from
+// the sequence's trace_packet_defaults and their times as increments on its clock (kTrackClock),
+// so an event carries neither a track uuid nor a 64-bit time.
+struct PerfettoExporter::Sequence {
   EncodedField sequence;        // trusted_packet_sequence_id
   EncodedField event_sequence;  // the same, then sequence_flags: needs incremental state
-  int32_t pid = 0;
-  uint64_t uuid = 0;
-  std::string name;
+  bool on_track_clock = false;  // a track's sequence: times on its incremental clock
+  uint64_t clock = 0;           // that clock's time: the last increment's end
   // Event names interned by reader string id (ids are stable for a file); 0 = not yet.
   std::vector<uint32_t> name_iid, internal_name_iid;
   std::unordered_map<std::string, uint32_t> other_names;  // fixed labels, unknown ids
@@ -334,6 +369,22 @@ struct PerfettoExporter::Process {
   // Per kernel shape: its arguments (KernelShapeArgs) encoded as debug annotations, their
   // string values interned.
   ShapeTextCache shape_args;
+  // Event-name iids of the fixed names (0 = not interned yet), interned values by kind.
+  uint32_t memcpy_iid[11] = {};
+  uint32_t memset_iid = 0;
+  uint32_t copy_kind_value[11] = {};   // CopyKindName's interned value by kind (0 = not yet)
+  uint32_t memory_kind_value[8] = {};  // MemoryKindName's likewise
+  uint32_t sync_iid[5] = {};
+};
+
+struct PerfettoExporter::Process {
+  int file_index = 0;
+  TimelineIds ids;
+  Sequence own;           // the file's own sequence
+  uint64_t start_ns = 0;  // the file's trace start time: its track clocks start there
+  int32_t pid = 0;
+  uint64_t uuid = 0;
+  std::string name;
   std::vector<int8_t> api_flow;  // by string id: 0 unknown, 1 starts a flow, 2 does not
   std::unordered_map<uint32_t, std::string> thread_names;
   std::unordered_map<uint32_t, std::string> threads_described;
@@ -343,18 +394,17 @@ struct PerfettoExporter::Process {
   std::unordered_map<std::string, uint64_t> counter_tracks;
   std::unordered_map<uint32_t, std::vector<std::string>> pm_counter_names;  // config id -> names
   std::unordered_map<std::string, uint64_t> pm_tracks;  // "device/label" -> counter track uuid
-  // Hot-path caches: event-name iids of the fixed GPU names (0 = not interned yet), and the
-  // last track looked up (consecutive slices mostly share one).
-  uint32_t memcpy_iid[11] = {};
-  uint32_t memset_iid = 0;
-  uint32_t copy_kind_value[11] = {};   // CopyKindName's interned value by kind (0 = not yet)
-  uint32_t memory_kind_value[8] = {};  // MemoryKindName's likewise
-  uint32_t sync_iid[5] = {};
+  // The stream lanes' and threads' own sequences, by track uuid.
+  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> track_sequences;
+  // Hot-path caches: the last track and track sequence looked up (consecutive slices mostly
+  // share one).
   uint64_t last_stream_key = ~0ull, last_stream_uuid = 0;
   uint32_t last_stream_lane = 0;
   uint32_t last_tid = 0;
   uint64_t last_thread_uuid = 0;
   bool have_last_tid = false;
+  uint64_t last_sequence_track = 0;
+  Sequence* last_sequence = nullptr;
 };
 
 PerfettoExporter::PerfettoExporter(const ExportOptions& options) : options_(options) {}
@@ -394,9 +444,14 @@ PerfettoExporter::Process& PerfettoExporter::ProcessFor(int file_index, TraceRea
   p->file_index = file_index;
   const Header* header = reader.header();
   p->ids = ids_.ForFile(header, file_index);
-  p->sequence.Append(kPktSequenceId, p->ids.sequence);
-  p->event_sequence = p->sequence;
-  p->event_sequence.Append(kPktSequenceFlags, kSeqNeedsIncrementalState);
+  // Unique also against the track sequences of the files before (TimelineIdAllocator keeps
+  // the files' ids apart from each other).
+  while (!sequence_ids_.insert(p->ids.sequence).second) {
+    p->ids.sequence = p->ids.sequence % 0x7ffffffeu + 1;
+  }
+  p->own.sequence.Append(kPktSequenceId, p->ids.sequence);
+  p->own.event_sequence = p->own.sequence;
+  p->own.event_sequence.Append(kPktSequenceFlags, kSeqNeedsIncrementalState);
   uint32_t pid = header != nullptr ? header->pid() : 0;
   if (pid == 0) pid = 100000 + static_cast<uint32_t>(file_index);
   // Two files with one pid (two hosts, or pid reuse): keep them apart with a synthetic pid
@@ -405,16 +460,14 @@ PerfettoExporter::Process& PerfettoExporter::ProcessFor(int file_index, TraceRea
   p->pid =
       static_cast<int32_t>(seen == 0 ? pid : pid + (static_cast<uint32_t>(file_index + 1) << 22));
   p->uuid = p->ids.TrackUuid(kProcessTrack, 0);
+  p->start_ns = header != nullptr ? header->start_time_trace_ns() : 0;
   p->name = ProcessGroupName(header, pid);
 
   // First packet of the sequence: clears incremental state, interns the annotation names, and
   // describes the process track.
   Proto w(&buf_);
   size_t pk = BeginPacket(w, p->ids.sequence, kSeqIncrementalStateCleared);
-  size_t id = w.Begin(kPktInternedData);
-  for (uint32_t i = 1; i < kArgCount; ++i)
-    InternedEntry(w, kIdDebugAnnotationNames, i, kArgNames[i]);
-  w.End(id);
+  InternArgNames(w);
   size_t td = w.Begin(kPktTrackDescriptor);
   w.UInt(kTdUuid, p->uuid);
   size_t pd = w.Begin(kTdProcess);
@@ -458,9 +511,20 @@ void PerfettoExporter::BeginFile(int file_index, TraceReader& reader) {
 // ---------------------------------------------------------------------------------------------
 // Event packets and interning
 
-[[gnu::always_inline]] inline void PerfettoExporter::BeginEventPacket(const Process& p,
-                                                                      uint64_t ts) {
-  packet_ = Proto(&buf_).PacketHead(p.event_sequence, ts);
+[[gnu::always_inline]] inline void PerfettoExporter::BeginEventPacket(Sequence& s, uint64_t ts) {
+  bool boottime = false;
+  if (s.on_track_clock) {
+    // An increment on the track's clock; a time before the clock's (a slice nested in one
+    // already written, or a chunk's record earlier than the last chunk's) is written whole, on
+    // BOOTTIME, and leaves the clock as it is.
+    boottime = ts < s.clock;
+    if (!boottime) {
+      const uint64_t increment = ts - s.clock;
+      s.clock = ts;
+      ts = increment;
+    }
+  }
+  packet_ = Proto(&buf_).PacketHead(s.event_sequence, ts, boottime);
   interned_ = 0;
 }
 
@@ -478,15 +542,15 @@ size_t PerfettoExporter::OpenInterned() {
   return interned_;
 }
 
-uint32_t PerfettoExporter::InternName(Process& p, TraceReader& reader, uint32_t sid,
+uint32_t PerfettoExporter::InternName(Sequence& s, TraceReader& reader, uint32_t sid,
                                       bool internal) {
-  std::vector<uint32_t>& table = internal ? p.internal_name_iid : p.name_iid;
+  std::vector<uint32_t>& table = internal ? s.internal_name_iid : s.name_iid;
   if (sid < (1u << 24)) {
     if (sid >= table.size()) table.resize(sid + 1, 0);
     if (table[sid] != 0) return table[sid];
   }
   std::string name = std::string(internal ? "[kp profiler] " : "") + std::string(reader.Str(sid));
-  uint32_t iid = InternText(p, name);
+  uint32_t iid = InternText(s, name);
   if (sid < (1u << 24)) table[sid] = iid;
   return iid;
 }
@@ -503,49 +567,49 @@ uint32_t PerfettoExporter::Intern(std::unordered_map<std::string, uint32_t>* tab
   return it->second;
 }
 
-uint32_t PerfettoExporter::InternText(Process& p, const std::string& name) {
-  return Intern(&p.other_names, &p.next_name_iid, kIdEventNames, name);
+uint32_t PerfettoExporter::InternText(Sequence& s, const std::string& name) {
+  return Intern(&s.other_names, &s.next_name_iid, kIdEventNames, name);
 }
 
-uint32_t PerfettoExporter::InternStringValue(Process& p, std::string_view text) {
-  return Intern(&p.string_value_iids, &p.next_string_value_iid, kIdDebugAnnotationStringValues,
+uint32_t PerfettoExporter::InternStringValue(Sequence& s, std::string_view text) {
+  return Intern(&s.string_value_iids, &s.next_string_value_iid, kIdDebugAnnotationStringValues,
                 text);
 }
 
-uint32_t PerfettoExporter::KindValue(Process& p, uint32_t* iids, size_t count, int kind,
+uint32_t PerfettoExporter::KindValue(Sequence& s, uint32_t* iids, size_t count, int kind,
                                      const char* (*name)(int)) {
-  if (kind < 0 || static_cast<size_t>(kind) >= count) return InternStringValue(p, name(kind));
+  if (kind < 0 || static_cast<size_t>(kind) >= count) return InternStringValue(s, name(kind));
   uint32_t& iid = iids[kind];
-  if (iid == 0) iid = InternStringValue(p, name(kind));
+  if (iid == 0) iid = InternStringValue(s, name(kind));
   return iid;
 }
 
-uint32_t PerfettoExporter::CopyKindValue(Process& p, int kind) {
-  return KindValue(p, p.copy_kind_value, std::size(p.copy_kind_value), kind, CopyKindName);
+uint32_t PerfettoExporter::CopyKindValue(Sequence& s, int kind) {
+  return KindValue(s, s.copy_kind_value, std::size(s.copy_kind_value), kind, CopyKindName);
 }
 
-uint32_t PerfettoExporter::MemoryKindValue(Process& p, int kind) {
-  return KindValue(p, p.memory_kind_value, std::size(p.memory_kind_value), kind, MemoryKindName);
+uint32_t PerfettoExporter::MemoryKindValue(Sequence& s, int kind) {
+  return KindValue(s, s.memory_kind_value, std::size(s.memory_kind_value), kind, MemoryKindName);
 }
 
-uint32_t PerfettoExporter::InternArg(Process& p, const std::string& name) {
-  return Intern(&p.arg_iids, &p.next_arg_iid, kIdDebugAnnotationNames, name);
+uint32_t PerfettoExporter::InternArg(Sequence& s, const std::string& name) {
+  return Intern(&s.arg_iids, &s.next_arg_iid, kIdDebugAnnotationNames, name);
 }
 
-std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReader& reader,
+std::string_view PerfettoExporter::KernelShapeAnnotations(Sequence& s, TraceReader& reader,
                                                           uint32_t shape_id,
                                                           const KernelShape& shape) {
-  return p.shape_args.Get(shape_id, [&] {
+  return s.shape_args.Get(shape_id, [&] {
     // The string values first (their interned entries go into the open packet), then the
     // annotations, encoded apart and kept.
     uint32_t values[kArgCount] = {};
-    values[kArgGrid] = InternStringValue(p, Dim3(shape.grid_x(), shape.grid_y(), shape.grid_z()));
+    values[kArgGrid] = InternStringValue(s, Dim3(shape.grid_x(), shape.grid_y(), shape.grid_z()));
     values[kArgBlock] =
-        InternStringValue(p, Dim3(shape.block_x(), shape.block_y(), shape.block_z()));
+        InternStringValue(s, Dim3(shape.block_x(), shape.block_y(), shape.block_z()));
     values[kArgCluster] =
-        InternStringValue(p, Dim3(shape.cluster_x(), shape.cluster_y(), shape.cluster_z()));
+        InternStringValue(s, Dim3(shape.cluster_x(), shape.cluster_y(), shape.cluster_z()));
     const std::string_view mangled = reader.Str(shape.name());
-    values[kArgMangledName] = InternStringValue(p, mangled);
+    values[kArgMangledName] = InternStringValue(s, mangled);
     OutputBuffer encoded;
     Proto w(&encoded);
     AnnotationSink sink{w, values};
@@ -554,12 +618,14 @@ std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReade
   });
 }
 
-[[gnu::always_inline]] inline void PerfettoExporter::BeginTrackEvent(uint32_t type, uint64_t track,
+[[gnu::always_inline]] inline void PerfettoExporter::BeginTrackEvent(const Sequence& s,
+                                                                     uint32_t type, uint64_t track,
                                                                      uint32_t name_iid) {
   Proto w(&buf_);
   if (interned_ != 0) w.End(interned_);  // the packet's one interned_data ends here
   interned_ = 0;
-  event_ = w.TrackEventHead(type, TrackField(track), name_iid);
+  static const EncodedField kSequenceTrack;  // none: the sequence's default track
+  event_ = w.TrackEventHead(type, s.on_track_clock ? kSequenceTrack : TrackField(track), name_iid);
 }
 
 [[gnu::always_inline]] inline void PerfettoExporter::EndEventPacket() {
@@ -568,9 +634,73 @@ std::string_view PerfettoExporter::KernelShapeAnnotations(Process& p, TraceReade
   w.End(packet_);
 }
 
-[[gnu::always_inline]] inline void PerfettoExporter::EndSlice(const Process& p, uint64_t ts,
+[[gnu::always_inline]] inline void PerfettoExporter::EndSlice(Sequence& s, uint64_t ts,
                                                               uint64_t track) {
-  Proto(&buf_).SliceEndPacket(p.sequence, ts, TrackField(track));
+  if (!s.on_track_clock) {
+    // Refers to nothing interned: no sequence flags.
+    Proto(&buf_).SliceEndPacket(s.sequence, ts, false, TrackField(track));
+    return;
+  }
+  // Its track and clock are the sequence's incremental state: flag 2, as on every event there.
+  static const EncodedField kSequenceTrack;
+  const bool boottime = ts < s.clock;
+  if (!boottime) {
+    const uint64_t increment = ts - s.clock;
+    s.clock = ts;
+    ts = increment;
+  }
+  Proto(&buf_).SliceEndPacket(s.event_sequence, ts, boottime, kSequenceTrack);
+}
+
+PerfettoExporter::Sequence& PerfettoExporter::TrackSequence(Process& p, uint64_t track) {
+  if (p.last_sequence != nullptr && p.last_sequence_track == track) return *p.last_sequence;
+  std::unique_ptr<Sequence>& slot = p.track_sequences[track];
+  if (slot == nullptr) {
+    slot = std::make_unique<Sequence>();
+    Sequence& s = *slot;
+    const uint32_t id = NewSequenceId(track);
+    s.sequence.Append(kPktSequenceId, id);
+    s.event_sequence = s.sequence;
+    s.event_sequence.Append(kPktSequenceFlags, kSeqNeedsIncrementalState);
+    s.on_track_clock = true;
+    // The clock starts at the file's start, or at the last BOOTTIME snapshot's time if that is
+    // later, so that BOOTTIME's snapshots stay in order.
+    s.clock = std::max(p.start_ns, last_snapshot_ns_);
+    last_snapshot_ns_ = s.clock;
+    // First packet: clears the incremental state, sets the defaults (the track, the clock),
+    // interns the annotation names and relates the clock to BOOTTIME.
+    Proto w(&buf_);
+    size_t pk = BeginPacket(w, id, kSeqIncrementalStateCleared);
+    size_t d = w.Begin(kPktTracePacketDefaults);
+    w.UInt(kTpdTimestampClockId, kTrackClock);
+    size_t ted = w.Begin(kTpdTrackEventDefaults);
+    w.UInt(kTedTrackUuid, track);
+    w.End(ted);
+    w.End(d);
+    InternArgNames(w);
+    size_t cs = w.Begin(kPktClockSnapshot);
+    size_t c = w.Begin(kCsClocks);
+    w.UInt(kClockId, kTrackClock);
+    w.UInt(kClockTimestamp, s.clock);
+    w.UInt(kClockIsIncremental, 1);
+    w.End(c);
+    c = w.Begin(kCsClocks);
+    w.UInt(kClockId, kBuiltinClockBoottime);
+    w.UInt(kClockTimestamp, s.clock);
+    w.End(c);
+    w.End(cs);
+    w.End(pk);
+  }
+  p.last_sequence_track = track;
+  p.last_sequence = slot.get();
+  return *slot;
+}
+
+uint32_t PerfettoExporter::NewSequenceId(uint64_t hash) {
+  // Track uuids are already mixed: their high bits make the id, unique in the conversion.
+  uint32_t id = static_cast<uint32_t>((hash >> 32) % 0x7ffffffeu) + 1;
+  while (!sequence_ids_.insert(id).second) id = id % 0x7ffffffeu + 1;
+  return id;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -721,7 +851,8 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
     AnnotationSink args{w};
     uint32_t values[kArgCount] = {};  // this record's interned argument values
     uint64_t track = StreamTrack(p, reader, s.track, s.lane);
-    BeginEventPacket(p, s.start);
+    Sequence& q = TrackSequence(p, track);
+    BeginEventPacket(q, s.start);
     uint32_t iid = 0;
     uint64_t correlation = 0;
     const KernelShape* shape = nullptr;
@@ -731,31 +862,31 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
       shape = reader.Shape(k.shape());
       bool internal = (k.flags() & RECORD_FLAG_PROFILER_INTERNAL) != 0;
       iid = shape != nullptr
-                ? InternName(p, reader,
+                ? InternName(q, reader,
                              shape->demangled() != 0 ? shape->demangled() : shape->name(), internal)
-                : InternText(p, "<unknown kernel>");
-      if (shape != nullptr) shape_bytes = KernelShapeAnnotations(p, reader, k.shape(), *shape);
+                : InternText(q, "<unknown kernel>");
+      if (shape != nullptr) shape_bytes = KernelShapeAnnotations(q, reader, k.shape(), *shape);
       correlation = k.correlation();
     } else if (s.kind == SliceKind::kMemcpy) {
       const Memcpy& m = chunk.memcpys(s.index);
       const int kind = m.copy_kind() >= 0 && m.copy_kind() <= 10 ? m.copy_kind() : 0;
-      if (p.memcpy_iid[kind] == 0) {
-        p.memcpy_iid[kind] = InternText(p, std::string("Memcpy ") + CopyKindName(kind));
+      if (q.memcpy_iid[kind] == 0) {
+        q.memcpy_iid[kind] = InternText(q, std::string("Memcpy ") + CopyKindName(kind));
       }
-      iid = p.memcpy_iid[kind];
-      values[kArgKind] = CopyKindValue(p, m.copy_kind());
-      values[kArgSrcKind] = MemoryKindValue(p, m.src_kind());
-      values[kArgDstKind] = MemoryKindValue(p, m.dst_kind());
+      iid = q.memcpy_iid[kind];
+      values[kArgKind] = CopyKindValue(q, m.copy_kind());
+      values[kArgSrcKind] = MemoryKindValue(q, m.src_kind());
+      values[kArgDstKind] = MemoryKindValue(q, m.dst_kind());
       args.value_iids = values;
       correlation = m.correlation();
     } else {
-      if (p.memset_iid == 0) p.memset_iid = InternText(p, "Memset");
-      iid = p.memset_iid;
-      values[kArgMemoryKind] = MemoryKindValue(p, chunk.memsets(s.index).memory_kind());
+      if (q.memset_iid == 0) q.memset_iid = InternText(q, "Memset");
+      iid = q.memset_iid;
+      values[kArgMemoryKind] = MemoryKindValue(q, chunk.memsets(s.index).memory_kind());
       args.value_iids = values;
       correlation = chunk.memsets(s.index).correlation();
     }
-    BeginTrackEvent(kSliceBegin, track, iid);
+    BeginTrackEvent(q, kSliceBegin, track, iid);
     if (launches_.Contains(correlation)) {
       // A legacy (v1) flow step into this slice: unlike terminating_flow_ids, it leaves the
       // flow open, so every GPU record of one launch (the nodes of a CUDA graph) gets an arrow
@@ -771,7 +902,7 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
       MemsetArgs(chunk.memsets(s.index), args);
     }
     EndEventPacket();
-    EndSlice(p, s.end, track);
+    EndSlice(q, s.end, track);
     FlushIfFull();
   }
 }
@@ -781,10 +912,11 @@ void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chun
   AnnotationSink args{w};
   for (const LaidOutSlice& s : cpu_) {
     uint64_t track = ThreadTrack(p, static_cast<uint32_t>(s.track));
-    BeginEventPacket(p, s.start);
+    Sequence& q = TrackSequence(p, track);
+    BeginEventPacket(q, s.start);
     if (s.kind == SliceKind::kApi) {
       const ApiCall& a = chunk.api_calls(s.index);
-      uint32_t iid = InternName(p, reader, a.name(), false);
+      uint32_t iid = InternName(q, reader, a.name(), false);
       if (a.name() >= p.api_flow.size() && a.name() < (1u << 24)) {
         p.api_flow.resize(a.name() + 1, 0);
       }
@@ -795,7 +927,7 @@ void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chun
         }
         flow = p.api_flow[a.name()] == 1;
       }
-      BeginTrackEvent(kSliceBegin, track, iid);
+      BeginTrackEvent(q, kSliceBegin, track, iid);
       if (flow && a.correlation() != 0) {
         launches_.Add(a.correlation());
         w.FlowStep(p.ids.FlowId(a.correlation()), kFlowOut);
@@ -805,13 +937,13 @@ void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chun
       const NvtxRange& r = chunk.nvtx_ranges(s.index);
       uint32_t iid =
           (r.flags() & RECORD_FLAG_OPEN) != 0
-              ? InternText(p, std::string(reader.Str(r.name())) + std::string(kOpenRangeSuffix))
-              : InternName(p, reader, r.name(), false);
-      BeginTrackEvent(kSliceBegin, track, iid);
+              ? InternText(q, std::string(reader.Str(r.name())) + std::string(kOpenRangeSuffix))
+              : InternName(q, reader, r.name(), false);
+      BeginTrackEvent(q, kSliceBegin, track, iid);
       NvtxRangeArgs(r, reader.Str(r.domain()), args);
     }
     EndEventPacket();
-    EndSlice(p, s.end, track);
+    EndSlice(q, s.end, track);
     FlushIfFull();
   }
 }
@@ -821,9 +953,9 @@ void PerfettoExporter::EmitNvtxMarks(Process& p, TraceReader& reader, const Chun
   AnnotationSink args{w};
   for (const NvtxMark& m : chunk.nvtx_marks()) {
     uint64_t track = ThreadTrack(p, m.thread_id());
-    BeginEventPacket(p, static_cast<uint64_t>(m.time()));
-    uint32_t iid = InternName(p, reader, m.name(), false);
-    BeginTrackEvent(kInstant, track, iid);
+    BeginEventPacket(p.own, static_cast<uint64_t>(m.time()));
+    uint32_t iid = InternName(p.own, reader, m.name(), false);
+    BeginTrackEvent(p.own, kInstant, track, iid);
     NvtxMarkArgs(m, reader.Str(m.domain()), args);
     EndEventPacket();
   }
@@ -836,12 +968,12 @@ void PerfettoExporter::EmitSyncs(Process& p, const Chunk& chunk) {
     uint64_t track = ProcessChildTrack(p, kSyncTrack, "CUDA sync", s.lane);
     const Synchronization& y = chunk.syncs(s.index);
     const int type = y.type() >= 0 && y.type() <= 4 ? y.type() : 0;
-    BeginEventPacket(p, s.start);
-    if (p.sync_iid[type] == 0) p.sync_iid[type] = InternText(p, SyncTypeLabel(type));
-    BeginTrackEvent(kSliceBegin, track, p.sync_iid[type]);
+    BeginEventPacket(p.own, s.start);
+    if (p.own.sync_iid[type] == 0) p.own.sync_iid[type] = InternText(p.own, SyncTypeLabel(type));
+    BeginTrackEvent(p.own, kSliceBegin, track, p.own.sync_iid[type]);
     SyncArgs(y, args);
     EndEventPacket();
-    EndSlice(p, s.end, track);
+    EndSlice(p.own, s.end, track);
   }
 }
 
@@ -850,7 +982,7 @@ void PerfettoExporter::EmitCaptureWindows(Process& p, const Chunk& chunk) {
   for (const CaptureWindow& c : chunk.capture_windows()) {
     if (c.end_ns() < c.start_ns()) continue;
     uint64_t track = ProcessChildTrack(p, kCaptureTrack, "kp capture windows", 0);
-    BeginEventPacket(p, c.start_ns());
+    BeginEventPacket(p.own, c.start_ns());
     // The name says it all (DescribeCaptureWindow without the times the slice shows).
     std::string name = std::string("capture #") + std::to_string(c.index()) + " (" +
                        CaptureTriggerText(c.trigger());
@@ -859,9 +991,9 @@ void PerfettoExporter::EmitCaptureWindows(Process& p, const Chunk& chunk) {
       name += " steps " + std::to_string(c.first_step()) + ".." + std::to_string(c.last_step());
     }
     name += ")";
-    BeginTrackEvent(kSliceBegin, track, InternText(p, name));
+    BeginTrackEvent(p.own, kSliceBegin, track, InternText(p.own, name));
     EndEventPacket();
-    EndSlice(p, c.end_ns(), track);
+    EndSlice(p.own, c.end_ns(), track);
   }
 }
 
@@ -871,12 +1003,12 @@ void PerfettoExporter::EmitOverheads(Process& p, TraceReader& reader, const Chun
   for (const LaidOutSlice& s : overhead_) {
     uint64_t track = ProcessChildTrack(p, kOverheadTrack, "CUPTI overhead", s.lane);
     const Overhead& o = chunk.overheads(s.index);
-    BeginEventPacket(p, s.start);
-    uint32_t iid = InternText(p, OverheadLabel(reader.Str(o.name()), o.kind()));
-    BeginTrackEvent(kSliceBegin, track, iid);
+    BeginEventPacket(p.own, s.start);
+    uint32_t iid = InternText(p.own, OverheadLabel(reader.Str(o.name()), o.kind()));
+    BeginTrackEvent(p.own, kSliceBegin, track, iid);
     OverheadArgs(o, args);
     EndEventPacket();
-    EndSlice(p, s.end, track);
+    EndSlice(p.own, s.end, track);
   }
 }
 
@@ -906,19 +1038,19 @@ void PerfettoExporter::EmitMetricRanges(Process& p, TraceReader& reader, const C
         DescribeChildTrack(p, {uuid, p.uuid, name, true, false, -1, false});
       }
     }
-    BeginEventPacket(p, s.start);
-    uint32_t iid = InternName(p, reader, m.name(), false);
+    BeginEventPacket(p.own, s.start);
+    uint32_t iid = InternName(p.own, reader, m.name(), false);
     std::vector<uint32_t> arg_iid(m.values_size());
-    for (int i = 0; i < m.values_size(); ++i) arg_iid[i] = InternArg(p, metric_name(i));
-    BeginTrackEvent(kSliceBegin, metrics_uuid, iid);
+    for (int i = 0; i < m.values_size(); ++i) arg_iid[i] = InternArg(p.own, metric_name(i));
+    BeginTrackEvent(p.own, kSliceBegin, metrics_uuid, iid);
     MetricRangeArgs(m, reader.Str(m.domain()), args);
     for (int i = 0; i < m.values_size(); ++i) args.Double(arg_iid[i], m.values(i));
     EndEventPacket();
-    EndSlice(p, s.end, metrics_uuid);
+    EndSlice(p.own, s.end, metrics_uuid);
     for (int i = 0; i < m.values_size(); ++i) {
       if (m.values(i) != m.values(i)) continue;  // NaN: not collected
-      BeginEventPacket(p, s.start);
-      BeginTrackEvent(kCounter, p.counter_tracks[metric_name(i)], 0);
+      BeginEventPacket(p.own, s.start);
+      BeginTrackEvent(p.own, kCounter, p.counter_tracks[metric_name(i)], 0);
       w.Double(kTeCounterValueDouble, m.values(i));
       EndEventPacket();
     }
@@ -960,8 +1092,8 @@ void PerfettoExporter::EmitPmSamples(Process& p, TraceReader& reader, const Chun
     const uint64_t duration = s.duration() > 0 ? static_cast<uint64_t>(s.duration()) : 0;
     for (int i = 0; i < s.values_size() && i < static_cast<int>(tracks.size()); ++i) {
       if (std::isnan(s.values(i))) continue;
-      BeginEventPacket(p, static_cast<uint64_t>(s.start()));
-      BeginTrackEvent(kCounter, tracks[i], 0);
+      BeginEventPacket(p.own, static_cast<uint64_t>(s.start()));
+      BeginTrackEvent(p.own, kCounter, tracks[i], 0);
       w.Double(kTeCounterValueDouble, PmCounterShownValue(names[i], s.values(i), duration));
       EndEventPacket();
     }

@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/proto_wire.h"
@@ -61,7 +62,13 @@ class PerfettoExporter final : public Exporter {
 
  private:
   struct Process;
+  struct Sequence;
   Process& ProcessFor(int file_index, TraceReader& reader);
+  // The packet sequence of a stream lane's or a thread's track: started (with its defaults,
+  // interned annotation names and clock) on first use.
+  Sequence& TrackSequence(Process& p, uint64_t track);
+  // A trusted_packet_sequence_id not yet used in this conversion, derived from `hash`.
+  uint32_t NewSequenceId(uint64_t hash);
   void FlushIfFull();
   bool FlushBuffer();
 
@@ -92,28 +99,29 @@ class PerfettoExporter final : public Exporter {
   uint64_t ProcessChildTrack(Process& p, uint64_t kind, const char* name, uint32_t lane);
 
   // An event packet: BeginEventPacket, then any Intern* (their entries go into the packet's
-  // one interned_data), then BeginTrackEvent, the event's fields, EndEventPacket.
-  void BeginEventPacket(const Process& p, uint64_t ts);
-  uint32_t InternName(Process& p, TraceReader& reader, uint32_t string_id, bool internal);
-  uint32_t InternText(Process& p, const std::string& name);
-  uint32_t InternArg(Process& p, const std::string& name);
+  // one interned_data), then BeginTrackEvent, the event's fields, EndEventPacket. On a track's
+  // own sequence the event's track is the sequence's and its time an increment on its clock.
+  void BeginEventPacket(Sequence& s, uint64_t ts);
+  uint32_t InternName(Sequence& s, TraceReader& reader, uint32_t string_id, bool internal);
+  uint32_t InternText(Sequence& s, const std::string& name);
+  uint32_t InternArg(Sequence& s, const std::string& name);
   // The iid of `text` in `table`, interned into the open packet's `field` list when new.
   uint32_t Intern(std::unordered_map<std::string, uint32_t>* table, uint32_t* next_iid,
                   uint32_t field, std::string_view text);
   // An interned debug-annotation string value (InternedData.debug_annotation_string_values).
-  uint32_t InternStringValue(Process& p, std::string_view text);
+  uint32_t InternStringValue(Sequence& s, std::string_view text);
   // The interned values of a copy kind's and a memory kind's names (cached per kind).
-  uint32_t CopyKindValue(Process& p, int kind);
-  uint32_t MemoryKindValue(Process& p, int kind);
+  uint32_t CopyKindValue(Sequence& s, int kind);
+  uint32_t MemoryKindValue(Sequence& s, int kind);
   // Their shared cache: iids[kind] once interned; a kind past `count` is interned each time.
-  uint32_t KindValue(Process& p, uint32_t* iids, size_t count, int kind, const char* (*name)(int));
+  uint32_t KindValue(Sequence& s, uint32_t* iids, size_t count, int kind, const char* (*name)(int));
   // A kernel shape's KernelShapeArgs as encoded debug annotations, their string values
   // interned: made once per shape, copied into every launch of it.
-  std::string_view KernelShapeAnnotations(Process& p, TraceReader& reader, uint32_t shape_id,
+  std::string_view KernelShapeAnnotations(Sequence& s, TraceReader& reader, uint32_t shape_id,
                                           const KernelShape& shape);
-  void BeginTrackEvent(uint32_t type, uint64_t track, uint32_t name_iid);
+  void BeginTrackEvent(const Sequence& s, uint32_t type, uint64_t track, uint32_t name_iid);
   void EndEventPacket();
-  void EndSlice(const Process& p, uint64_t ts, uint64_t track);
+  void EndSlice(Sequence& s, uint64_t ts, uint64_t track);
   size_t OpenInterned();
   // The track_uuid field of `uuid`, encoded once while consecutive events share the track.
   const EncodedField& TrackField(uint64_t uuid);
@@ -129,6 +137,7 @@ class PerfettoExporter final : public Exporter {
   LaunchCorrelations launches_;  // of the file being converted
   int launches_file_ = -1;
   uint64_t last_snapshot_ns_ = 0;
+  std::unordered_set<uint32_t> sequence_ids_;  // every sequence's id, files' and tracks'
   std::vector<LaidOutSlice> gpu_, cpu_, metrics_, sync_, overhead_;
   // The event packet being written.
   size_t packet_ = 0, interned_ = 0, event_ = 0;
