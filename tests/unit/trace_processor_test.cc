@@ -146,6 +146,7 @@ struct Expected {
   std::map<std::string, uint64_t> counts;  // class -> records
   uint64_t flows = 0;                      // GPU records whose launch call is in the trace
   std::multiset<int64_t> gpu_durations;    // from the CSV export
+  std::multiset<int64_t> gpu_starts;       // likewise: ns on the trace clock
   std::vector<std::string> process_names;  // one per input
   uint64_t open_ranges = 0;
 };
@@ -191,6 +192,7 @@ Expected Expect(const std::vector<std::string>& inputs, const std::string& csv_d
     for (auto& row : ReadCsv(csv_dir + "/" + table)) {
       if (row["start_ns"] == "0") continue;  // untimed: not drawn
       e.gpu_durations.insert(std::max<int64_t>(0, std::stoll(row["duration_ns"])));
+      e.gpu_starts.insert(std::stoll(row["start_ns"]));
     }
   }
   return e;
@@ -228,6 +230,7 @@ struct Loaded {
   std::map<std::string, uint64_t> counts;
   uint64_t flows = 0;
   std::multiset<int64_t> gpu_durations;
+  std::multiset<int64_t> gpu_starts;  // ts as loaded (Chrome JSON's are relative: not compared)
   std::multiset<std::pair<std::string, int64_t>> nvtx_depths;
   std::multiset<std::string> gpu_args;  // kernels' and copies' string arguments, as loaded
   int64_t span = 0;
@@ -258,8 +261,9 @@ Loaded Load(const std::string& tp, const std::string& trace, const std::string& 
   l.flows = static_cast<uint64_t>(Int(Query(tp, trace, "SELECT count(*) FROM flow")));
   for (const auto& row :
        Query(tp, trace,
-             "SELECT dur FROM " + slices + " WHERE class IN ('kernel', 'memcpy', 'memset')")) {
+             "SELECT dur, ts FROM " + slices + " WHERE class IN ('kernel', 'memcpy', 'memset')")) {
     l.gpu_durations.insert(std::stoll(row[0]));
+    l.gpu_starts.insert(std::stoll(row[1]));
   }
   // String arguments (Perfetto writes these as interned values): the same text in both formats.
   auto str_arg = [&](const char* name) {
@@ -341,6 +345,8 @@ void CheckCase(const std::string& name, const std::vector<std::string>& inputs) 
     EXPECT_TRUE(l->gpu_durations == want.gpu_durations)
         << format << ": every GPU duration as measured (CSV)";
   }
+  EXPECT_TRUE(perfetto.gpu_starts == want.gpu_starts)
+      << "perfetto: every GPU start as measured (CSV), on the trace clock";
   EXPECT_EQ(perfetto.gpu_args.size(), want.gpu_durations.size());
   EXPECT_TRUE(perfetto.gpu_args == chrome.gpu_args)
       << "kernel and copy arguments (interned in Perfetto) read the same in both formats";
@@ -604,10 +610,18 @@ TEST(TraceProcessor, SeparatelyConvertedFilesConcatenate) {
     }
     EXPECT_EQ(l.flows, want.flows);
     EXPECT_TRUE(l.gpu_durations == want.gpu_durations);
+    EXPECT_TRUE(l.gpu_starts == want.gpu_starts);
     loaded.push_back(l);
   }
   EXPECT_EQ(loaded[1].span, loaded[0].span) << "the same times in either order";
   EXPECT_TRUE(loaded[1].nvtx_depths == loaded[0].nvtx_depths);
+  // Slice by slice: the same track, start, duration and name in either order.
+  const std::string by_slice =
+      "SELECT t.name, s.ts, s.dur, s.name FROM slice s JOIN track t ON s.track_id = t.id "
+      "ORDER BY 1, 2, 3, 4";
+  const Table forward = Query(tp, "tp_cat_both.pftrace", by_slice);
+  EXPECT_FALSE(forward.empty());
+  EXPECT_TRUE(Query(tp, "tp_cat_reversed.pftrace", by_slice) == forward);
 }
 
 // PM samples (KP_PM_SAMPLING): every counter becomes a counter track under the GPU's track in

@@ -1,6 +1,5 @@
 #include "tools/export/perfetto_exporter.h"
 
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -357,8 +356,15 @@ struct PerfettoExporter::Sequence {
   EncodedField event_sequence;  // the same, then sequence_flags: needs incremental state
   bool on_track_clock = false;  // a track's sequence: times on its incremental clock
   uint64_t clock = 0;           // that clock's time: the last increment's end
-  // Event names interned by reader string id (ids are stable for a file); 0 = not yet.
-  std::vector<uint32_t> name_iid, internal_name_iid;
+  // Event names interned by reader string id (ids are stable for a file): a direct-mapped
+  // cache of kNameSlots slots, so that its memory stays the same whatever the ids and however
+  // many tracks (a slot taken by another id falls back to other_names, by text).
+  struct NameSlot {
+    uint32_t sid = UINT32_MAX;
+    uint32_t iid = 0;
+  };
+  static constexpr size_t kNameSlots = 4096;
+  std::vector<NameSlot> name_slots, internal_name_slots;  // sized on first use
   std::unordered_map<std::string, uint32_t> other_names;  // fixed labels, unknown ids
   uint32_t next_name_iid = 1;
   std::unordered_map<std::string, uint32_t> arg_iids;  // metric-name annotations
@@ -380,8 +386,7 @@ struct PerfettoExporter::Sequence {
 struct PerfettoExporter::Process {
   int file_index = 0;
   TimelineIds ids;
-  Sequence own;           // the file's own sequence
-  uint64_t start_ns = 0;  // the file's trace start time: its track clocks start there
+  Sequence own;  // the file's own sequence
   int32_t pid = 0;
   uint64_t uuid = 0;
   std::string name;
@@ -460,7 +465,6 @@ PerfettoExporter::Process& PerfettoExporter::ProcessFor(int file_index, TraceRea
   p->pid =
       static_cast<int32_t>(seen == 0 ? pid : pid + (static_cast<uint32_t>(file_index + 1) << 22));
   p->uuid = p->ids.TrackUuid(kProcessTrack, 0);
-  p->start_ns = header != nullptr ? header->start_time_trace_ns() : 0;
   p->name = ProcessGroupName(header, pid);
 
   // First packet of the sequence: clears incremental state, interns the annotation names, and
@@ -544,14 +548,13 @@ size_t PerfettoExporter::OpenInterned() {
 
 uint32_t PerfettoExporter::InternName(Sequence& s, TraceReader& reader, uint32_t sid,
                                       bool internal) {
-  std::vector<uint32_t>& table = internal ? s.internal_name_iid : s.name_iid;
-  if (sid < (1u << 24)) {
-    if (sid >= table.size()) table.resize(sid + 1, 0);
-    if (table[sid] != 0) return table[sid];
-  }
+  std::vector<Sequence::NameSlot>& slots = internal ? s.internal_name_slots : s.name_slots;
+  if (slots.empty()) slots.resize(Sequence::kNameSlots);
+  Sequence::NameSlot& slot = slots[sid % Sequence::kNameSlots];
+  if (slot.sid == sid) return slot.iid;
   std::string name = std::string(internal ? "[kp profiler] " : "") + std::string(reader.Str(sid));
-  uint32_t iid = InternText(s, name);
-  if (sid < (1u << 24)) table[sid] = iid;
+  const uint32_t iid = InternText(s, name);
+  slot = {sid, iid};
   return iid;
 }
 
@@ -663,10 +666,10 @@ PerfettoExporter::Sequence& PerfettoExporter::TrackSequence(Process& p, uint64_t
     s.event_sequence = s.sequence;
     s.event_sequence.Append(kPktSequenceFlags, kSeqNeedsIncrementalState);
     s.on_track_clock = true;
-    // The clock starts at the file's start, or at the last BOOTTIME snapshot's time if that is
-    // later, so that BOOTTIME's snapshots stay in order.
-    s.clock = std::max(p.start_ns, last_snapshot_ns_);
-    last_snapshot_ns_ = s.clock;
+    // The clock starts at 0, BOOTTIME's 0, on every track sequence: the same snapshot each time,
+    // so that it is never out of order, not even where two separately converted files that
+    // are concatenated share a sequence id. (The first increment is a whole time.)
+    s.clock = 0;
     // First packet: clears the incremental state, sets the defaults (the track, the clock),
     // interns the annotation names and relates the clock to BOOTTIME.
     Proto w(&buf_);

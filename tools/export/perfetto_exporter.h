@@ -3,10 +3,13 @@
 //
 // Packets are written with the shared wire writer (common/proto_wire.h), one packet at a time,
 // straight into an output buffer: no libprotobuf message per event and no state that grows with
-// the trace beyond the small per-track and interning tables. Each input file is one process and
-// one packet sequence with interned event and annotation names; its ids (sequence, track uuids,
-// arrow ids) derive from the host, pid and start time in its header, so separately converted
-// files can be concatenated into one trace.
+// the trace beyond the small per-track and interning tables. Each input file is one process
+// with a packet sequence of its own (descriptors, marks, counters, metric ranges, syncs,
+// overheads, capture windows), and each of its stream lanes and threads has one for its slices
+// (the track and an incremental clock as the sequence's defaults: no track uuid and no 64-bit
+// time per event), each with interned event and annotation names. Its ids (sequences, track
+// uuids, arrow ids) derive from the host, pid and start time in its header, so separately
+// converted files can be concatenated into one trace.
 //
 // The layout (tracks, lanes, nesting) is TimelineLayout's, shared with the Chrome exporter; the
 // arguments of each record kind are record_args.h's tables.
