@@ -360,8 +360,8 @@ struct PerfettoExporter::Sequence {
   // cache of kNameSlots slots, so that its memory stays the same whatever the ids and however
   // many tracks (a slot taken by another id falls back to other_names, by text).
   struct NameSlot {
-    uint32_t sid = UINT32_MAX;
-    uint32_t iid = 0;
+    uint32_t sid = 0;
+    uint32_t iid = 0;  // 0: empty (iids start at 1)
   };
   static constexpr size_t kNameSlots = 4096;
   std::vector<NameSlot> name_slots, internal_name_slots;  // sized on first use
@@ -551,7 +551,7 @@ uint32_t PerfettoExporter::InternName(Sequence& s, TraceReader& reader, uint32_t
   std::vector<Sequence::NameSlot>& slots = internal ? s.internal_name_slots : s.name_slots;
   if (slots.empty()) slots.resize(Sequence::kNameSlots);
   Sequence::NameSlot& slot = slots[sid % Sequence::kNameSlots];
-  if (slot.sid == sid) return slot.iid;
+  if (slot.iid != 0 && slot.sid == sid) return slot.iid;
   std::string name = std::string(internal ? "[kp profiler] " : "") + std::string(reader.Str(sid));
   const uint32_t iid = InternText(s, name);
   slot = {sid, iid};
