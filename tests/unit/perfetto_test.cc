@@ -701,9 +701,9 @@ TEST(PerfettoExporter, OverlappingGpuRecordsGoOnLanesWithTheirDurations) {
 }
 
 // A stream lane's and a thread's slices are on the track's own packet sequence: no track uuid,
-// times as increments on the sequence's clock. Slices nested in one already written (an API
-// call inside an NVTX range: the range's end is written before the call begins) go back in
-// time: they are written on BOOTTIME, and every slice keeps its exact begin and end.
+// times as increments on the sequence's clock. A thread's ends are written in time order, so
+// nested slices (API calls in an NVTX range) stay increments; a slice that arrives in a later
+// chunk and goes back in time is written on BOOTTIME. Every slice keeps its exact begin and end.
 TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
   kp::MemoryChunkSink sink(0);
   kp::TraceEncoder enc(&sink, kp::TraceEncoder::Options());
@@ -711,15 +711,17 @@ TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
   h.pid = 8;
   h.start_time_trace_ns = kT0;
   enc.SetHeader(h);
-  // Thread 3: a range [1000, 5000] holding two calls; a second range after it.
-  const uint64_t want_cpu[][2] = {{1000, 5000}, {1500, 2000}, {3000, 3999}, {6000, 6001}};
+  // Thread 3: a range [1000, 5000] holding three calls, the third beginning at the nanosecond
+  // the second ends; a second range after it.
+  const uint64_t want_cpu[][2] = {
+      {1000, 5000}, {1500, 2000}, {3000, 3999}, {3999, 4500}, {6000, 6001}};
   kp::NvtxRangeRecord outer;
   outer.name = "outer";
   outer.thread_id = 3;
   outer.start = kT0 + want_cpu[0][0];
   outer.end = kT0 + want_cpu[0][1];
   enc.AddNvtxRange(outer);
-  for (int i = 1; i <= 2; ++i) {
+  for (int i = 1; i <= 3; ++i) {
     kp::ApiRecord a;
     a.name = "cudaLaunchKernel";
     a.thread_id = 3;
@@ -731,9 +733,19 @@ TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
   kp::NvtxRangeRecord after;
   after.name = "after";
   after.thread_id = 3;
-  after.start = kT0 + want_cpu[3][0];
-  after.end = kT0 + want_cpu[3][1];
+  after.start = kT0 + want_cpu[4][0];
+  after.end = kT0 + want_cpu[4][1];
   enc.AddNvtxRange(after);
+  enc.Flush(true);
+  // A later chunk: a call inside the third call, after "after" began (back in time).
+  const uint64_t late[2] = {4000, 4100};
+  kp::ApiRecord late_call;
+  late_call.name = "cudaGetDevice";
+  late_call.thread_id = 3;
+  late_call.correlation = 0;  // no GPU work, no arrow
+  late_call.start = kT0 + late[0];
+  late_call.end = kT0 + late[1];
+  enc.AddApi(late_call);
   // Stream 7: two kernels, the second ending at the nanosecond the third begins.
   const uint64_t want_gpu[][2] = {{1600, 2600}, {3100, 4000}, {4000, 4000 + (1ull << 40)}};
   for (int i = 0; i < 3; ++i) {
@@ -750,13 +762,17 @@ TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
   const std::string bytes = ReadFile("perfetto_nested.pftrace");
   PerfettoCounts got = DecodeAndCheckPerfetto(bytes);
   EXPECT_EQ(got.kernels, 3);
-  EXPECT_EQ(got.api, 2);
+  EXPECT_EQ(got.api, 4);
   EXPECT_EQ(got.nvtx, 2);
   kp_test::perfetto::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(bytes));
   std::map<uint64_t, std::string> track_names;
-  std::map<std::string, std::vector<uint64_t>> begins, ends;  // by track name
-  std::map<std::string, std::set<uint32_t>> sequences;        // by track name
+  struct Event {
+    uint64_t ts;
+    bool begin;
+  };
+  std::map<std::string, std::vector<Event>> events;     // by track name, in file order
+  std::map<std::string, std::set<uint32_t>> sequences;  // by track name
   int on_boottime = 0;
   std::set<uint32_t> first_event;  // sequences whose first event was seen
   SequenceResolver resolver;
@@ -778,19 +794,40 @@ TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
       // (A sequence's clock starts at 0: its first increment is a whole time.)
       EXPECT_LT(p.timestamp(), uint64_t{1} << 42) << "an increment, not a whole time";
     }
-    (p.track_event().type() == 1 ? begins : ends)[name].push_back(ts - kT0);
+    events[name].push_back({ts - kT0, p.track_event().type() == 1});
   }
-  // The calls' begins and ends come before the range's end, written before them: four times
-  // on BOOTTIME; the range after them is an increment again.
-  EXPECT_EQ(on_boottime, 4);
-  std::vector<uint64_t> want_b, want_e;
-  for (const auto& r : want_cpu) want_b.push_back(r[0]), want_e.push_back(r[1]);
-  EXPECT_EQ(begins["thread"], want_b);
-  EXPECT_EQ(ends["thread"], want_e);
-  want_b.clear(), want_e.clear();
-  for (const auto& r : want_gpu) want_b.push_back(r[0]), want_e.push_back(r[1]);
-  EXPECT_EQ(begins["stream 7"], want_b);
-  EXPECT_EQ(ends["stream 7"], want_e);
+  // The slices trace_processor makes of them: events by time, ties in file order, each end
+  // closing the most recent open slice of its track.
+  auto slices = [&](const std::string& name) {
+    std::vector<Event> e = events[name];
+    std::stable_sort(e.begin(), e.end(),
+                     [](const Event& a, const Event& b) { return a.ts < b.ts; });
+    std::vector<uint64_t> open;
+    std::vector<std::pair<uint64_t, uint64_t>> made;
+    for (const Event& x : e) {
+      if (x.begin) {
+        open.push_back(x.ts);
+      } else if (!open.empty()) {
+        made.push_back({open.back(), x.ts});
+        open.pop_back();
+      } else {
+        ADD_FAILURE() << "an end without a begin on " << name;
+      }
+    }
+    EXPECT_TRUE(open.empty()) << name;
+    std::sort(made.begin(), made.end());
+    return made;
+  };
+  // The late call's begin and end come after the clock reached 6000: on BOOTTIME; everything
+  // else is an increment.
+  EXPECT_EQ(on_boottime, 2);
+  std::vector<std::pair<uint64_t, uint64_t>> want = {{late[0], late[1]}};
+  for (const auto& r : want_cpu) want.push_back({r[0], r[1]});
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(slices("thread"), want);
+  want.clear();
+  for (const auto& r : want_gpu) want.push_back({r[0], r[1]});
+  EXPECT_EQ(slices("stream 7"), want);
   // One sequence per track, none shared.
   EXPECT_EQ(sequences["thread"].size(), 1u);
   EXPECT_EQ(sequences["stream 7"].size(), 1u);

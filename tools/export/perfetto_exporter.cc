@@ -356,6 +356,10 @@ struct PerfettoExporter::Sequence {
   EncodedField event_sequence;  // the same, then sequence_flags: needs incremental state
   bool on_track_clock = false;  // a track's sequence: times on its incremental clock
   uint64_t clock = 0;           // that clock's time: the last increment's end
+  // A thread track's slices begun and not yet ended in the file, their ends innermost last:
+  // an end is written once a later slice begins at or after it (or at the end), so that the
+  // track's times mostly go forward and stay increments.
+  std::vector<uint64_t> open_ends;
   // Event names interned by reader string id (ids are stable for a file): a direct-mapped
   // cache of kNameSlots slots, so that its memory stays the same whatever the ids and however
   // many tracks (a slot taken by another id falls back to other_names, by text).
@@ -916,6 +920,10 @@ void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chun
   for (const LaidOutSlice& s : cpu_) {
     uint64_t track = ThreadTrack(p, static_cast<uint32_t>(s.track));
     Sequence& q = TrackSequence(p, track);
+    while (!q.open_ends.empty() && q.open_ends.back() <= s.start) {  // an end first on a tie
+      EndSlice(q, q.open_ends.back(), track);
+      q.open_ends.pop_back();
+    }
     BeginEventPacket(q, s.start);
     if (s.kind == SliceKind::kApi) {
       const ApiCall& a = chunk.api_calls(s.index);
@@ -946,7 +954,7 @@ void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chun
       NvtxRangeArgs(r, reader.Str(r.domain()), args);
     }
     EndEventPacket();
-    EndSlice(q, s.end, track);
+    q.open_ends.push_back(s.end);
     FlushIfFull();
   }
 }
@@ -1105,6 +1113,15 @@ void PerfettoExporter::EmitPmSamples(Process& p, TraceReader& reader, const Chun
 }
 
 Status PerfettoExporter::End() {
+  // The slices still open on the thread tracks end now, innermost first.
+  for (const std::unique_ptr<Process>& p : processes_) {
+    if (p == nullptr) continue;
+    for (auto& [track, q] : p->track_sequences) {
+      for (; !q->open_ends.empty(); q->open_ends.pop_back()) {
+        EndSlice(*q, q->open_ends.back(), track);
+      }
+    }
+  }
   bool ok = FlushBuffer();
   if (out_ != nullptr) {
     if (std::fclose(out_) != 0) ok = false;
