@@ -736,7 +736,26 @@ TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
   after.start = kT0 + want_cpu[4][0];
   after.end = kT0 + want_cpu[4][1];
   enc.AddNvtxRange(after);
+  // Thread 4: X in this chunk; in the next, W (an NVTX range around X, recorded late) and Y,
+  // which begins at the nanosecond X ends.
+  const uint64_t want_t4[][2] = {{1000, 2000}, {500, 3000}, {2000, 2500}};
+  kp::ApiRecord x;
+  x.name = "cudaGetDevice";
+  x.thread_id = 4;
+  x.start = kT0 + want_t4[0][0];
+  x.end = kT0 + want_t4[0][1];
+  enc.AddApi(x);
   enc.Flush(true);
+  kp::NvtxRangeRecord w;
+  w.name = "w";
+  w.thread_id = 4;
+  w.start = kT0 + want_t4[1][0];
+  w.end = kT0 + want_t4[1][1];
+  enc.AddNvtxRange(w);
+  kp::ApiRecord y = x;
+  y.start = kT0 + want_t4[2][0];
+  y.end = kT0 + want_t4[2][1];
+  enc.AddApi(y);
   // A later chunk: a call inside the third call, after "after" began (back in time).
   const uint64_t late[2] = {4000, 4100};
   kp::ApiRecord late_call;
@@ -762,8 +781,8 @@ TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
   const std::string bytes = ReadFile("perfetto_nested.pftrace");
   PerfettoCounts got = DecodeAndCheckPerfetto(bytes);
   EXPECT_EQ(got.kernels, 3);
-  EXPECT_EQ(got.api, 4);
-  EXPECT_EQ(got.nvtx, 2);
+  EXPECT_EQ(got.api, 6);
+  EXPECT_EQ(got.nvtx, 3);
   kp_test::perfetto::Trace trace;
   ASSERT_TRUE(trace.ParseFromString(bytes));
   std::map<uint64_t, std::string> track_names;
@@ -779,7 +798,8 @@ TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
   for (const auto& p : trace.packet()) {
     if (p.has_track_descriptor()) {
       const auto& td = p.track_descriptor();
-      track_names[td.uuid()] = td.has_thread() ? "thread" : td.name();
+      track_names[td.uuid()] =
+          td.has_thread() ? "thread " + std::to_string(td.thread().tid()) : td.name();
     }
     uint64_t track = 0, ts = 0;
     resolver.Take(p, &track, &ts);
@@ -818,20 +838,26 @@ TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
     std::sort(made.begin(), made.end());
     return made;
   };
-  // The late call's begin and end come after the clock reached 6000: on BOOTTIME; everything
-  // else is an increment.
-  EXPECT_EQ(on_boottime, 2);
+  // On BOOTTIME: the late call's begin and end on thread 3 (the clock is at 6000), and W's
+  // begin on thread 4 (its clock is at 1000); everything else is an increment.
+  EXPECT_EQ(on_boottime, 3);
   std::vector<std::pair<uint64_t, uint64_t>> want = {{late[0], late[1]}};
   for (const auto& r : want_cpu) want.push_back({r[0], r[1]});
   std::sort(want.begin(), want.end());
-  EXPECT_EQ(slices("thread"), want);
+  EXPECT_EQ(slices("thread 3"), want);
+  want.clear();
+  for (const auto& r : want_t4) want.push_back({r[0], r[1]});
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(slices("thread 4"), want);
   want.clear();
   for (const auto& r : want_gpu) want.push_back({r[0], r[1]});
   EXPECT_EQ(slices("stream 7"), want);
   // One sequence per track, none shared.
-  EXPECT_EQ(sequences["thread"].size(), 1u);
+  EXPECT_EQ(sequences["thread 3"].size(), 1u);
+  EXPECT_EQ(sequences["thread 4"].size(), 1u);
   EXPECT_EQ(sequences["stream 7"].size(), 1u);
-  EXPECT_NE(*sequences["thread"].begin(), *sequences["stream 7"].begin());
+  EXPECT_NE(*sequences["thread 3"].begin(), *sequences["stream 7"].begin());
+  EXPECT_NE(*sequences["thread 3"].begin(), *sequences["thread 4"].begin());
 }
 
 TEST(PerfettoExporter, MessagesOf16KiBOrMoreKeepWholeLengths) {

@@ -1,8 +1,10 @@
 #include "tools/export/perfetto_exporter.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <iterator>
 #include <string_view>
 #include <unordered_set>
@@ -356,13 +358,14 @@ struct PerfettoExporter::Sequence {
   EncodedField event_sequence;  // the same, then sequence_flags: needs incremental state
   bool on_track_clock = false;  // a track's sequence: times on its incremental clock
   uint64_t clock = 0;           // that clock's time: the last increment's end
-  // A thread track's slices begun and not yet ended in the file, their ends innermost last:
-  // an end is written once a later slice begins at or after it (or at the end), so that the
-  // track's times mostly go forward and stay increments.
+  // A thread track's slices begun and not yet ended in the file, their ends in descending
+  // order (the next due last): an end is written once a later slice begins at or after it (or
+  // at the end), so that the track's times mostly go forward and stay increments, and on a tie
+  // an end comes before a begin, as when each end followed its begin.
   std::vector<uint64_t> open_ends;
   // Event names interned by reader string id (ids are stable for a file): a direct-mapped
-  // cache of kNameSlots slots, so that its memory stays the same whatever the ids and however
-  // many tracks (a slot taken by another id falls back to other_names, by text).
+  // cache of kNameSlots slots (32 KiB a table, whatever the ids; a slot taken by another id
+  // falls back to other_names, by text).
   struct NameSlot {
     uint32_t sid = 0;
     uint32_t iid = 0;  // 0: empty (iids start at 1)
@@ -403,8 +406,9 @@ struct PerfettoExporter::Process {
   std::unordered_map<std::string, uint64_t> counter_tracks;
   std::unordered_map<uint32_t, std::vector<std::string>> pm_counter_names;  // config id -> names
   std::unordered_map<std::string, uint64_t> pm_tracks;  // "device/label" -> counter track uuid
-  // The stream lanes' and threads' own sequences, by track uuid.
+  // The stream lanes' and threads' own sequences, by track uuid, and in the order they began.
   std::unordered_map<uint64_t, std::unique_ptr<Sequence>> track_sequences;
+  std::vector<std::pair<uint64_t, Sequence*>> track_sequence_order;
   // Hot-path caches: the last track and track sequence looked up (consecutive slices mostly
   // share one).
   uint64_t last_stream_key = ~0ull, last_stream_uuid = 0;
@@ -664,6 +668,7 @@ PerfettoExporter::Sequence& PerfettoExporter::TrackSequence(Process& p, uint64_t
   std::unique_ptr<Sequence>& slot = p.track_sequences[track];
   if (slot == nullptr) {
     slot = std::make_unique<Sequence>();
+    p.track_sequence_order.push_back({track, slot.get()});
     Sequence& s = *slot;
     const uint32_t id = NewSequenceId(track);
     s.sequence.Append(kPktSequenceId, id);
@@ -954,7 +959,14 @@ void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chun
       NvtxRangeArgs(r, reader.Str(r.domain()), args);
     }
     EndEventPacket();
-    q.open_ends.push_back(s.end);
+    // Kept in descending order: a slice from a later chunk may end after the slices still open.
+    std::vector<uint64_t>& ends = q.open_ends;
+    if (ends.empty() || s.end <= ends.back()) {
+      ends.push_back(s.end);
+    } else {
+      ends.insert(std::upper_bound(ends.begin(), ends.end(), s.end, std::greater<uint64_t>()),
+                  s.end);
+    }
     FlushIfFull();
   }
 }
@@ -1116,7 +1128,7 @@ Status PerfettoExporter::End() {
   // The slices still open on the thread tracks end now, innermost first.
   for (const std::unique_ptr<Process>& p : processes_) {
     if (p == nullptr) continue;
-    for (auto& [track, q] : p->track_sequences) {
+    for (auto& [track, q] : p->track_sequence_order) {
       for (; !q->open_ends.empty(); q->open_ends.pop_back()) {
         EndSlice(*q, q->open_ends.back(), track);
       }
