@@ -711,60 +711,41 @@ TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
   h.pid = 8;
   h.start_time_trace_ns = kT0;
   enc.SetHeader(h);
+  // The CPU records, ns after kT0.
+  auto api = [&](uint32_t thread, uint32_t correlation, const uint64_t(&span)[2]) {
+    kp::ApiRecord a;
+    a.name = correlation != 0 ? "cudaLaunchKernel" : "cudaGetDevice";  // no GPU work: no arrow
+    a.thread_id = thread;
+    a.correlation = correlation;
+    a.start = kT0 + span[0];
+    a.end = kT0 + span[1];
+    enc.AddApi(a);
+  };
+  auto range = [&](uint32_t thread, const char* name, const uint64_t(&span)[2]) {
+    kp::NvtxRangeRecord r;
+    r.name = name;
+    r.thread_id = thread;
+    r.start = kT0 + span[0];
+    r.end = kT0 + span[1];
+    enc.AddNvtxRange(r);
+  };
   // Thread 3: a range [1000, 5000] holding three calls, the third beginning at the nanosecond
   // the second ends; a second range after it.
   const uint64_t want_cpu[][2] = {
       {1000, 5000}, {1500, 2000}, {3000, 3999}, {3999, 4500}, {6000, 6001}};
-  kp::NvtxRangeRecord outer;
-  outer.name = "outer";
-  outer.thread_id = 3;
-  outer.start = kT0 + want_cpu[0][0];
-  outer.end = kT0 + want_cpu[0][1];
-  enc.AddNvtxRange(outer);
-  for (int i = 1; i <= 3; ++i) {
-    kp::ApiRecord a;
-    a.name = "cudaLaunchKernel";
-    a.thread_id = 3;
-    a.correlation = static_cast<uint32_t>(i);
-    a.start = kT0 + want_cpu[i][0];
-    a.end = kT0 + want_cpu[i][1];
-    enc.AddApi(a);
-  }
-  kp::NvtxRangeRecord after;
-  after.name = "after";
-  after.thread_id = 3;
-  after.start = kT0 + want_cpu[4][0];
-  after.end = kT0 + want_cpu[4][1];
-  enc.AddNvtxRange(after);
+  range(3, "outer", want_cpu[0]);
+  for (uint32_t i = 1; i <= 3; ++i) api(3, i, want_cpu[i]);
+  range(3, "after", want_cpu[4]);
   // Thread 4: X in this chunk; in the next, W (an NVTX range around X, recorded late) and Y,
   // which begins at the nanosecond X ends.
   const uint64_t want_t4[][2] = {{1000, 2000}, {500, 3000}, {2000, 2500}};
-  kp::ApiRecord x;
-  x.name = "cudaGetDevice";
-  x.thread_id = 4;
-  x.start = kT0 + want_t4[0][0];
-  x.end = kT0 + want_t4[0][1];
-  enc.AddApi(x);
+  api(4, 0, want_t4[0]);
   enc.Flush(true);
-  kp::NvtxRangeRecord w;
-  w.name = "w";
-  w.thread_id = 4;
-  w.start = kT0 + want_t4[1][0];
-  w.end = kT0 + want_t4[1][1];
-  enc.AddNvtxRange(w);
-  kp::ApiRecord y = x;
-  y.start = kT0 + want_t4[2][0];
-  y.end = kT0 + want_t4[2][1];
-  enc.AddApi(y);
-  // A later chunk: a call inside the third call, after "after" began (back in time).
+  range(4, "w", want_t4[1]);
+  api(4, 0, want_t4[2]);
+  // And a call inside thread 3's third call, after "after" began (back in time).
   const uint64_t late[2] = {4000, 4100};
-  kp::ApiRecord late_call;
-  late_call.name = "cudaGetDevice";
-  late_call.thread_id = 3;
-  late_call.correlation = 0;  // no GPU work, no arrow
-  late_call.start = kT0 + late[0];
-  late_call.end = kT0 + late[1];
-  enc.AddApi(late_call);
+  api(3, 0, late);
   // Stream 7: two kernels, the second ending at the nanosecond the third begins.
   const uint64_t want_gpu[][2] = {{1600, 2600}, {3100, 4000}, {4000, 4000 + (1ull << 40)}};
   for (int i = 0; i < 3; ++i) {
