@@ -74,6 +74,7 @@ inline void PatchShortLength(uint8_t* p, size_t len) {
 class WireWriter {
  public:
   explicit WireWriter(uint8_t* out) : begin_(out), p_(out) {}
+
   size_t size() const { return static_cast<size_t>(p_ - begin_); }
   uint8_t* data() const { return begin_; }
 

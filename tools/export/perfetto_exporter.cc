@@ -136,7 +136,6 @@ class Proto {
     w.StringAlways(field, s);
     b_->Advance(w.size());
   }
-
   // A nested message: Begin returns where its length goes, End patches it in. Two bytes are
   // reserved for the length (nearly every message is below 16 KiB); a longer one is moved up to
   // make room for four.
@@ -329,6 +328,9 @@ void InternedEntry(Proto& w, uint32_t field, uint32_t iid, std::string_view name
   w.End(e);
 }
 
+// A track sequence's events' track field: none (the sequence's default track).
+const EncodedField kSequenceTrack{};
+
 // Writes the packet header fields shared by every packet of a sequence.
 size_t BeginPacket(Proto& w, uint32_t seq, uint32_t flags) {
   size_t pk = w.Begin(kTracePacket);
@@ -357,12 +359,32 @@ struct PerfettoExporter::Sequence {
   EncodedField sequence;        // trusted_packet_sequence_id
   EncodedField event_sequence;  // the same, then sequence_flags: needs incremental state
   bool on_track_clock = false;  // a track's sequence: times on its incremental clock
+  uint64_t track = 0;           // a track's sequence: that track (its events' default)
   uint64_t clock = 0;           // that clock's time: the last increment's end
   // A thread track's slices begun and not yet ended in the file, their ends in descending
   // order (the next due last): an end is written once a later slice begins at or after it (or
   // at the end), so that the track's times mostly go forward and stay increments, and on a tie
   // an end comes before a begin, as when each end followed its begin.
   std::vector<uint64_t> open_ends;
+
+  // The time field of a packet at `*ts` on this sequence: on a track's clock, the increment
+  // since the clock's time, which moves to *ts; a time before the clock's (a slice that came
+  // after one later in time) is left whole and true returned: it goes on BOOTTIME and leaves
+  // the clock as it is.
+  bool TakeTime(uint64_t* ts) {
+    if (!on_track_clock) return false;
+    if (*ts < clock) return true;
+    const uint64_t increment = *ts - clock;
+    clock = *ts;
+    *ts = increment;
+    return false;
+  }
+  // Keeps `end` among open_ends in descending order (a slice from a later chunk may end after
+  // the slices still open).
+  void AddOpenEnd(uint64_t end) {
+    open_ends.insert(
+        std::upper_bound(open_ends.begin(), open_ends.end(), end, std::greater<uint64_t>()), end);
+  }
   // Event names interned by reader string id (ids are stable for a file): a direct-mapped
   // cache of kNameSlots slots (32 KiB a table, whatever the ids; a slot taken by another id
   // falls back to other_names, by text).
@@ -406,9 +428,9 @@ struct PerfettoExporter::Process {
   std::unordered_map<std::string, uint64_t> counter_tracks;
   std::unordered_map<uint32_t, std::vector<std::string>> pm_counter_names;  // config id -> names
   std::unordered_map<std::string, uint64_t> pm_tracks;  // "device/label" -> counter track uuid
-  // The stream lanes' and threads' own sequences, by track uuid, and in the order they began.
-  std::unordered_map<uint64_t, std::unique_ptr<Sequence>> track_sequences;
-  std::vector<std::pair<uint64_t, Sequence*>> track_sequence_order;
+  // The stream lanes' and threads' own sequences in the order they began, and by track uuid.
+  std::vector<std::unique_ptr<Sequence>> track_sequences;
+  std::unordered_map<uint64_t, Sequence*> track_sequence_of;
   // Hot-path caches: the last track and track sequence looked up (consecutive slices mostly
   // share one).
   uint64_t last_stream_key = ~0ull, last_stream_uuid = 0;
@@ -459,9 +481,7 @@ PerfettoExporter::Process& PerfettoExporter::ProcessFor(int file_index, TraceRea
   p->ids = ids_.ForFile(header, file_index);
   // Unique also against the track sequences of the files before (TimelineIdAllocator keeps
   // the files' ids apart from each other).
-  while (!sequence_ids_.insert(p->ids.sequence).second) {
-    p->ids.sequence = p->ids.sequence % 0x7ffffffeu + 1;
-  }
+  p->ids.sequence = UniqueSequenceId(p->ids.sequence);
   p->own.sequence.Append(kPktSequenceId, p->ids.sequence);
   p->own.event_sequence = p->own.sequence;
   p->own.event_sequence.Append(kPktSequenceFlags, kSeqNeedsIncrementalState);
@@ -524,18 +544,7 @@ void PerfettoExporter::BeginFile(int file_index, TraceReader& reader) {
 // Event packets and interning
 
 [[gnu::always_inline]] inline void PerfettoExporter::BeginEventPacket(Sequence& s, uint64_t ts) {
-  bool boottime = false;
-  if (s.on_track_clock) {
-    // An increment on the track's clock; a time before the clock's (a slice nested in one
-    // already written, or a chunk's record earlier than the last chunk's) is written whole, on
-    // BOOTTIME, and leaves the clock as it is.
-    boottime = ts < s.clock;
-    if (!boottime) {
-      const uint64_t increment = ts - s.clock;
-      s.clock = ts;
-      ts = increment;
-    }
-  }
+  const bool boottime = s.TakeTime(&ts);
   packet_ = Proto(&buf_).PacketHead(s.event_sequence, ts, boottime);
   interned_ = 0;
 }
@@ -635,7 +644,6 @@ std::string_view PerfettoExporter::KernelShapeAnnotations(Sequence& s, TraceRead
   Proto w(&buf_);
   if (interned_ != 0) w.End(interned_);  // the packet's one interned_data ends here
   interned_ = 0;
-  static const EncodedField kSequenceTrack;  // none: the sequence's default track
   event_ = w.TrackEventHead(type, s.on_track_clock ? kSequenceTrack : TrackField(track), name_iid);
 }
 
@@ -653,28 +661,30 @@ std::string_view PerfettoExporter::KernelShapeAnnotations(Sequence& s, TraceRead
     return;
   }
   // Its track and clock are the sequence's incremental state: flag 2, as on every event there.
-  static const EncodedField kSequenceTrack;
-  const bool boottime = ts < s.clock;
-  if (!boottime) {
-    const uint64_t increment = ts - s.clock;
-    s.clock = ts;
-    ts = increment;
-  }
+  const bool boottime = s.TakeTime(&ts);
   Proto(&buf_).SliceEndPacket(s.event_sequence, ts, boottime, kSequenceTrack);
+}
+
+void PerfettoExporter::EndOpenSlices(Sequence& s, uint64_t up_to) {
+  for (; !s.open_ends.empty() && s.open_ends.back() <= up_to; s.open_ends.pop_back()) {
+    EndSlice(s, s.open_ends.back(), s.track);
+  }
 }
 
 PerfettoExporter::Sequence& PerfettoExporter::TrackSequence(Process& p, uint64_t track) {
   if (p.last_sequence != nullptr && p.last_sequence_track == track) return *p.last_sequence;
-  std::unique_ptr<Sequence>& slot = p.track_sequences[track];
+  Sequence*& slot = p.track_sequence_of[track];
   if (slot == nullptr) {
-    slot = std::make_unique<Sequence>();
-    p.track_sequence_order.push_back({track, slot.get()});
+    p.track_sequences.push_back(std::make_unique<Sequence>());
+    slot = p.track_sequences.back().get();
     Sequence& s = *slot;
-    const uint32_t id = NewSequenceId(track);
+    // Track uuids are already mixed: their high bits make the id.
+    const uint32_t id = UniqueSequenceId(static_cast<uint32_t>((track >> 32) % 0x7ffffffeu) + 1);
     s.sequence.Append(kPktSequenceId, id);
     s.event_sequence = s.sequence;
     s.event_sequence.Append(kPktSequenceFlags, kSeqNeedsIncrementalState);
     s.on_track_clock = true;
+    s.track = track;
     // The clock starts at 0, BOOTTIME's 0, on every track sequence: the same snapshot each time,
     // so that it is never out of order, not even where two separately converted files that
     // are concatenated share a sequence id. (The first increment is a whole time.)
@@ -704,13 +714,11 @@ PerfettoExporter::Sequence& PerfettoExporter::TrackSequence(Process& p, uint64_t
     w.End(pk);
   }
   p.last_sequence_track = track;
-  p.last_sequence = slot.get();
+  p.last_sequence = slot;
   return *slot;
 }
 
-uint32_t PerfettoExporter::NewSequenceId(uint64_t hash) {
-  // Track uuids are already mixed: their high bits make the id, unique in the conversion.
-  uint32_t id = static_cast<uint32_t>((hash >> 32) % 0x7ffffffeu) + 1;
+uint32_t PerfettoExporter::UniqueSequenceId(uint32_t id) {
   while (!sequence_ids_.insert(id).second) id = id % 0x7ffffffeu + 1;
   return id;
 }
@@ -925,10 +933,7 @@ void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chun
   for (const LaidOutSlice& s : cpu_) {
     uint64_t track = ThreadTrack(p, static_cast<uint32_t>(s.track));
     Sequence& q = TrackSequence(p, track);
-    while (!q.open_ends.empty() && q.open_ends.back() <= s.start) {  // an end first on a tie
-      EndSlice(q, q.open_ends.back(), track);
-      q.open_ends.pop_back();
-    }
+    EndOpenSlices(q, s.start);  // an end first on a tie
     BeginEventPacket(q, s.start);
     if (s.kind == SliceKind::kApi) {
       const ApiCall& a = chunk.api_calls(s.index);
@@ -959,14 +964,7 @@ void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chun
       NvtxRangeArgs(r, reader.Str(r.domain()), args);
     }
     EndEventPacket();
-    // Kept in descending order: a slice from a later chunk may end after the slices still open.
-    std::vector<uint64_t>& ends = q.open_ends;
-    if (ends.empty() || s.end <= ends.back()) {
-      ends.push_back(s.end);
-    } else {
-      ends.insert(std::upper_bound(ends.begin(), ends.end(), s.end, std::greater<uint64_t>()),
-                  s.end);
-    }
+    q.AddOpenEnd(s.end);
     FlushIfFull();
   }
 }
@@ -1128,11 +1126,7 @@ Status PerfettoExporter::End() {
   // The slices still open on the thread tracks end now, innermost first.
   for (const std::unique_ptr<Process>& p : processes_) {
     if (p == nullptr) continue;
-    for (auto& [track, q] : p->track_sequence_order) {
-      for (; !q->open_ends.empty(); q->open_ends.pop_back()) {
-        EndSlice(*q, q->open_ends.back(), track);
-      }
-    }
+    for (const std::unique_ptr<Sequence>& q : p->track_sequences) EndOpenSlices(*q, UINT64_MAX);
   }
   bool ok = FlushBuffer();
   if (out_ != nullptr) {

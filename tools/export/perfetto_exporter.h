@@ -70,8 +70,8 @@ class PerfettoExporter final : public Exporter {
   // The packet sequence of a stream lane's or a thread's track: started (with its defaults,
   // interned annotation names and clock) on first use.
   Sequence& TrackSequence(Process& p, uint64_t track);
-  // A trusted_packet_sequence_id not yet used in this conversion, derived from `hash`.
-  uint32_t NewSequenceId(uint64_t hash);
+  // `id`, or the next trusted_packet_sequence_id after it not yet used in this conversion.
+  uint32_t UniqueSequenceId(uint32_t id);
   void FlushIfFull();
   bool FlushBuffer();
 
@@ -125,6 +125,8 @@ class PerfettoExporter final : public Exporter {
   void BeginTrackEvent(const Sequence& s, uint32_t type, uint64_t track, uint32_t name_iid);
   void EndEventPacket();
   void EndSlice(Sequence& s, uint64_t ts, uint64_t track);
+  // Writes the ends of a thread track's open slices that end at or before `up_to`.
+  void EndOpenSlices(Sequence& s, uint64_t up_to);
   size_t OpenInterned();
   // The track_uuid field of `uuid`, encoded once while consecutive events share the track.
   const EncodedField& TrackField(uint64_t uuid);
