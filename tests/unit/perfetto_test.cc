@@ -245,6 +245,20 @@ void ExpectGolden(const std::string& name, const std::string& actual) {
                                   << " (regenerate with KP_UPDATE_GOLDEN=1 if intended)";
 }
 
+// A trace of one process (`pid`, started at kT0) built record by record through `enc`, for
+// ExportEncoded.
+struct EncodedTrace {
+  explicit EncodedTrace(uint32_t pid, std::vector<std::string> command_line = {}) {
+    kp::HeaderInfo h;
+    h.pid = pid;
+    h.start_time_trace_ns = kT0;
+    h.command_line = std::move(command_line);
+    enc.SetHeader(h);
+  }
+  kp::MemoryChunkSink sink{0};
+  kp::TraceEncoder enc{&sink, kp::TraceEncoder::Options()};
+};
+
 // Writes an encoded trace to STEM.kptrace and converts it to STEM.pftrace; the converter's
 // anomalies.
 kp::TimelineAnomalies ExportEncoded(const kp::MemoryChunkSink& sink, const std::string& stem) {
@@ -658,12 +672,8 @@ TEST(PerfettoExporter, TwoFilesWithOnePidStayApart) {
 }
 
 TEST(PerfettoExporter, OverlappingGpuRecordsGoOnLanesWithTheirDurations) {
-  kp::MemoryChunkSink sink(0);
-  kp::TraceEncoder enc(&sink, kp::TraceEncoder::Options());
-  kp::HeaderInfo h;
-  h.pid = 5;
-  h.start_time_trace_ns = kT0;
-  enc.SetHeader(h);
+  EncodedTrace input(5);
+  kp::TraceEncoder& enc = input.enc;
   for (int i = 0; i < 3; ++i) {
     kp::KernelRecord k;
     k.name = "k";
@@ -674,7 +684,7 @@ TEST(PerfettoExporter, OverlappingGpuRecordsGoOnLanesWithTheirDurations) {
     enc.AddKernel(k);
   }
   enc.Finish(kp::FooterInfo());
-  const kp::TimelineAnomalies anomalies = ExportEncoded(sink, "perfetto_overlap");
+  const kp::TimelineAnomalies anomalies = ExportEncoded(input.sink, "perfetto_overlap");
   // [0,150] and [200,350] share the stream's track; [100,250] runs beside them on lane 2.
   EXPECT_EQ(anomalies.gpu_records_on_extra_lanes, 1u);
   // No launch calls in this trace: no arrows at all.
@@ -705,12 +715,8 @@ TEST(PerfettoExporter, OverlappingGpuRecordsGoOnLanesWithTheirDurations) {
 // nested slices (API calls in an NVTX range) stay increments; a slice that arrives in a later
 // chunk and goes back in time is written on BOOTTIME. Every slice keeps its exact begin and end.
 TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
-  kp::MemoryChunkSink sink(0);
-  kp::TraceEncoder enc(&sink, kp::TraceEncoder::Options());
-  kp::HeaderInfo h;
-  h.pid = 8;
-  h.start_time_trace_ns = kT0;
-  enc.SetHeader(h);
+  EncodedTrace input(8);
+  kp::TraceEncoder& enc = input.enc;
   // The CPU records, ns after kT0.
   auto api = [&](uint32_t thread, uint32_t correlation, const uint64_t(&span)[2]) {
     kp::ApiRecord a;
@@ -758,7 +764,7 @@ TEST(PerfettoExporter, TrackSequencesKeepExactTimesOfNestedSlices) {
     enc.AddKernel(k);
   }
   enc.Finish(kp::FooterInfo());
-  ExportEncoded(sink, "perfetto_nested");
+  ExportEncoded(input.sink, "perfetto_nested");
   const std::string bytes = ReadFile("perfetto_nested.pftrace");
   PerfettoCounts got = DecodeAndCheckPerfetto(bytes);
   EXPECT_EQ(got.kernels, 3);
@@ -847,13 +853,8 @@ TEST(PerfettoExporter, MessagesOf16KiBOrMoreKeepWholeLengths) {
   // take four-byte ones.
   const std::string long_name = "_Z4kernel" + std::string(20000, 'x');
   const std::string long_arg(20000, 'a');
-  kp::MemoryChunkSink sink(0);
-  kp::TraceEncoder enc(&sink, kp::TraceEncoder::Options());
-  kp::HeaderInfo h;
-  h.pid = 6;
-  h.start_time_trace_ns = kT0;
-  h.command_line = {"/usr/bin/python3", long_arg};
-  enc.SetHeader(h);
+  EncodedTrace input(6, {"/usr/bin/python3", long_arg});
+  kp::TraceEncoder& enc = input.enc;
   for (int i = 0; i < 2; ++i) {
     kp::KernelRecord k;
     k.name = long_name.c_str();
@@ -870,7 +871,7 @@ TEST(PerfettoExporter, MessagesOf16KiBOrMoreKeepWholeLengths) {
   r.thread_id = 3;
   enc.AddNvtxRange(r);
   enc.Finish(kp::FooterInfo());
-  ExportEncoded(sink, "perfetto_long");
+  ExportEncoded(input.sink, "perfetto_long");
   std::vector<std::string> names;
   PerfettoCounts got =
       DecodeAndCheckPerfetto(ReadFile("perfetto_long.pftrace"), nullptr, &names, false);
