@@ -107,7 +107,7 @@ TEST(JsonWriter, EmptyNullStringsAndKeys) {
 
 struct ChromeCounts {
   std::map<std::string, int> x_by_cat;
-  int marks = 0, counters = 0, flow_s = 0, flow_f = 0;
+  int marks = 0, counters = 0, flow_out = 0, flow_in = 0;
 };
 
 ChromeCounts CheckChrome(const json& j, uint64_t start_ns) {
@@ -115,7 +115,8 @@ ChromeCounts CheckChrome(const json& j, uint64_t start_ns) {
   EXPECT_EQ(j["displayTimeUnit"], "ns");
   EXPECT_TRUE(j["kp"]["files"].is_array());
   std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> per_tid;
-  std::map<uint64_t, int> s_ids, f_ids;
+  std::map<uint64_t, double> out_ts;                // arrow id -> launch call start
+  std::vector<std::pair<uint64_t, double>> in_ids;  // arrow id, GPU record start
   double min_ts = 1e300;
   for (const json& e : j["traceEvents"]) {
     std::string ph = e["ph"];
@@ -127,26 +128,45 @@ ChromeCounts CheckChrome(const json& j, uint64_t start_ns) {
     double ts = e["ts"];
     min_ts = std::min(min_ts, ts);
     if (ph == "X") {
-      ++c.x_by_cat[e["cat"]];
+      const std::string cat = e["cat"];
+      ++c.x_by_cat[cat];
       per_tid[{e["pid"], e["tid"]}].push_back({ts, ts + e["dur"].get<double>()});
+      // Launch arrows are flow events v2: a "bind_id" with "flow_out" on the call, "flow_in" on
+      // each GPU record it started.
+      if (e.contains("bind_id")) {
+        const bool out = e.value("flow_out", false), in = e.value("flow_in", false);
+        EXPECT_NE(out, in) << "a bound slice is one arrow end";
+        if (out) {
+          ++c.flow_out;
+          EXPECT_TRUE(cat == "cuda_runtime" || cat == "cuda_driver") << cat;
+          EXPECT_TRUE(out_ts.emplace(e["bind_id"], ts).second) << "one launch call per arrow id";
+        } else {
+          ++c.flow_in;
+          EXPECT_TRUE(cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset") << cat;
+          in_ids.push_back({e["bind_id"], ts});
+        }
+      } else {
+        EXPECT_FALSE(e.contains("flow_out") || e.contains("flow_in"));
+      }
     } else if (ph == "i") {
       ++c.marks;
     } else if (ph == "C") {
       ++c.counters;
-    } else if (ph == "s" || ph == "f") {
-      EXPECT_EQ(e["cat"], "ac2g");
-      EXPECT_EQ(e["name"], "ac2g");
-      if (ph == "s") {
-        ++c.flow_s;
-        ++s_ids[e["id"]];
-      } else {
-        ++c.flow_f;
-        EXPECT_EQ(e["bp"], "e");
-        ++f_ids[e["id"]];
-      }
+    } else {
+      ADD_FAILURE() << "unexpected phase " << ph;  // launch arrows are no "s"/"f" events
     }
   }
-  EXPECT_EQ(s_ids, f_ids) << "flows paired, ids unique per (file, correlation)";
+  std::set<uint64_t> ended;
+  for (const auto& [id, ts] : in_ids) {
+    auto start = out_ts.find(id);
+    if (start == out_ts.end()) {
+      ADD_FAILURE() << "arrow " << id << " ends on a GPU record without its call";
+      continue;
+    }
+    EXPECT_LE(start->second, ts) << "the call starts before its GPU work";
+    ended.insert(id);
+  }
+  EXPECT_EQ(ended.size(), out_ts.size()) << "every arrow from a call reaches a GPU record";
   EXPECT_GE(min_ts, 0.0) << "times relative to the trace start";
   // No partial overlaps on one tid (ns-exact: compare in integer ns).
   for (auto& [key, v] : per_tid) {
@@ -185,7 +205,8 @@ TEST(ChromeExporter, ParsesAndHoldsEveryRecord) {
   EXPECT_EQ(c.x_by_cat["kp_metrics"], want.metric_ranges);
   EXPECT_EQ(c.marks, want.marks);
   EXPECT_EQ(c.counters, want.metric_ranges * 2);
-  EXPECT_EQ(c.flow_s, want.kernels + want.memcpys + want.memsets);
+  EXPECT_EQ(c.flow_in, want.kernels + want.memcpys + want.memsets);
+  EXPECT_EQ(c.flow_out, want.kernels + want.memcpys + want.memsets) << "one launch per GPU record";
   // Times: the first kernel starts 2 µs after the header's start (fixed trace: T0 + 2000 ns).
   double first_kernel = 1e300;
   std::set<std::string> process_names, thread_names;

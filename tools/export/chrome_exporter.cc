@@ -80,11 +80,10 @@ constexpr std::string_view kCatNvtx = R"("ph":"X","cat":"nvtx")";
 constexpr std::string_view kCatSync = R"("ph":"X","cat":"cuda_sync")";
 constexpr std::string_view kCatOverhead = R"("ph":"X","cat":"cupti_overhead")";
 constexpr std::string_view kCatMetrics = R"("ph":"X","cat":"kp_metrics")";
-// A launch arrow's two ends ("ac2g", as torch.profiler names them); the end binds to the slice
-// that encloses it.
-constexpr std::string_view kFlowStart = R"("ph":"s","cat":"ac2g","name":"ac2g")";
-constexpr std::string_view kFlowEnd = R"("ph":"f","cat":"ac2g","name":"ac2g")";
-constexpr std::string_view kFlowBindEnclosing = R"("bp":"e")";
+// A launch arrow's two ends, as members of the two slices it joins (flow events v2: one
+// "bind_id" shared by the launch call, "flow_out", and each of its GPU records, "flow_in").
+constexpr std::string_view kFlowOut = R"("flow_out":true)";
+constexpr std::string_view kFlowIn = R"("flow_in":true)";
 
 // Writes record_args.h's arguments as JSON members of "args".
 struct JsonArgs {
@@ -327,15 +326,9 @@ std::string_view ChromeExporter::PidTid(int32_t pid, int64_t tid) {
   return pid_tid_text_;
 }
 
-void ChromeExporter::Flow(bool start, uint64_t id, int32_t pid, int64_t tid, uint64_t ts) {
-  JsonWriter& j = *json_;
-  j.BeginObject();
-  j.PlainMembers(start ? kFlowStart : kFlowEnd);
-  j.UIntMember("id", id);
-  j.PlainMembers(PidTid(pid, tid));
-  j.MicrosMember("ts", Rel(ts));
-  if (!start) j.PlainMembers(kFlowBindEnclosing);
-  j.EndObject();
+void ChromeExporter::BindFlow(bool out, uint64_t id) {
+  json_->UIntMember("bind_id", id);
+  json_->PlainMembers(out ? kFlowOut : kFlowIn);
 }
 
 void ChromeExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& chunk) {
@@ -405,7 +398,6 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
   std::string internal_name;
   for (const LaidOutSlice& s : gpu_) {
     const int64_t tid = GpuThread(p, reader, s.track, s.lane);
-    uint64_t correlation = 0;
     if (s.kind == SliceKind::kKernel) {
       const Kernel& k = chunk.kernels(s.index);
       const KernelShape* shape = reader.Shape(k.shape());
@@ -419,34 +411,32 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
         name = internal_name;
       }
       BeginComplete(kCatKernel, name, p.pid, tid, s.start, s.end, plain);
+      if (launches_.Contains(k.correlation())) BindFlow(false, p.ids.FlowId(k.correlation()));
       j.KeyPlain("args");
       j.BeginObject();
       if (shape != nullptr) j.PlainMembers(ShapeMembers(p, reader, k.shape(), *shape));
       KernelLaunchArgs(k, args);
       j.EndObject();
       j.EndObject();
-      correlation = k.correlation();
     } else if (s.kind == SliceKind::kMemcpy) {
       const Memcpy& m = chunk.memcpys(s.index);
       BeginComplete(kCatMemcpy, MemcpyName(m.copy_kind()), p.pid, tid, s.start, s.end, true);
+      if (launches_.Contains(m.correlation())) BindFlow(false, p.ids.FlowId(m.correlation()));
       j.KeyPlain("args");
       j.BeginObject();
       MemcpyArgs(m, args);
       j.EndObject();
       j.EndObject();
-      correlation = m.correlation();
     } else {
       const Memset& m = chunk.memsets(s.index);
       BeginComplete(kCatMemset, "Memset", p.pid, tid, s.start, s.end, true);
+      if (launches_.Contains(m.correlation())) BindFlow(false, p.ids.FlowId(m.correlation()));
       j.KeyPlain("args");
       j.BeginObject();
       MemsetArgs(m, args);
       j.EndObject();
       j.EndObject();
-      correlation = m.correlation();
     }
-    if (launches_.Contains(correlation))
-      Flow(false, p.ids.FlowId(correlation), p.pid, tid, s.start);
     j.Flush();
   }
 }
@@ -460,13 +450,6 @@ void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk&
     if (s.kind == SliceKind::kApi) {
       const ApiCall& a = chunk.api_calls(s.index);
       std::string_view name = reader.Str(a.name());
-      BeginComplete(a.domain() == API_DRIVER ? kCatDriver : kCatRuntime, name, p.pid, tid, s.start,
-                    s.end, NamePlain(p, reader, a.name()));
-      j.KeyPlain("args");
-      j.BeginObject();
-      ApiArgs(a, args);
-      j.EndObject();
-      j.EndObject();
       bool flow;
       if (a.name() < (1u << 24)) {
         if (a.name() >= p.api_flow.size()) p.api_flow.resize(a.name() + 1, 0);
@@ -475,10 +458,17 @@ void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk&
       } else {
         flow = ApiStartsGpuWork(name);
       }
+      BeginComplete(a.domain() == API_DRIVER ? kCatDriver : kCatRuntime, name, p.pid, tid, s.start,
+                    s.end, NamePlain(p, reader, a.name()));
       if (a.correlation() != 0 && flow) {
         launches_.Add(a.correlation());
-        Flow(true, p.ids.FlowId(a.correlation()), p.pid, tid, s.start);
+        BindFlow(true, p.ids.FlowId(a.correlation()));
       }
+      j.KeyPlain("args");
+      j.BeginObject();
+      ApiArgs(a, args);
+      j.EndObject();
+      j.EndObject();
     } else {
       const NvtxRange& r = chunk.nvtx_ranges(s.index);
       if ((r.flags() & RECORD_FLAG_OPEN) != 0) {

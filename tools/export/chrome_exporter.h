@@ -96,8 +96,9 @@ class ChromeExporter final : public Exporter {
   // The JSON members of a kernel shape's arguments, cached per shape id.
   std::string_view ShapeMembers(Process& p, TraceReader& reader, uint32_t shape_id,
                                 const KernelShape& shape);
-  // A launch arrow's start (on the launch call) or end (on a GPU record).
-  void Flow(bool start, uint64_t id, int32_t pid, int64_t tid, uint64_t ts);
+  // A launch arrow's end as members of the open "X" event: its start on the launch call (`out`)
+  // or an end on a GPU record.
+  void BindFlow(bool out, uint64_t id);
 
   ExportOptions options_;
   FILE* out_ = nullptr;
