@@ -396,7 +396,10 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
   JsonWriter& j = *json_;
   JsonArgs args{j};
   std::string internal_name;
-  for (const LaidOutSlice& s : gpu_) {
+  const RecordPrefetcher prefetch(chunk);
+  for (size_t i = 0; i < gpu_.size(); ++i) {
+    prefetch.Ahead(gpu_, i);
+    const LaidOutSlice& s = gpu_[i];
     const int64_t tid = GpuThread(p, reader, s.track, s.lane);
     if (s.kind == SliceKind::kKernel) {
       const Kernel& k = chunk.kernels(s.index);
@@ -444,7 +447,10 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
 void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk& chunk) {
   JsonWriter& j = *json_;
   JsonArgs args{j};
-  for (const LaidOutSlice& s : cpu_) {
+  const RecordPrefetcher prefetch(chunk);
+  for (size_t i = 0; i < cpu_.size(); ++i) {
+    prefetch.Ahead(cpu_, i);
+    const LaidOutSlice& s = cpu_[i];
     uint32_t tid = static_cast<uint32_t>(s.track);
     NameThread(p, tid);
     if (s.kind == SliceKind::kApi) {

@@ -867,9 +867,14 @@ void PerfettoExporter::EmitThreadNames(Process& p, const Chunk& chunk) {
 
 void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk& chunk) {
   Proto w(&buf_);
-  for (const LaidOutSlice& s : gpu_) {
+  const RecordPrefetcher prefetch(chunk);
+  for (size_t i = 0; i < gpu_.size(); ++i) {
+    prefetch.Ahead(gpu_, i);
+    const LaidOutSlice& s = gpu_[i];
     AnnotationSink args{w};
-    uint32_t values[kArgCount] = {};  // this record's interned argument values
+    // A copy's or memset's interned argument values (zeroed only for them: kernels, most of
+    // the slices, have none, and clearing the whole array per slice showed in profiles).
+    uint32_t values[kArgCount];
     uint64_t track = StreamTrack(p, reader, s.track, s.lane);
     Sequence& q = TrackSequence(p, track);
     BeginEventPacket(q, s.start);
@@ -894,6 +899,7 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
         q.memcpy_iid[kind] = InternText(q, std::string("Memcpy ") + CopyKindName(kind));
       }
       iid = q.memcpy_iid[kind];
+      std::fill(std::begin(values), std::end(values), 0u);
       values[kArgKind] = CopyKindValue(q, m.copy_kind());
       values[kArgSrcKind] = MemoryKindValue(q, m.src_kind());
       values[kArgDstKind] = MemoryKindValue(q, m.dst_kind());
@@ -902,6 +908,7 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
     } else {
       if (q.memset_iid == 0) q.memset_iid = InternText(q, "Memset");
       iid = q.memset_iid;
+      std::fill(std::begin(values), std::end(values), 0u);
       values[kArgMemoryKind] = MemoryKindValue(q, chunk.memsets(s.index).memory_kind());
       args.value_iids = values;
       correlation = chunk.memsets(s.index).correlation();
@@ -930,7 +937,10 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
 void PerfettoExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk& chunk) {
   Proto w(&buf_);
   AnnotationSink args{w};
-  for (const LaidOutSlice& s : cpu_) {
+  const RecordPrefetcher prefetch(chunk);
+  for (size_t i = 0; i < cpu_.size(); ++i) {
+    prefetch.Ahead(cpu_, i);
+    const LaidOutSlice& s = cpu_[i];
     uint64_t track = ThreadTrack(p, static_cast<uint32_t>(s.track));
     Sequence& q = TrackSequence(p, track);
     EndOpenSlices(q, s.start);  // an end first on a tie

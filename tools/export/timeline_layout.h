@@ -13,6 +13,7 @@
 // two separately converted files apart (TimelineIds).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -55,6 +56,59 @@ struct LaidOutSlice {
   int index;
   uint64_t track;
   uint64_t start, end;
+};
+
+// The emit loops visit a chunk's records in track order, not in the order they are stored, so
+// once a chunk's records outgrow the CPU's caches (a 4 MiB chunk expands to some 15 MB of
+// record objects) nearly every record read waits on memory. Called with the loop's position,
+// this asks for the record kPrefetchDistance slices ahead, and for the list slot of the one
+// twice as far (the slot holds the record's address), so both arrive while the slices in
+// between are written. Only a hint: nothing is read that the loop would not read anyway.
+class RecordPrefetcher {
+ public:
+  static constexpr size_t kPrefetchDistance = 8;
+
+  explicit RecordPrefetcher(const Chunk& chunk) : chunk_(chunk) {}
+  [[gnu::always_inline]] void Ahead(const std::vector<LaidOutSlice>& slices, size_t i) const {
+    if (i + 2 * kPrefetchDistance < slices.size()) {
+      __builtin_prefetch(Slot(slices[i + 2 * kPrefetchDistance]));
+    }
+    if (i + kPrefetchDistance < slices.size()) {
+      const char* record = *Slot(slices[i + kPrefetchDistance]);
+      __builtin_prefetch(record);
+      __builtin_prefetch(record + 64);  // a kernel's fields span two cache lines
+    }
+  }
+
+ private:
+  // The list slot holding slice s's record (the slot of a null record for kinds without a list
+  // here: a prefetch of address 0 is harmless).
+  const char* const* Slot(const LaidOutSlice& s) const {
+    const void* const* slot = &kNone;
+    switch (s.kind) {
+      case SliceKind::kKernel:
+        slot = reinterpret_cast<const void* const*>(chunk_.kernels().data() + s.index);
+        break;
+      case SliceKind::kMemcpy:
+        slot = reinterpret_cast<const void* const*>(chunk_.memcpys().data() + s.index);
+        break;
+      case SliceKind::kMemset:
+        slot = reinterpret_cast<const void* const*>(chunk_.memsets().data() + s.index);
+        break;
+      case SliceKind::kApi:
+        slot = reinterpret_cast<const void* const*>(chunk_.api_calls().data() + s.index);
+        break;
+      case SliceKind::kNvtx:
+        slot = reinterpret_cast<const void* const*>(chunk_.nvtx_ranges().data() + s.index);
+        break;
+      default:
+        break;
+    }
+    return reinterpret_cast<const char* const*>(slot);
+  }
+
+  static constexpr const void* kNone = nullptr;
+  const Chunk& chunk_;
 };
 
 // Keeps the slices of one track properly nested or disjoint. Input must come sorted by
