@@ -136,6 +136,8 @@ ChromeCounts CheckChrome(const json& j, uint64_t start_ns) {
       if (e.contains("bind_id")) {
         const bool out = e.value("flow_out", false), in = e.value("flow_in", false);
         EXPECT_NE(out, in) << "a bound slice is one arrow end";
+        EXPECT_EQ(e["bind_id"].get<uint64_t>() & 0xffffffffu, e["args"]["correlation"])
+            << "an arrow joins the slices of one correlation id";
         if (out) {
           ++c.flow_out;
           EXPECT_TRUE(cat == "cuda_runtime" || cat == "cuda_driver") << cat;

@@ -4,9 +4,10 @@
 // Same slices as the Perfetto exporter (TimelineLayout) and the same arguments (record_args.h):
 // one process group per input process, named and ordered by rank, holding its CPU threads (CUDA
 // API calls, NVTX ranges), one thread per GPU stream and lane (kernels, copies, memsets), and the
-// "CUDA sync", "CUPTI overhead" and "metrics" threads; launch -> GPU arrows ("ac2g"); metrics as
-// counters. Times are µs relative to the earliest input's start (a double cannot hold epoch µs
-// with ns fractions), written exactly from integer ns with three decimals.
+// "CUDA sync", "CUPTI overhead" and "metrics" threads; launch -> GPU arrows (flow events v2:
+// a "bind_id" on the two slices); metrics as counters. Times are µs relative to the earliest
+// input's start (a double cannot hold epoch µs with ns fractions), written exactly from integer ns
+// with three decimals.
 #pragma once
 
 #include <cstdint>
@@ -70,7 +71,7 @@ class ChromeExporter final : public Exporter {
   void SortIndex(const char* name, int32_t pid, int64_t tid, int64_t index);
   int64_t Rel(uint64_t ns) const;
   // `"pid":P,"tid":T` (members written together on every event), kept for the last pair: a
-  // track's events and its arrows' ends follow each other.
+  // track's events follow each other.
   std::string_view PidTid(int32_t pid, int64_t tid);
 
   // One emitter per record kind.
@@ -96,8 +97,8 @@ class ChromeExporter final : public Exporter {
   // The JSON members of a kernel shape's arguments, cached per shape id.
   std::string_view ShapeMembers(Process& p, TraceReader& reader, uint32_t shape_id,
                                 const KernelShape& shape);
-  // A launch arrow's end as members of the open "X" event: its start on the launch call (`out`)
-  // or an end on a GPU record.
+  // Writes "bind_id" and "flow_out" (on a launch call: `out`) or "flow_in" (on a GPU record)
+  // into the open "X" event.
   void BindFlow(bool out, uint64_t id);
 
   ExportOptions options_;

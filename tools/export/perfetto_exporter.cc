@@ -872,8 +872,8 @@ void PerfettoExporter::EmitGpuWork(Process& p, TraceReader& reader, const Chunk&
     prefetch.Ahead(gpu_, i);
     const LaidOutSlice& s = gpu_[i];
     AnnotationSink args{w};
-    // A copy's or memset's interned argument values (zeroed only for them: kernels, most of
-    // the slices, have none, and clearing the whole array per slice showed in profiles).
+    // A copy's or memset's interned argument values, zeroed only for them: kernels, most of the
+    // slices, have none, and need no clearing of the whole array.
     uint32_t values[kArgCount];
     uint64_t track = StreamTrack(p, reader, s.track, s.lane);
     Sequence& q = TrackSequence(p, track);

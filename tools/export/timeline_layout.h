@@ -69,45 +69,63 @@ class RecordPrefetcher {
   static constexpr size_t kPrefetchDistance = 8;
 
   explicit RecordPrefetcher(const Chunk& chunk) : chunk_(chunk) {}
+  // Always inlined: GCC drops the prefetches of a call it has judged free of side effects
+  // before inlining it.
   [[gnu::always_inline]] void Ahead(const std::vector<LaidOutSlice>& slices, size_t i) const {
     if (i + 2 * kPrefetchDistance < slices.size()) {
-      __builtin_prefetch(Slot(slices[i + 2 * kPrefetchDistance]));
+      if (const void* slot = Slot(slices[i + 2 * kPrefetchDistance])) __builtin_prefetch(slot);
     }
     if (i + kPrefetchDistance < slices.size()) {
-      const char* record = *Slot(slices[i + kPrefetchDistance]);
-      __builtin_prefetch(record);
-      __builtin_prefetch(record + 64);  // a kernel's fields span two cache lines
+      if (const char* record = Record(slices[i + kPrefetchDistance])) {
+        __builtin_prefetch(record);
+        __builtin_prefetch(record + 64);  // a kernel's fields span two cache lines
+      }
     }
   }
 
  private:
-  // The list slot holding slice s's record (the slot of a null record for kinds without a list
-  // here: a prefetch of address 0 is harmless).
-  const char* const* Slot(const LaidOutSlice& s) const {
-    const void* const* slot = &kNone;
+  // The list slot holding slice s's record, and the record; null for kinds these loops do not
+  // read (process-track and metric slices).
+  const void* Slot(const LaidOutSlice& s) const {
     switch (s.kind) {
       case SliceKind::kKernel:
-        slot = reinterpret_cast<const void* const*>(chunk_.kernels().data() + s.index);
+        return chunk_.kernels().data() + s.index;
+      case SliceKind::kMemcpy:
+        return chunk_.memcpys().data() + s.index;
+      case SliceKind::kMemset:
+        return chunk_.memsets().data() + s.index;
+      case SliceKind::kApi:
+        return chunk_.api_calls().data() + s.index;
+      case SliceKind::kNvtx:
+        return chunk_.nvtx_ranges().data() + s.index;
+      default:
+        return nullptr;
+    }
+  }
+  const char* Record(const LaidOutSlice& s) const {
+    const google::protobuf::MessageLite* record = nullptr;
+    switch (s.kind) {
+      case SliceKind::kKernel:
+        record = chunk_.kernels().data()[s.index];
         break;
       case SliceKind::kMemcpy:
-        slot = reinterpret_cast<const void* const*>(chunk_.memcpys().data() + s.index);
+        record = chunk_.memcpys().data()[s.index];
         break;
       case SliceKind::kMemset:
-        slot = reinterpret_cast<const void* const*>(chunk_.memsets().data() + s.index);
+        record = chunk_.memsets().data()[s.index];
         break;
       case SliceKind::kApi:
-        slot = reinterpret_cast<const void* const*>(chunk_.api_calls().data() + s.index);
+        record = chunk_.api_calls().data()[s.index];
         break;
       case SliceKind::kNvtx:
-        slot = reinterpret_cast<const void* const*>(chunk_.nvtx_ranges().data() + s.index);
+        record = chunk_.nvtx_ranges().data()[s.index];
         break;
       default:
         break;
     }
-    return reinterpret_cast<const char* const*>(slot);
+    return reinterpret_cast<const char*>(record);
   }
 
-  static constexpr const void* kNone = nullptr;
   const Chunk& chunk_;
 };
 
