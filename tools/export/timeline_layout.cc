@@ -90,8 +90,8 @@ void CollectTimed(const R& records, SliceKind kind, bool gpu,
       ++anomalies->negative_durations;
       duration = 0;
     }
-    add(LaidOutSlice{kind, 0, i, track(r), static_cast<uint64_t>(start),
-                     static_cast<uint64_t>(EndTime(start, duration))});
+    add(kind, i, track(r), static_cast<uint64_t>(start),
+        static_cast<uint64_t>(EndTime(start, duration)));
     ++i;
   }
 }
@@ -101,7 +101,11 @@ void CollectTimed(const R& records, SliceKind kind, bool gpu,
                   uint64_t (*track)(const typename R::value_type&), std::vector<LaidOutSlice>* out,
                   TimelineAnomalies* anomalies) {
   CollectTimed(
-      records, kind, gpu, track, [out](const LaidOutSlice& s) { out->push_back(s); }, anomalies);
+      records, kind, gpu, track,
+      [out](SliceKind k, int index, uint64_t t, uint64_t start, uint64_t end) {
+        out->push_back(LaidOutSlice{k, 0, index, t, start, end});
+      },
+      anomalies);
 }
 
 template <typename R>
@@ -109,7 +113,11 @@ void CollectGrouped(const R& records, SliceKind kind, bool gpu,
                     uint64_t (*track)(const typename R::value_type&), SliceGroups* out,
                     TimelineAnomalies* anomalies) {
   CollectTimed(
-      records, kind, gpu, track, [out](const LaidOutSlice& s) { out->Add(s); }, anomalies);
+      records, kind, gpu, track,
+      [out](SliceKind k, int index, uint64_t t, uint64_t start, uint64_t end) {
+        out->Add(k, index, t, start, end);
+      },
+      anomalies);
 }
 
 uint64_t GpuTrack(uint32_t device, uint32_t stream) {

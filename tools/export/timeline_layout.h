@@ -172,6 +172,17 @@ class SliceGroups {
  public:
   void Clear();
   void Add(const LaidOutSlice& s) { Group(s.track, s.kind).push_back(s); }
+  // The same for a record's slice from its fields, written field by field into its group's
+  // list: a slice made whole on the stack first is copied with wide loads of its narrow stores,
+  // which stall the loop.
+  void Add(SliceKind kind, int index, uint64_t track, uint64_t start, uint64_t end) {
+    LaidOutSlice& s = Group(track, kind).emplace_back();
+    s.kind = kind;
+    s.index = index;
+    s.track = track;
+    s.start = start;
+    s.end = end;
+  }
   // Sorts each group, then appends every slice to *out track by track, calling
   // begin_track(track) before a track's first slice and place(slice) on each, in output order.
   template <typename BeginTrack, typename Place>
