@@ -73,57 +73,38 @@ class RecordPrefetcher {
   // before inlining it.
   [[gnu::always_inline]] void Ahead(const std::vector<LaidOutSlice>& slices, size_t i) const {
     if (i + 2 * kPrefetchDistance < slices.size()) {
-      if (const void* slot = Slot(slices[i + 2 * kPrefetchDistance])) __builtin_prefetch(slot);
+      WithList(slices[i + 2 * kPrefetchDistance], [](const auto& list, int index) {
+        __builtin_prefetch(list.data() + index);  // the slot
+      });
     }
     if (i + kPrefetchDistance < slices.size()) {
-      if (const char* record = Record(slices[i + kPrefetchDistance])) {
+      WithList(slices[i + kPrefetchDistance], [](const auto& list, int index) {
+        const char* record = reinterpret_cast<const char*>(list.data()[index]);
         __builtin_prefetch(record);
         __builtin_prefetch(record + 64);  // a kernel's fields span two cache lines
-      }
+      });
     }
   }
 
  private:
-  // The list slot holding slice s's record, and the record; null for kinds these loops do not
-  // read (process-track and metric slices).
-  const void* Slot(const LaidOutSlice& s) const {
+  // Calls f(list, index) with slice s's record list; nothing for kinds these loops do not read
+  // (process-track and metric slices).
+  template <typename F>
+  [[gnu::always_inline]] void WithList(const LaidOutSlice& s, F f) const {
     switch (s.kind) {
       case SliceKind::kKernel:
-        return chunk_.kernels().data() + s.index;
+        return f(chunk_.kernels(), s.index);
       case SliceKind::kMemcpy:
-        return chunk_.memcpys().data() + s.index;
+        return f(chunk_.memcpys(), s.index);
       case SliceKind::kMemset:
-        return chunk_.memsets().data() + s.index;
+        return f(chunk_.memsets(), s.index);
       case SliceKind::kApi:
-        return chunk_.api_calls().data() + s.index;
+        return f(chunk_.api_calls(), s.index);
       case SliceKind::kNvtx:
-        return chunk_.nvtx_ranges().data() + s.index;
+        return f(chunk_.nvtx_ranges(), s.index);
       default:
-        return nullptr;
+        return;
     }
-  }
-  const char* Record(const LaidOutSlice& s) const {
-    const google::protobuf::MessageLite* record = nullptr;
-    switch (s.kind) {
-      case SliceKind::kKernel:
-        record = chunk_.kernels().data()[s.index];
-        break;
-      case SliceKind::kMemcpy:
-        record = chunk_.memcpys().data()[s.index];
-        break;
-      case SliceKind::kMemset:
-        record = chunk_.memsets().data()[s.index];
-        break;
-      case SliceKind::kApi:
-        record = chunk_.api_calls().data()[s.index];
-        break;
-      case SliceKind::kNvtx:
-        record = chunk_.nvtx_ranges().data()[s.index];
-        break;
-      default:
-        break;
-    }
-    return reinterpret_cast<const char*>(record);
   }
 
   const Chunk& chunk_;
