@@ -359,7 +359,6 @@ struct PerfettoExporter::Sequence {
   EncodedField sequence;        // trusted_packet_sequence_id
   EncodedField event_sequence;  // the same, then sequence_flags: needs incremental state
   bool on_track_clock = false;  // a track's sequence: times on its incremental clock
-  uint64_t track = 0;           // a track's sequence: that track (its events' default)
   uint64_t clock = 0;           // that clock's time: the last increment's end
   // A thread track's slices begun and not yet ended in the file, their ends in descending
   // order (the next due last): an end is written once a later slice begins at or after it (or
@@ -667,7 +666,7 @@ std::string_view PerfettoExporter::KernelShapeAnnotations(Sequence& s, TraceRead
 
 void PerfettoExporter::EndOpenSlices(Sequence& s, uint64_t up_to) {
   for (; !s.open_ends.empty() && s.open_ends.back() <= up_to; s.open_ends.pop_back()) {
-    EndSlice(s, s.open_ends.back(), s.track);
+    EndSlice(s, s.open_ends.back(), /*track=*/0);  // a track sequence's events name no track
   }
 }
 
@@ -684,7 +683,6 @@ PerfettoExporter::Sequence& PerfettoExporter::TrackSequence(Process& p, uint64_t
     s.event_sequence = s.sequence;
     s.event_sequence.Append(kPktSequenceFlags, kSeqNeedsIncrementalState);
     s.on_track_clock = true;
-    s.track = track;
     // The clock starts at 0, BOOTTIME's 0, on every track sequence: the same snapshot each time,
     // so that it is never out of order, not even where two separately converted files that
     // are concatenated share a sequence id. (The first increment is a whole time.)

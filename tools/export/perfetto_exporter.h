@@ -124,6 +124,8 @@ class PerfettoExporter final : public Exporter {
                                           const KernelShape& shape);
   void BeginTrackEvent(const Sequence& s, uint32_t type, uint64_t track, uint32_t name_iid);
   void EndEventPacket();
+  // A slice's end; `track` names the slice's track on the file's own sequence (a track
+  // sequence's events take the sequence's).
   void EndSlice(Sequence& s, uint64_t ts, uint64_t track);
   // Writes the ends of a thread track's open slices that end at or before `up_to`.
   void EndOpenSlices(Sequence& s, uint64_t up_to);
