@@ -936,13 +936,13 @@ TEST(SliceGroups, MergesLikeAStableSortByTrackThenStart) {
                      });
     kp::SliceGroups groups;
     if (round % 2 == 1) {  // a reused object keeps nothing of the chunk before
-      for (const kp::LaidOutSlice& s : want) groups.Add(s);
+      for (const kp::LaidOutSlice& s : want) groups.Add(s.kind, s.index, s.track, s.start, s.end);
       std::vector<kp::LaidOutSlice> ignored;
       groups.Merge(
           &ignored, [](uint64_t) {}, [](kp::LaidOutSlice&) {});
       groups.Clear();
     }
-    for (const kp::LaidOutSlice& s : in) groups.Add(s);
+    for (const kp::LaidOutSlice& s : in) groups.Add(s.kind, s.index, s.track, s.start, s.end);
     std::vector<kp::LaidOutSlice> got;
     std::vector<uint64_t> begun;
     size_t placed = 0;

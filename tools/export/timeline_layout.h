@@ -152,10 +152,9 @@ struct SliceStartOrder {
 class SliceGroups {
  public:
   void Clear();
-  void Add(const LaidOutSlice& s) { Group(s.track, s.kind).push_back(s); }
-  // The same for a record's slice from its fields, written field by field into its group's
-  // list: a slice made whole on the stack first is copied with wide loads of its narrow stores,
-  // which stall the loop.
+  // Adds a record's slice (lane 0) to its (track, kind) group, written field by field into the
+  // group's list: a slice made whole on the stack first is copied with wide loads of its narrow
+  // stores, which stall the loop.
   void Add(SliceKind kind, int index, uint64_t track, uint64_t start, uint64_t end) {
     LaidOutSlice& s = Group(track, kind).emplace_back();
     s.kind = kind;
