@@ -47,10 +47,14 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
   }
   // Read every file's first chunk before writing anything: the progress bar needs the total
   // size, a missing file is reported before minutes of work, and the Chrome time base is the
-  // earliest start across all inputs. Each file is closed again, so many inputs cost no memory
-  // at rest; the export pass below reopens them one at a time.
+  // earliest start across all inputs. The first readable file stays open with its first chunk
+  // decoded in `chunk` (times shifted), where the export pass starts; every other file is closed
+  // again, so many inputs cost no memory at rest, and the export pass reopens them one at a time.
   std::vector<bool> readable(files.size(), false);
   uint64_t total_bytes = 0, earliest_ns = 0;
+  Chunk chunk, other_first;
+  std::unique_ptr<TraceReader> kept;
+  size_t kept_index = files.size();
   for (size_t i = 0; i < files.size(); ++i) {
     StatusOr<std::unique_ptr<TraceReader>> opened = TraceReader::Open(files[i]);
     if (!opened.ok()) {
@@ -59,7 +63,7 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
     }
     std::unique_ptr<TraceReader>& reader = opened.value();
     total_bytes += reader->stats().file_bytes;
-    Chunk first;
+    Chunk& first = kept ? other_first : chunk;
     if (!reader->Next(&first)) {
       report(files[i] + ": nothing could be read (no intact chunk)");
       continue;
@@ -73,7 +77,12 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
                                                 clock_offsets[i])))
                          : first.time_base_ns();
     if (start != 0 && (earliest_ns == 0 || start < earliest_ns)) earliest_ns = start;
+    if (!kept) {
+      kept = std::move(reader);
+      kept_index = i;
+    }
   }
+  other_first = Chunk();  // its records go: only the kept chunk is used below
   if (std::find(readable.begin(), readable.end(), true) == readable.end()) {
     // Before anything is created: a failed conversion leaves no output behind.
     return fail("nothing could be read from the input");
@@ -129,19 +138,25 @@ ConvertResult ConvertTraces(const InputSet& unique, const ConvertOptions& conver
 
   ProgressLine bar("kptrace convert", total_bytes, options.progress);
   uint64_t done_bytes = 0;
-  Chunk chunk;
   for (size_t i = 0; i < files.size(); ++i) {
     if (!readable[i]) continue;
-    auto reader = TraceReader::Open(files[i]).value_or(nullptr);
-    if (!reader || !reader->Next(&chunk)) {  // changed since the first look
-      report(files[i] + ": could no longer be read (skipped)");
-      continue;
+    std::unique_ptr<TraceReader> reader;
+    bool shifted = i == kept_index;  // the kept first chunk's times are shifted already
+    if (shifted) {
+      reader = std::move(kept);
+    } else {
+      reader = TraceReader::Open(files[i]).value_or(nullptr);
+      if (!reader || !reader->Next(&chunk)) {  // changed since the first look
+        report(files[i] + ": could no longer be read (skipped)");
+        continue;
+      }
     }
     const int index = static_cast<int>(i);
     ++result.files_read;
     exporter->BeginFile(index, *reader);
     do {
-      ShiftChunkTimes(&chunk, clock_offsets[i]);
+      if (!shifted) ShiftChunkTimes(&chunk, clock_offsets[i]);
+      shifted = false;
       exporter->AddChunk(index, *reader, chunk);
       bar.Update(done_bytes + reader->position(), result.records + reader->stats().records);
     } while (reader->Next(&chunk));
