@@ -6,6 +6,7 @@
 #include "tools/io/output_guard.h"
 #include "tools/kptrace/commands.h"
 #include "tools/kptrace/cupti_library.h"
+#include "tools/kptrace/huge_page_heap.h"
 
 namespace {
 
@@ -43,6 +44,9 @@ int Dispatch(int argc, char** argv) {
   const std::string cmd = argv[1];
   int sub_argc = argc - 2;
   char** sub_argv = argv + 2;
+  if (cmd == "info" || cmd == "convert" || cmd == "summary" || cmd == "report" || cmd == "diff") {
+    kp::BackHeapWithHugePages();  // where it is not possible, the commands run as they are
+  }
   if (cmd == "info") return kp::cli::RunInfo(sub_argc, sub_argv);
   if (cmd == "convert") return kp::cli::RunConvert(sub_argc, sub_argv);
   if (cmd == "summary") return kp::cli::RunSummary(sub_argc, sub_argv);
