@@ -73,7 +73,8 @@ if [[ ${FLOOR:-} != only ]]; then
       done
     done
   done
-  echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs; CPU time of one process"
+  thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true)
+  echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, transparent huge pages: ${thp:-unknown}; CPU time of one process"
   echo "trace: $records records, $(stat -L -c %s "$trace") bytes; medians of $rounds rounds"
   for b in "${!binaries[@]}"; do
     echo
