@@ -20,6 +20,8 @@
 #
 # FORMATS: which commands, a space-separated subset of "perfetto csv chrome summary" (default all).
 # TIME_BIN: GNU time, a path or a command name (default /usr/bin/time).
+# KP_BENCH_CPU: the CPU every timed command is pinned to (taskset -c; default the last CPU), so
+# that no run is moved between cores or sockets mid-way.
 # usage: [BEFORE=kptrace] [FLOOR=1] [FORMATS="..."] [TIME_BIN=time] bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
@@ -36,6 +38,13 @@ for tool in "$kptrace" "$gen" "$time_bin"; do
     exit 1
   fi
 done
+cpu=${KP_BENCH_CPU:-$(($(nproc) - 1))}
+pin=()
+if command -v taskset >/dev/null; then
+  pin=(taskset -c "$cpu")
+else
+  echo "convert_throughput: taskset not found: runs are not pinned" >&2
+fi
 binaries=("$kptrace")
 if [[ -n ${BEFORE:-} ]]; then
   [[ -x $BEFORE ]] || { echo "convert_throughput: BEFORE=$BEFORE is not an executable" >&2; exit 1; }
@@ -62,10 +71,10 @@ if [[ ${FLOOR:-} != only ]]; then
         rm -rf "$out" "$out".*
         tf=$work/time.txt
         if [[ $f == summary ]]; then
-          "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$b]}" summary "$trace" >"$out" 2>/dev/null
+          "${pin[@]}" "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$b]}" summary "$trace" >"$out" 2>/dev/null
         else
           [[ $f == csv ]] && out=$out/
-          "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$b]}" convert "$trace" --to "$f" \
+          "${pin[@]}" "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$b]}" convert "$trace" --to "$f" \
             -o "$out" --no-progress 2>/dev/null
         fi
         echo "$b $f $(cat "$tf") $(du -sb "$work/out_$f" | cut -f1)" >>"$log"
@@ -74,7 +83,7 @@ if [[ ${FLOOR:-} != only ]]; then
     done
   done
   thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || true)
-  echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, transparent huge pages: ${thp:-unknown}; CPU time of one process"
+  echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs, transparent huge pages: ${thp:-unknown}; CPU time of one process${pin[*]:+, pinned to CPU $cpu}"
   echo "trace: $records records, $(stat -L -c %s "$trace") bytes; medians of $rounds rounds"
   for b in "${!binaries[@]}"; do
     echo
@@ -106,17 +115,17 @@ if [[ -n ${FLOOR:-} ]]; then
   : >"$floor"
   tf=$work/time.txt
   for ((r = 1; r <= rounds; ++r)); do
-    "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$last]}" info "$trace" >/dev/null 2>&1
+    "${pin[@]}" "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$last]}" info "$trace" >/dev/null 2>&1
     echo "info $(cat "$tf")" >>"$floor"
     for f in perfetto chrome; do
-      "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$last]}" convert "$trace" --to "$f" \
+      "${pin[@]}" "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$last]}" convert "$trace" --to "$f" \
         -o /dev/null --no-progress >/dev/null 2>&1
       echo "devnull_$f $(cat "$tf")" >>"$floor"
     done
     for f in perfetto csv chrome; do
       bytes=$(awk -v b="$last" -v f="$f" '$1 == b && $2 == f { n = $6 } END { print n == "" ? 0 : n }' "$log")
       [[ $bytes -gt 0 ]] || continue
-      "$time_bin" -f "%U %S 0" -o "$tf" dd if=/dev/zero of="$work/zero" bs=1M \
+      "${pin[@]}" "$time_bin" -f "%U %S 0" -o "$tf" dd if=/dev/zero of="$work/zero" bs=1M \
         count=$(((bytes + 1048575) / 1048576)) 2>/dev/null
       echo "write_$f $(cat "$tf")" >>"$floor"
       rm -f "$work/zero"
