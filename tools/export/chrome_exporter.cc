@@ -311,6 +311,25 @@ void ChromeExporter::BeginComplete(std::string_view members, std::string_view na
   j.MicrosMember("dur", static_cast<int64_t>(end - start));
 }
 
+void ChromeExporter::BeginCompleteWithHead(std::string_view head, int32_t pid, int64_t tid,
+                                           uint64_t start, uint64_t end) {
+  JsonWriter& j = *json_;
+  j.BeginObject();
+  j.PlainMembers(head);
+  j.PlainMembers(PidTid(pid, tid));
+  j.MicrosMember("ts", Rel(start));
+  j.MicrosMember("dur", static_cast<int64_t>(end - start));
+}
+
+std::string ChromeExporter::Head(std::string_view members, std::string_view name) {
+  JsonWriter w(nullptr);  // never flushed: only its buffer is read
+  w.BeginObject();
+  w.PlainMembers(members);
+  w.KeyPlain("name");
+  w.String(name);
+  return w.buffer().substr(1);  // without the "{"
+}
+
 std::string_view ChromeExporter::PidTid(int32_t pid, int64_t tid) {
   if (pid_tid_text_.empty() || pid != pid_tid_pid_ || tid != pid_tid_tid_) {
     pid_tid_pid_ = pid;
@@ -406,14 +425,21 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
       const KernelShape* shape = reader.Shape(k.shape());
       const uint32_t sid =
           shape != nullptr ? (shape->demangled() != 0 ? shape->demangled() : shape->name()) : 0;
-      std::string_view name =
-          shape != nullptr ? reader.Str(sid) : std::string_view("<unknown kernel>");
-      bool plain = shape != nullptr && NamePlain(p, reader, sid);
-      if ((k.flags() & RECORD_FLAG_PROFILER_INTERNAL) != 0) {
-        internal_name.assign("[kp profiler] ").append(name);  // rare: no allocation per kernel
-        name = internal_name;
+      if (shape != nullptr && (k.flags() & RECORD_FLAG_PROFILER_INTERNAL) == 0 &&
+          reader.HasStr(sid)) {
+        BeginCompleteWithHead(
+            p.kernel_heads.Get(k.shape(), [&] { return Head(kCatKernel, reader.Str(sid)); }), p.pid,
+            tid, s.start, s.end);
+      } else {
+        std::string_view name =
+            shape != nullptr ? reader.Str(sid) : std::string_view("<unknown kernel>");
+        bool plain = shape != nullptr && NamePlain(p, reader, sid);
+        if ((k.flags() & RECORD_FLAG_PROFILER_INTERNAL) != 0) {
+          internal_name.assign("[kp profiler] ").append(name);  // rare: no allocation per kernel
+          name = internal_name;
+        }
+        BeginComplete(kCatKernel, name, p.pid, tid, s.start, s.end, plain);
       }
-      BeginComplete(kCatKernel, name, p.pid, tid, s.start, s.end, plain);
       if (launches_.Contains(k.correlation())) BindFlow(false, p.ids.FlowId(k.correlation()));
       j.KeyPlain("args");
       j.BeginObject();
@@ -464,8 +490,16 @@ void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk&
       } else {
         flow = ApiStartsGpuWork(name);
       }
-      BeginComplete(a.domain() == API_DRIVER ? kCatDriver : kCatRuntime, name, p.pid, tid, s.start,
-                    s.end, NamePlain(p, reader, a.name()));
+      const bool driver = a.domain() == API_DRIVER;
+      if (reader.HasStr(a.name())) {
+        ShapeTextCache& heads = driver ? p.driver_heads : p.runtime_heads;
+        BeginCompleteWithHead(
+            heads.Get(a.name(), [&] { return Head(driver ? kCatDriver : kCatRuntime, name); }),
+            p.pid, tid, s.start, s.end);
+      } else {
+        BeginComplete(driver ? kCatDriver : kCatRuntime, name, p.pid, tid, s.start, s.end,
+                      NamePlain(p, reader, a.name()));
+      }
       if (a.correlation() != 0 && flow) {
         launches_.Add(a.correlation());
         BindFlow(true, p.ids.FlowId(a.correlation()));
@@ -480,6 +514,10 @@ void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk&
       if ((r.flags() & RECORD_FLAG_OPEN) != 0) {
         BeginComplete(kCatNvtx, std::string(reader.Str(r.name())) + std::string(kOpenRangeSuffix),
                       p.pid, tid, s.start, s.end);
+      } else if (reader.HasStr(r.name())) {
+        BeginCompleteWithHead(
+            p.nvtx_heads.Get(r.name(), [&] { return Head(kCatNvtx, reader.Str(r.name())); }), p.pid,
+            tid, s.start, s.end);
       } else {
         BeginComplete(kCatNvtx, reader.Str(r.name()), p.pid, tid, s.start, s.end,
                       NamePlain(p, reader, r.name()));

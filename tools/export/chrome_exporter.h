@@ -61,6 +61,11 @@ class ChromeExporter final : public Exporter {
     std::vector<int8_t> name_plain, api_flow;
     // A kernel shape's arguments (KernelShapeArgs) as JSON members, copied into every launch.
     ShapeTextCache shape_members;
+    // An event's first members, "ph":"X","cat":"<category>","name":"<name>", made once: per
+    // kernel shape, per API name (runtime, driver) and per NVTX range name (by string id). Used
+    // only while the chunk has the name's string (TraceReader::HasStr), so a name a damaged
+    // chunk lacks is still written and counted as unknown.
+    ShapeTextCache kernel_heads, runtime_heads, driver_heads, nvtx_heads;
     uint32_t last_named_tid = 0;
     bool have_named_tid = false;
     std::unordered_map<uint32_t, std::vector<std::string>> pm_counter_names;
@@ -92,6 +97,11 @@ class ChromeExporter final : public Exporter {
   // `plain`: the name needs no escaping (JsonWriter::IsPlain).
   void BeginComplete(std::string_view members, std::string_view name, int32_t pid, int64_t tid,
                      uint64_t start, uint64_t end, bool plain = false);
+  // The same from a head made by Head: the members, then the name's string.
+  void BeginCompleteWithHead(std::string_view head, int32_t pid, int64_t tid, uint64_t start,
+                             uint64_t end);
+  // "ph":"X","cat":"<category>","name":"<name>": BeginComplete's first members, for a cache.
+  static std::string Head(std::string_view members, std::string_view name);
   // Whether reader string `sid` (the current file's) needs no JSON escaping; cached.
   bool NamePlain(Process& p, TraceReader& reader, uint32_t sid);
   // The JSON members of a kernel shape's arguments, cached per shape id.
