@@ -89,6 +89,32 @@ TEST(JsonWriter, EscapesEverythingAParserNeeds) {
   EXPECT_NE(s.find("-1.500"), std::string::npos);
 }
 
+// The one-step members write the same bytes as the calls they stand for, first in an object or
+// after another member, with negative and long values.
+TEST(JsonWriter, CombinedMembersEqualTheirParts) {
+  for (bool first : {true, false}) {
+    for (int64_t ns : {int64_t{0}, int64_t{-1500}, int64_t{1234567}, INT64_MAX}) {
+      for (uint64_t v : {uint64_t{0}, uint64_t{7}, uint64_t{4503599627370495}, UINT64_MAX}) {
+        kp::JsonWriter parts(nullptr), combined(nullptr);
+        for (kp::JsonWriter* w : {&parts, &combined}) {
+          w->BeginObject();
+          if (!first) w->UIntMember("before", 1);
+        }
+        parts.MicrosMember("ts", ns);
+        parts.MicrosMember("dur", -ns / 3);
+        parts.UIntMember("bind_id", v);
+        parts.PlainMembers(R"("flow_in":true)");
+        combined.MicrosMembers("ts", ns, "dur", -ns / 3);
+        combined.UIntMemberThen("bind_id", v, R"("flow_in":true)");
+        parts.EndObject();
+        combined.EndObject();
+        EXPECT_EQ(combined.buffer(), parts.buffer());
+        EXPECT_TRUE(json::accept(combined.buffer())) << combined.buffer();
+      }
+    }
+  }
+}
+
 // An empty string_view may carry a null pointer (a name id the trace never defined); writing it
 // must not hand that pointer to memcpy (UBSan flags it; found by the fuzzer).
 TEST(JsonWriter, EmptyNullStringsAndKeys) {

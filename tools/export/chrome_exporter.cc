@@ -307,8 +307,7 @@ void ChromeExporter::BeginComplete(std::string_view members, std::string_view na
     j.String(name);
   }
   j.PlainMembers(PidTid(pid, tid));
-  j.MicrosMember("ts", Rel(start));
-  j.MicrosMember("dur", static_cast<int64_t>(end - start));
+  j.MicrosMembers("ts", Rel(start), "dur", static_cast<int64_t>(end - start));
 }
 
 void ChromeExporter::BeginCompleteWithHead(std::string_view head, int32_t pid, int64_t tid,
@@ -317,8 +316,7 @@ void ChromeExporter::BeginCompleteWithHead(std::string_view head, int32_t pid, i
   j.BeginObject();
   j.PlainMembers(head);
   j.PlainMembers(PidTid(pid, tid));
-  j.MicrosMember("ts", Rel(start));
-  j.MicrosMember("dur", static_cast<int64_t>(end - start));
+  j.MicrosMembers("ts", Rel(start), "dur", static_cast<int64_t>(end - start));
 }
 
 std::string ChromeExporter::Head(std::string_view members, std::string_view name) {
@@ -345,9 +343,24 @@ std::string_view ChromeExporter::PidTid(int32_t pid, int64_t tid) {
   return pid_tid_text_;
 }
 
+std::string_view ChromeExporter::PlacementMembers(uint32_t stream, uint32_t device,
+                                                  uint32_t context) {
+  if (placement_text_.empty() || stream != placement_stream_ || device != placement_device_ ||
+      context != placement_context_) {
+    placement_stream_ = stream;
+    placement_device_ = device;
+    placement_context_ = context;
+    JsonWriter w(nullptr);  // never flushed: only its buffer is read
+    JsonArgs sink{w};
+    w.BeginObject();
+    KernelPlacementArgs(stream, device, context, sink);
+    placement_text_ = w.buffer().substr(1);  // without the "{"
+  }
+  return placement_text_;
+}
+
 void ChromeExporter::BindFlow(bool out, uint64_t id) {
-  json_->UIntMember("bind_id", id);
-  json_->PlainMembers(out ? kFlowOut : kFlowIn);
+  json_->UIntMemberThen("bind_id", id, out ? kFlowOut : kFlowIn);
 }
 
 void ChromeExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& chunk) {
@@ -444,7 +457,10 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
       j.KeyPlain("args");
       j.BeginObject();
       if (shape != nullptr) j.PlainMembers(ShapeMembers(p, reader, k.shape(), *shape));
-      KernelLaunchArgs(k, args);
+      // KernelLaunchArgs, with the placement members kept from the kernel before.
+      args.UInt(kArgCorrelation, k.correlation());
+      j.PlainMembers(PlacementMembers(k.stream(), k.device(), k.context()));
+      GraphArgs(k.graph_id(), k.graph_node_id(), args);
       j.EndObject();
       j.EndObject();
     } else if (s.kind == SliceKind::kMemcpy) {

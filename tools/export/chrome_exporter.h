@@ -78,6 +78,9 @@ class ChromeExporter final : public Exporter {
   // `"pid":P,"tid":T` (members written together on every event), kept for the last pair: a
   // track's events follow each other.
   std::string_view PidTid(int32_t pid, int64_t tid);
+  // A kernel's "stream","device","context" members (KernelPlacementArgs), kept for the last
+  // triple: a track's kernels follow each other.
+  std::string_view PlacementMembers(uint32_t stream, uint32_t device, uint32_t context);
 
   // One emitter per record kind.
   void EmitGpuWork(int file_index, Process& p, TraceReader& reader, const Chunk& chunk);
@@ -119,6 +122,8 @@ class ChromeExporter final : public Exporter {
   int32_t pid_tid_pid_ = 0;  // PidTid's last pair and its text ("" = none yet)
   int64_t pid_tid_tid_ = 0;
   std::string pid_tid_text_;
+  std::string placement_text_;  // PlacementMembers' last triple and its text
+  uint32_t placement_stream_ = 0, placement_device_ = 0, placement_context_ = 0;
   std::vector<std::unique_ptr<Process>> processes_;
   std::unordered_map<uint32_t, int> pids_used_;
   TimelineIdAllocator ids_;

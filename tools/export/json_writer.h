@@ -45,6 +45,11 @@ class JsonWriter {
   void UIntMember(std::string_view key, uint64_t v);
   void IntMember(std::string_view key, int64_t v);
   void MicrosMember(std::string_view key, int64_t ns);
+  // Two MicrosMember calls in one step (an event's "ts" and "dur").
+  void MicrosMembers(std::string_view key1, int64_t ns1, std::string_view key2, int64_t ns2);
+  // UIntMember, then PlainMembers(members), in one step (a launch arrow's end: "bind_id" and
+  // "flow_in" or "flow_out").
+  void UIntMemberThen(std::string_view key, uint64_t v, std::string_view members);
   // Writes out the buffer if it is large (or always, with force). False after a write error.
   bool Flush(bool force = false);
   // A line break outside any value (the end of the document).
@@ -180,6 +185,27 @@ inline void JsonWriter::MicrosMember(std::string_view key, int64_t ns) {
   buf_.Reserve(key.size() + 4 + 24);
   char* p = MemberKey(key);
   buf_.Advance(static_cast<size_t>(Micros(p, ns) - buf_.Tail()));
+}
+
+inline void JsonWriter::MicrosMembers(std::string_view key1, int64_t ns1, std::string_view key2,
+                                      int64_t ns2) {
+  buf_.Reserve(key1.size() + key2.size() + 8 + 48);
+  char* p = Micros(MemberKey(key1), ns1);
+  *p++ = ',';
+  *p++ = '"';
+  std::memcpy(p, key2.data(), key2.size());
+  p += key2.size();
+  *p++ = '"';
+  *p++ = ':';
+  buf_.Advance(static_cast<size_t>(Micros(p, ns2) - buf_.Tail()));
+}
+
+inline void JsonWriter::UIntMemberThen(std::string_view key, uint64_t v, std::string_view members) {
+  buf_.Reserve(key.size() + 4 + 20 + 1 + members.size());
+  char* p = WriteDecimal(MemberKey(key), v);
+  *p++ = ',';
+  std::memcpy(p, members.data(), members.size());
+  buf_.Advance(static_cast<size_t>(p + members.size() - buf_.Tail()));
 }
 
 }  // namespace kp

@@ -75,12 +75,18 @@ void KernelShapeArgs(const KernelShape& shape, std::string_view mangled, Sink& s
   s.UInt(kArgDynamicShared, shape.dynamic_shared_bytes());
   s.Str(kArgMangledName, mangled);
 }
+// Where a launch ran: the same for a stream's kernels one after another (the Chrome exporter
+// formats these members once per change; KernelLaunchArgs' order).
+template <typename Sink>
+void KernelPlacementArgs(uint32_t stream, uint32_t device, uint32_t context, Sink& s) {
+  s.UInt(kArgStream, stream);
+  s.UInt(kArgDevice, device);
+  s.UInt(kArgContext, context);
+}
 template <typename Sink>
 void KernelLaunchArgs(const Kernel& k, Sink& s) {
   s.UInt(kArgCorrelation, k.correlation());
-  s.UInt(kArgStream, k.stream());
-  s.UInt(kArgDevice, k.device());
-  s.UInt(kArgContext, k.context());
+  KernelPlacementArgs(k.stream(), k.device(), k.context(), s);
   GraphArgs(k.graph_id(), k.graph_node_id(), s);
 }
 // Both parts (shape may be null for a damaged trace).
