@@ -20,8 +20,8 @@
 #
 # FORMATS: which commands, a space-separated subset of "perfetto csv chrome summary" (default all).
 # TIME_BIN: GNU time, a path or a command name (default /usr/bin/time).
-# KP_BENCH_CPU: the CPU every timed command is pinned to (taskset -c; default the last CPU), so
-# that no run is moved between cores or sockets mid-way.
+# KP_BENCH_CPU: the CPU every timed command is pinned to (taskset -c; default the last CPU the
+# script may run on), so that no run is moved between cores or sockets mid-way.
 # usage: [BEFORE=kptrace] [FLOOR=1] [FORMATS="..."] [TIME_BIN=time] bench/convert_throughput.sh [BUILD_DIR] [RECORDS] [WORK_DIR] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
@@ -38,7 +38,11 @@ for tool in "$kptrace" "$gen" "$time_bin"; do
     exit 1
   fi
 done
-cpu=${KP_BENCH_CPU:-$(($(nproc) - 1))}
+# The last CPU this script may run on (its affinity list, e.g. "0-15" or "8-11,14"), not nproc-1:
+# under a cpuset the two differ.
+last_cpu=$(awk '/^Cpus_allowed_list/ { n = split($2, a, ","); m = split(a[n], b, "-"); print b[m] }' \
+  /proc/self/status 2>/dev/null || true)
+cpu=${KP_BENCH_CPU:-${last_cpu:-0}}
 pin=()
 if command -v taskset >/dev/null; then
   pin=(taskset -c "$cpu")
@@ -71,10 +75,10 @@ if [[ ${FLOOR:-} != only ]]; then
         rm -rf "$out" "$out".*
         tf=$work/time.txt
         if [[ $f == summary ]]; then
-          "${pin[@]}" "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$b]}" summary "$trace" >"$out" 2>/dev/null
+          ${pin[@]+"${pin[@]}"} "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$b]}" summary "$trace" >"$out" 2>/dev/null
         else
           [[ $f == csv ]] && out=$out/
-          "${pin[@]}" "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$b]}" convert "$trace" --to "$f" \
+          ${pin[@]+"${pin[@]}"} "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$b]}" convert "$trace" --to "$f" \
             -o "$out" --no-progress 2>/dev/null
         fi
         echo "$b $f $(cat "$tf") $(du -sb "$work/out_$f" | cut -f1)" >>"$log"
@@ -115,17 +119,17 @@ if [[ -n ${FLOOR:-} ]]; then
   : >"$floor"
   tf=$work/time.txt
   for ((r = 1; r <= rounds; ++r)); do
-    "${pin[@]}" "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$last]}" info "$trace" >/dev/null 2>&1
+    ${pin[@]+"${pin[@]}"} "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$last]}" info "$trace" >/dev/null 2>&1
     echo "info $(cat "$tf")" >>"$floor"
     for f in perfetto chrome; do
-      "${pin[@]}" "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$last]}" convert "$trace" --to "$f" \
+      ${pin[@]+"${pin[@]}"} "$time_bin" -f "%U %S %M" -o "$tf" "${binaries[$last]}" convert "$trace" --to "$f" \
         -o /dev/null --no-progress >/dev/null 2>&1
       echo "devnull_$f $(cat "$tf")" >>"$floor"
     done
     for f in perfetto csv chrome; do
       bytes=$(awk -v b="$last" -v f="$f" '$1 == b && $2 == f { n = $6 } END { print n == "" ? 0 : n }' "$log")
       [[ $bytes -gt 0 ]] || continue
-      "${pin[@]}" "$time_bin" -f "%U %S 0" -o "$tf" dd if=/dev/zero of="$work/zero" bs=1M \
+      ${pin[@]+"${pin[@]}"} "$time_bin" -f "%U %S 0" -o "$tf" dd if=/dev/zero of="$work/zero" bs=1M \
         count=$(((bytes + 1048575) / 1048576)) 2>/dev/null
       echo "write_$f $(cat "$tf")" >>"$floor"
       rm -f "$work/zero"

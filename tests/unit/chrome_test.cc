@@ -93,7 +93,7 @@ TEST(JsonWriter, EscapesEverythingAParserNeeds) {
 // after another member, with negative and long values.
 TEST(JsonWriter, CombinedMembersEqualTheirParts) {
   for (bool first : {true, false}) {
-    for (int64_t ns : {int64_t{0}, int64_t{-1500}, int64_t{1234567}, INT64_MAX}) {
+    for (int64_t ns : {int64_t{0}, int64_t{-1500}, int64_t{1234567}, INT64_MAX, INT64_MIN}) {
       for (uint64_t v : {uint64_t{0}, uint64_t{7}, uint64_t{4503599627370495}, UINT64_MAX}) {
         kp::JsonWriter parts(nullptr), combined(nullptr);
         for (kp::JsonWriter* w : {&parts, &combined}) {
@@ -567,55 +567,82 @@ std::string OneShapeTrace(const std::string& path, int pid, const std::string& n
   return path;
 }
 
+// Each kernel event of the conversion of `files` as "pid name mangled-name grid" (Chrome JSON),
+// and as "name mangled-name grid" (Perfetto).
+std::multiset<std::string> ChromeKernels(const std::vector<std::string>& files) {
+  kp::ExportOptions opt;
+  opt.output = "shapes.json";
+  kp::ChromeExporter exporter(opt);
+  EXPECT_TRUE(IsOk(ExportFiles(exporter, files)));
+  std::multiset<std::string> seen;
+  const json j = json::parse(ReadFile(opt.output));
+  for (const json& e : j["traceEvents"]) {
+    if (e.value("cat", "") != "kernel") continue;
+    seen.insert(std::to_string(e["pid"].get<int>()) + " " + e["name"].get<std::string>() + " " +
+                e["args"]["mangled name"].get<std::string>() + " " +
+                e["args"]["grid"].get<std::string>());
+  }
+  return seen;
+}
+
+std::multiset<std::string> PerfettoKernels(const std::vector<std::string>& files) {
+  kp::ExportOptions opt;
+  opt.output = "shapes.pftrace";
+  kp::PerfettoExporter exporter(opt);
+  EXPECT_TRUE(IsOk(ExportFiles(exporter, files)));
+  kp_test::perfetto::Trace trace;
+  EXPECT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
+  std::map<uint32_t, std::map<uint64_t, std::string>> event_names, arg_names, values;
+  std::multiset<std::string> seen;
+  for (const auto& pkt : trace.packet()) {
+    const uint32_t seq = pkt.trusted_packet_sequence_id();
+    for (const auto& e : pkt.interned_data().event_names()) event_names[seq][e.iid()] = e.name();
+    for (const auto& e : pkt.interned_data().debug_annotation_names()) {
+      arg_names[seq][e.iid()] = e.name();
+    }
+    for (const auto& e : pkt.interned_data().debug_annotation_string_values()) {
+      values[seq][e.iid()] = e.name();
+    }
+    std::string mangled, grid;
+    for (const auto& da : pkt.track_event().debug_annotations()) {
+      const std::string& n = arg_names[seq][da.name_iid()];
+      if (n == "mangled name") mangled = values[seq][da.string_value_iid()];
+      if (n == "grid") grid = values[seq][da.string_value_iid()];
+    }
+    if (!mangled.empty()) {
+      seen.insert(event_names[seq][pkt.track_event().name_iid()] + " " + mangled + " " + grid);
+    }
+  }
+  return seen;
+}
+
 TEST(ShapeCaches, EachFileKeepsItsOwnShapes) {
   const std::string a = OneShapeTrace("shape_a.kptrace", 11, "_Z5alphav", 128);
   const std::string b = OneShapeTrace("shape_b.kptrace", 22, "_Z4betav", 64);
+  const std::string alpha = "_Z5alphav _Z5alphav (128,1,1)", beta = "_Z4betav _Z4betav (64,1,1)";
+  EXPECT_EQ(ChromeKernels({a, b}),
+            (std::multiset<std::string>{"11 " + alpha, "11 " + alpha, "11 " + alpha, "22 " + beta,
+                                        "22 " + beta, "22 " + beta}));
+  EXPECT_EQ(PerfettoKernels({a, b}),
+            (std::multiset<std::string>{alpha, alpha, alpha, beta, beta, beta}));
+}
+
+// Two traces in one file (the second's chunk reuses the first's sequence number with other
+// content): its string and shape id 1 name another kernel, and the exporters' caches by id
+// start again there.
+TEST(ShapeCaches, ASecondTraceInOneFileKeepsItsOwnNames) {
+  const std::string both = "shape_ab.kptrace";
   {
-    kp::ExportOptions opt;
-    opt.output = "shapes.json";
-    kp::ChromeExporter exporter(opt);
-    ASSERT_TRUE(IsOk(ExportFiles(exporter, {a, b})));
-    std::multiset<std::string> seen;
-    const json j = json::parse(ReadFile(opt.output));
-    for (const json& e : j["traceEvents"]) {
-      if (e.value("cat", "") != "kernel") continue;
-      seen.insert(std::to_string(e["pid"].get<int>()) + " " +
-                  e["args"]["mangled name"].get<std::string>() + " " +
-                  e["args"]["grid"].get<std::string>());
-    }
-    EXPECT_EQ(seen, (std::multiset<std::string>{"11 _Z5alphav (128,1,1)", "11 _Z5alphav (128,1,1)",
-                                                "11 _Z5alphav (128,1,1)", "22 _Z4betav (64,1,1)",
-                                                "22 _Z4betav (64,1,1)", "22 _Z4betav (64,1,1)"}));
+    std::ofstream out(both, std::ios::binary);
+    out << ReadFile(OneShapeTrace("shape_a.kptrace", 11, "_Z5alphav", 128))
+        << ReadFile(OneShapeTrace("shape_b.kptrace", 11, "_Z4betav", 64));
   }
-  {
-    kp::ExportOptions opt;
-    opt.output = "shapes.pftrace";
-    kp::PerfettoExporter exporter(opt);
-    ASSERT_TRUE(IsOk(ExportFiles(exporter, {a, b})));
-    kp_test::perfetto::Trace trace;
-    ASSERT_TRUE(trace.ParseFromString(ReadFile(opt.output)));
-    std::map<uint32_t, std::map<uint64_t, std::string>> arg_names, values;
-    std::multiset<std::string> seen;
-    for (const auto& pkt : trace.packet()) {
-      const uint32_t seq = pkt.trusted_packet_sequence_id();
-      for (const auto& e : pkt.interned_data().debug_annotation_names()) {
-        arg_names[seq][e.iid()] = e.name();
-      }
-      for (const auto& e : pkt.interned_data().debug_annotation_string_values()) {
-        values[seq][e.iid()] = e.name();
-      }
-      std::string mangled, grid;
-      for (const auto& da : pkt.track_event().debug_annotations()) {
-        const std::string& n = arg_names[seq][da.name_iid()];
-        if (n == "mangled name") mangled = values[seq][da.string_value_iid()];
-        if (n == "grid") grid = values[seq][da.string_value_iid()];
-      }
-      if (!mangled.empty()) seen.insert(mangled + " " + grid);
-    }
-    EXPECT_EQ(seen, (std::multiset<std::string>{"_Z5alphav (128,1,1)", "_Z5alphav (128,1,1)",
-                                                "_Z5alphav (128,1,1)", "_Z4betav (64,1,1)",
-                                                "_Z4betav (64,1,1)", "_Z4betav (64,1,1)"}));
-  }
+  const std::string alpha = "_Z5alphav _Z5alphav (128,1,1)", beta = "_Z4betav _Z4betav (64,1,1)";
+  EXPECT_EQ(ChromeKernels({both}),
+            (std::multiset<std::string>{"11 " + alpha, "11 " + alpha, "11 " + alpha, "11 " + beta,
+                                        "11 " + beta, "11 " + beta}));
+  EXPECT_EQ(PerfettoKernels({both}),
+            (std::multiset<std::string>{alpha, alpha, alpha, beta, beta, beta}));
 }
 
 }  // namespace

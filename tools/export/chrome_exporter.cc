@@ -287,7 +287,7 @@ bool ChromeExporter::NamePlain(Process& p, TraceReader& reader, uint32_t sid) {
 std::string_view ChromeExporter::ShapeMembers(Process& p, TraceReader& reader, uint32_t shape_id,
                                               const KernelShape& shape) {
   return p.shape_members.Get(shape_id, [&] {
-    JsonWriter w(nullptr);  // never flushed: only its buffer is read
+    JsonWriter w(nullptr, 256);  // never flushed: only its buffer is read
     JsonArgs sink{w};
     w.BeginObject();
     KernelShapeArgs(shape, reader.Str(shape.name()), sink);
@@ -319,13 +319,17 @@ void ChromeExporter::BeginCompleteWithHead(std::string_view head, int32_t pid, i
   j.MicrosMembers("ts", Rel(start), "dur", static_cast<int64_t>(end - start));
 }
 
-std::string ChromeExporter::Head(std::string_view members, std::string_view name) {
-  JsonWriter w(nullptr);  // never flushed: only its buffer is read
-  w.BeginObject();
-  w.PlainMembers(members);
-  w.KeyPlain("name");
-  w.String(name);
-  return w.buffer().substr(1);  // without the "{"
+std::string_view ChromeExporter::CachedHead(Process& p, TraceReader& reader, ShapeTextCache& heads,
+                                            uint32_t key, std::string_view members, uint32_t sid) {
+  if (key >= kMaxCachedHeadId || !reader.HasStr(sid) || !NamePlain(p, reader, sid)) return {};
+  return heads.Get(key, [&] {
+    // As BeginComplete writes them: the members, then "name" and the plain name in quotes.
+    const std::string_view name = reader.Str(sid);
+    std::string head;
+    head.reserve(members.size() + name.size() + 10);
+    head.append(members).append(R"(,"name":")").append(name).append("\"");
+    return head;
+  });
 }
 
 std::string_view ChromeExporter::PidTid(int32_t pid, int64_t tid) {
@@ -350,7 +354,7 @@ std::string_view ChromeExporter::PlacementMembers(uint32_t stream, uint32_t devi
     placement_stream_ = stream;
     placement_device_ = device;
     placement_context_ = context;
-    JsonWriter w(nullptr);  // never flushed: only its buffer is read
+    JsonWriter w(nullptr, 256);  // never flushed: only its buffer is read
     JsonArgs sink{w};
     w.BeginObject();
     KernelPlacementArgs(stream, device, context, sink);
@@ -365,6 +369,15 @@ void ChromeExporter::BindFlow(bool out, uint64_t id) {
 
 void ChromeExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& chunk) {
   Process& p = ProcessFor(file_index, reader);
+  if (reader.stats().chunks_sequence_reused != p.sequence_reused) {
+    p.sequence_reused = reader.stats().chunks_sequence_reused;
+    p.name_plain.clear();
+    p.api_flow.clear();
+    for (ShapeTextCache* c :
+         {&p.shape_members, &p.kernel_heads, &p.runtime_heads, &p.driver_heads, &p.nvtx_heads}) {
+      c->Clear();
+    }
+  }
   JsonWriter& j = *json_;
   if (!have_base_) {
     // No header (damaged file): the chunk's time base is the earliest time we can know.
@@ -438,11 +451,12 @@ void ChromeExporter::EmitGpuWork(int file_index, Process& p, TraceReader& reader
       const KernelShape* shape = reader.Shape(k.shape());
       const uint32_t sid =
           shape != nullptr ? (shape->demangled() != 0 ? shape->demangled() : shape->name()) : 0;
-      if (shape != nullptr && (k.flags() & RECORD_FLAG_PROFILER_INTERNAL) == 0 &&
-          reader.HasStr(sid)) {
-        BeginCompleteWithHead(
-            p.kernel_heads.Get(k.shape(), [&] { return Head(kCatKernel, reader.Str(sid)); }), p.pid,
-            tid, s.start, s.end);
+      const std::string_view head =
+          shape != nullptr && (k.flags() & RECORD_FLAG_PROFILER_INTERNAL) == 0
+              ? CachedHead(p, reader, p.kernel_heads, k.shape(), kCatKernel, sid)
+              : std::string_view();
+      if (!head.empty()) {
+        BeginCompleteWithHead(head, p.pid, tid, s.start, s.end);
       } else {
         std::string_view name =
             shape != nullptr ? reader.Str(sid) : std::string_view("<unknown kernel>");
@@ -507,11 +521,11 @@ void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk&
         flow = ApiStartsGpuWork(name);
       }
       const bool driver = a.domain() == API_DRIVER;
-      if (reader.HasStr(a.name())) {
-        ShapeTextCache& heads = driver ? p.driver_heads : p.runtime_heads;
-        BeginCompleteWithHead(
-            heads.Get(a.name(), [&] { return Head(driver ? kCatDriver : kCatRuntime, name); }),
-            p.pid, tid, s.start, s.end);
+      const std::string_view head =
+          CachedHead(p, reader, driver ? p.driver_heads : p.runtime_heads, a.name(),
+                     driver ? kCatDriver : kCatRuntime, a.name());
+      if (!head.empty()) {
+        BeginCompleteWithHead(head, p.pid, tid, s.start, s.end);
       } else {
         BeginComplete(driver ? kCatDriver : kCatRuntime, name, p.pid, tid, s.start, s.end,
                       NamePlain(p, reader, a.name()));
@@ -530,10 +544,10 @@ void ChromeExporter::EmitCpuSlices(Process& p, TraceReader& reader, const Chunk&
       if ((r.flags() & RECORD_FLAG_OPEN) != 0) {
         BeginComplete(kCatNvtx, std::string(reader.Str(r.name())) + std::string(kOpenRangeSuffix),
                       p.pid, tid, s.start, s.end);
-      } else if (reader.HasStr(r.name())) {
-        BeginCompleteWithHead(
-            p.nvtx_heads.Get(r.name(), [&] { return Head(kCatNvtx, reader.Str(r.name())); }), p.pid,
-            tid, s.start, s.end);
+      } else if (const std::string_view head =
+                     CachedHead(p, reader, p.nvtx_heads, r.name(), kCatNvtx, r.name());
+                 !head.empty()) {
+        BeginCompleteWithHead(head, p.pid, tid, s.start, s.end);
       } else {
         BeginComplete(kCatNvtx, reader.Str(r.name()), p.pid, tid, s.start, s.end,
                       NamePlain(p, reader, r.name()));

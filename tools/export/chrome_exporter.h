@@ -62,10 +62,15 @@ class ChromeExporter final : public Exporter {
     // A kernel shape's arguments (KernelShapeArgs) as JSON members, copied into every launch.
     ShapeTextCache shape_members;
     // An event's first members, "ph":"X","cat":"<category>","name":"<name>", made once: per
-    // kernel shape, per API name (runtime, driver) and per NVTX range name (by string id). Used
-    // only while the chunk has the name's string (TraceReader::HasStr), so a name a damaged
-    // chunk lacks is still written and counted as unknown.
+    // kernel shape, per API name (runtime, driver) and per NVTX range name (by string id, below
+    // kMaxCachedHeadId). Used only for a name that needs no escaping and that the chunk has
+    // (TraceReader::HasStr), so a name a damaged chunk lacks is still written and counted as
+    // unknown.
     ShapeTextCache kernel_heads, runtime_heads, driver_heads, nvtx_heads;
+    // The reader's count of reused sequence numbers when the caches above were last valid: a
+    // file that holds a second trace (a reused sequence number with other content) may give
+    // its ids other strings, so every cache by string or shape id starts again.
+    uint64_t sequence_reused = 0;
     uint32_t last_named_tid = 0;
     bool have_named_tid = false;
     std::unordered_map<uint32_t, std::vector<std::string>> pm_counter_names;
@@ -103,8 +108,14 @@ class ChromeExporter final : public Exporter {
   // The same from a head made by Head: the members, then the name's string.
   void BeginCompleteWithHead(std::string_view head, int32_t pid, int64_t tid, uint64_t start,
                              uint64_t end);
-  // "ph":"X","cat":"<category>","name":"<name>": BeginComplete's first members, for a cache.
-  static std::string Head(std::string_view members, std::string_view name);
+  // The head of an event named by reader string `sid` (BeginComplete's first members), from
+  // `heads` by `key` (made the first time); empty where it is not cached (see Process), and the
+  // caller then calls BeginComplete.
+  std::string_view CachedHead(Process& p, TraceReader& reader, ShapeTextCache& heads, uint32_t key,
+                              std::string_view members, uint32_t sid);
+  // Ids past this take BeginComplete every time: a trace whose names are all distinct (an NVTX
+  // range name per call) would otherwise keep a head per event.
+  static constexpr uint32_t kMaxCachedHeadId = 1u << 16;
   // Whether reader string `sid` (the current file's) needs no JSON escaping; cached.
   bool NamePlain(Process& p, TraceReader& reader, uint32_t sid);
   // The JSON members of a kernel shape's arguments, cached per shape id.

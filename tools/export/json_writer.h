@@ -18,7 +18,10 @@ namespace kp {
 // backslashes; invalid UTF-8 becomes U+FFFD) are its job, never the caller's.
 class JsonWriter {
  public:
-  explicit JsonWriter(FILE* out) : out_(out) { buf_.Reserve(1u << 20); }
+  // `reserve`: the buffer's first size (a writer that only builds a short fragment needs little).
+  explicit JsonWriter(FILE* out, size_t reserve = size_t{1} << 20) : out_(out) {
+    buf_.Reserve(reserve);
+  }
   void BeginObject();
   void EndObject();
   void BeginArray();

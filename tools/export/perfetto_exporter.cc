@@ -439,6 +439,9 @@ struct PerfettoExporter::Process {
   bool have_last_tid = false;
   uint64_t last_sequence_track = 0;
   Sequence* last_sequence = nullptr;
+  // The reader's count of reused sequence numbers when the caches by string and shape id were
+  // last valid: a file that holds a second trace may give its ids other strings.
+  uint64_t sequence_reused = 0;
 };
 
 PerfettoExporter::PerfettoExporter(const ExportOptions& options) : options_(options) {}
@@ -567,10 +570,11 @@ uint32_t PerfettoExporter::InternName(Sequence& s, TraceReader& reader, uint32_t
   std::vector<Sequence::NameSlot>& slots = internal ? s.internal_name_slots : s.name_slots;
   if (slots.empty()) slots.resize(Sequence::kNameSlots);
   Sequence::NameSlot& slot = slots[sid % Sequence::kNameSlots];
-  if (slot.iid != 0 && slot.sid == sid) return slot.iid;
+  if (slot.iid != 0 && slot.sid == sid && reader.HasStr(sid)) return slot.iid;
   std::string name = std::string(internal ? "[kp profiler] " : "") + std::string(reader.Str(sid));
   const uint32_t iid = InternText(s, name);
-  slot = {sid, iid};
+  // An id the chunk lacks ("<unknown string N>") is not kept for it: a later chunk may have it.
+  if (reader.HasStr(sid)) slot = {sid, iid};
   return iid;
 }
 
@@ -817,6 +821,17 @@ uint64_t PerfettoExporter::ProcessChildTrack(Process& p, uint64_t kind, const ch
 
 void PerfettoExporter::AddChunk(int file_index, TraceReader& reader, const Chunk& chunk) {
   Process& p = ProcessFor(file_index, reader);
+  if (reader.stats().chunks_sequence_reused != p.sequence_reused) {
+    p.sequence_reused = reader.stats().chunks_sequence_reused;
+    p.api_flow.clear();
+    auto forget = [](Sequence& s) {  // interned texts stay: their iids still name them
+      s.name_slots.clear();
+      s.internal_name_slots.clear();
+      s.shape_args.Clear();
+    };
+    forget(p.own);
+    for (const std::unique_ptr<Sequence>& q : p.track_sequences) forget(*q);
+  }
   if (launches_file_ != file_index) {
     launches_.Clear();
     launches_file_ = file_index;

@@ -6,9 +6,10 @@
 // Most kernels give huge pages only to memory that asks for them (THP mode "madvise"), and glibc's
 // malloc asks only when GLIBC_TUNABLES says so at start-up. BackHeapWithHugePages asks for it from
 // inside: it reserves kHugeHeapBytes at the top of malloc's main heap (address space only; pages
-// come when touched), marks that range MADV_HUGEPAGE, and keeps malloc from returning it to the
-// system or placing blocks below 64 MiB outside it. Call it first thing, in a process that does
-// not start other programs (the tuning is not inherited, but `kptrace run` has no use for it).
+// come when touched) and marks that range MADV_HUGEPAGE; malloc then keeps blocks below 64 MiB
+// (32 MiB on an older glibc) in its heap instead of separate mappings, and never gives the
+// heap's top back to the system. Blocks past the reserved range come on ordinary pages. Call it
+// first thing, in a command that starts no other program (`kptrace run` does not call it).
 #pragma once
 
 #include <cstddef>
@@ -22,7 +23,8 @@ enum class HugePageHeap {
   kAdvised,     // THP "madvise": the reserved heap range is marked MADV_HUGEPAGE
   kAlways,      // THP "always": every anonymous range gets huge pages already; nothing done
   kNotOffered,  // THP "never", or no THP in this kernel: nothing done
-  kFailed,      // THP "madvise", but the heap could not be reserved or marked: nothing changed
+  kFailed,      // THP "madvise", but the heap could not be reserved or marked (malloc's
+                // thresholds above may have been set; the program runs as it would otherwise)
 };
 
 // The kernel's THP mode from the text of /sys/kernel/mm/transparent_hugepage/enabled (the
