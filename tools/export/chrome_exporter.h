@@ -113,6 +113,9 @@ class ChromeExporter final : public Exporter {
   // caller then calls BeginComplete.
   std::string_view CachedHead(Process& p, TraceReader& reader, ShapeTextCache& heads, uint32_t key,
                               std::string_view members, uint32_t sid);
+  // CachedHead's first time for `key`: makes the head of a plain name (else empty).
+  std::string_view MakeHead(Process& p, TraceReader& reader, ShapeTextCache& heads, uint32_t key,
+                            std::string_view members, uint32_t sid);
   // Ids past this take BeginComplete every time: a trace whose names are all distinct (an NVTX
   // range name per call) would otherwise keep a head per event.
   static constexpr uint32_t kMaxCachedHeadId = 1u << 16;

@@ -29,6 +29,11 @@ class ShapeTextCache {
     }
     return e.text;
   }
+  // The text of `shape_id` if made already, else null (never makes it).
+  const std::string* Find(uint32_t shape_id) const {
+    if (shape_id >= entries_.size() || !entries_[shape_id].made) return nullptr;
+    return &entries_[shape_id].text;
+  }
   void Clear() { entries_.clear(); }
 
  private:
