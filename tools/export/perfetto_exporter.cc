@@ -570,10 +570,11 @@ uint32_t PerfettoExporter::InternName(Sequence& s, TraceReader& reader, uint32_t
   std::vector<Sequence::NameSlot>& slots = internal ? s.internal_name_slots : s.name_slots;
   if (slots.empty()) slots.resize(Sequence::kNameSlots);
   Sequence::NameSlot& slot = slots[sid % Sequence::kNameSlots];
-  if (slot.iid != 0 && slot.sid == sid && reader.HasStr(sid)) return slot.iid;
+  if (slot.iid != 0 && slot.sid == sid) return slot.iid;
   std::string name = std::string(internal ? "[kp profiler] " : "") + std::string(reader.Str(sid));
   const uint32_t iid = InternText(s, name);
   // An id the chunk lacks ("<unknown string N>") is not kept for it: a later chunk may have it.
+  // (A kept name stays right for later chunks, lacking it or not: ids are stable in a file.)
   if (reader.HasStr(sid)) slot = {sid, iid};
   return iid;
 }
