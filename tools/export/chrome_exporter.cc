@@ -115,6 +115,17 @@ struct JsonArgs {
   }
 };
 
+// The members that `write(sink)` puts into an object (record_args.h arguments), as text to copy
+// into events: made once per shape or per change, never per event.
+template <typename Write>
+std::string ArgsMembers(Write write) {
+  JsonWriter w(nullptr, 256);  // never flushed: only its buffer is read
+  JsonArgs sink{w};
+  w.BeginObject();
+  write(sink);
+  return w.buffer().substr(1);  // without the "{"
+}
+
 // "Memcpy <kind>" for every copy kind, built once.
 const std::string& MemcpyName(int kind) {
   static const std::vector<std::string> names = [] {
@@ -287,11 +298,8 @@ bool ChromeExporter::NamePlain(Process& p, TraceReader& reader, uint32_t sid) {
 std::string_view ChromeExporter::ShapeMembers(Process& p, TraceReader& reader, uint32_t shape_id,
                                               const KernelShape& shape) {
   return p.shape_members.Get(shape_id, [&] {
-    JsonWriter w(nullptr, 256);  // never flushed: only its buffer is read
-    JsonArgs sink{w};
-    w.BeginObject();
-    KernelShapeArgs(shape, reader.Str(shape.name()), sink);
-    return w.buffer().substr(1);  // without the "{"
+    return ArgsMembers(
+        [&](JsonArgs& sink) { KernelShapeArgs(shape, reader.Str(shape.name()), sink); });
   });
 }
 
@@ -364,11 +372,8 @@ std::string_view ChromeExporter::PlacementMembers(uint32_t stream, uint32_t devi
     placement_stream_ = stream;
     placement_device_ = device;
     placement_context_ = context;
-    JsonWriter w(nullptr, 256);  // never flushed: only its buffer is read
-    JsonArgs sink{w};
-    w.BeginObject();
-    KernelPlacementArgs(stream, device, context, sink);
-    placement_text_ = w.buffer().substr(1);  // without the "{"
+    placement_text_ =
+        ArgsMembers([&](JsonArgs& sink) { KernelPlacementArgs(stream, device, context, sink); });
   }
   return placement_text_;
 }

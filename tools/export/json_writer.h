@@ -194,6 +194,8 @@ inline void JsonWriter::MicrosMembers(std::string_view key1, int64_t ns1, std::s
                                       int64_t ns2) {
   buf_.Reserve(key1.size() + key2.size() + 8 + 48);
   char* p = Micros(MemberKey(key1), ns1);
+  // The second key written here, not by MemberKey: its separator is known to be a comma, and a
+  // second Separator and Advance cost 1 % of a Chrome conversion's instructions.
   *p++ = ',';
   *p++ = '"';
   std::memcpy(p, key2.data(), key2.size());
