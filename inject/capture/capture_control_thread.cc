@@ -38,6 +38,7 @@ void CaptureControlThread::Send(CaptureCommand command) const {
 }
 
 void CaptureControlThread::Run() {
+  pthread_setname_np(pthread_self(), "kp-capture");  // as top -H, perf and gdb show it
   while (true) {
     const uint64_t deadline = callbacks_.next_deadline();
     int timeout_ms = -1;

@@ -67,6 +67,7 @@ bool CuptiDetach::WaitForWindowWork() {
 }
 
 void CuptiDetach::Run() {
+  pthread_setname_np(pthread_self(), "kp-detach");  // as top -H, perf and gdb show it
   Steps();
   running_.store(false, std::memory_order_release);  // the last thing this thread touches
 }

@@ -1,6 +1,7 @@
 #include "inject/pc_sampling/pc_sampler.h"
 
 #include <cupti_pcsampling.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -506,6 +507,7 @@ class CuptiPcSampler final : public PcSampler {
   // ---- collector thread ----
 
   void Run() {
+    pthread_setname_np(pthread_self(), "kp-pc-sampling");  // as top -H, perf and gdb show it
     std::unique_lock<std::mutex> lock(run_mutex_);
     while (!stop_thread_) {
       run_cv_.wait_for(lock, std::chrono::milliseconds(kPollMs),

@@ -83,6 +83,7 @@ class PmSampling::DeviceSampler {
 
  private:
   void Run() noexcept {
+    pthread_setname_np(pthread_self(), "kp-pm-sampling");  // as top -H, perf and gdb show it
     try {
       Sample();
     } catch (...) {

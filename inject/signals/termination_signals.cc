@@ -168,6 +168,7 @@ void WaitForExitFinish(int signo) {
 }
 
 void SignalThread() {
+  pthread_setname_np(pthread_self(), "kp-signals");  // as top -H, perf and gdb show it
   while (g_state.load() != kDisarmed || g_deferred_signal.load() != 0) {
     pollfd p{g_request_pipe[0], POLLIN, 0};
     const int r = poll(&p, 1, kRewrapPeriodMs);

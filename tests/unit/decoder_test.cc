@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <map>
 #include <set>
 #include <string>
@@ -742,6 +744,31 @@ TEST(EncoderThreadTest, FileSizeLimitDoesNotKillTheProcess) {
   EXPECT_GT(st.st_size, 8);
   std::remove(trace.c_str());
   std::remove(err.c_str());
+}
+
+// kp's threads carry their own names, so top -H, perf and a per-thread CPU count tell them from
+// the program's (a thread inherits the process's name otherwise).
+TEST(EncoderThreadTest, ThreadIsNamedKpEncoder) {
+  const std::string dir = ::testing::TempDir();
+  const std::string trace = dir + "/named_" + std::to_string(getpid()) + ".kptrace";
+  FileChunkWriter* writer = FileChunkWriter::Open(trace, 0).value_or(nullptr).release();
+  ASSERT_NE(writer, nullptr);
+  TraceEncoder encoder(writer, TraceEncoder::Options());
+  ActivityDecoder decoder(&encoder, nullptr, {});
+  BufferPool pool(1 << 20, 8 << 20);
+  EncoderThread::Options options;
+  options.flush_cupti = false;
+  EncoderThread thread(&encoder, &decoder, &pool, options);
+  ASSERT_TRUE(thread.Start().ok());
+  std::promise<std::string> name;
+  thread.Post([&name](TraceEncoder&) {
+    char text[16] = {};
+    pthread_getname_np(pthread_self(), text, sizeof(text));
+    name.set_value(text);
+  });
+  EXPECT_EQ(name.get_future().get(), "kp-encoder");
+  thread.Stop("test");
+  std::remove(trace.c_str());
 }
 
 TEST(ApiSelectionTest, LaunchModeKeepsLaunchCopySyncAllocEventGraphCalls) {
