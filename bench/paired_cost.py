@@ -25,10 +25,28 @@ Workloads: launch (bench/workloads/launch_loop.cu, 3,000 empty-kernel launches p
 --segment N makes each of the three parts N steps long (default 30): the training step's own
 step-to-step spread needs more steps per part than the launch loop's.
 
+--alternate BLOCK [--cycles C]: instead of one window, every tool is switched on and off in
+turn, blocks of BLOCK steps (kp: --capture-schedule step:BLOCK,0,BLOCK,0; the floor:
+KPFLOOR_WINDOW=BLOCK,BLOCK,2*BLOCK; torch.profiler entered and left around each traced block),
+2C+1 blocks per run, untraced first and last. The first and last step of each block are left
+out (a tool switching on or off runs in them). Each traced block is read against the mean of the
+untraced blocks either side of it (a cycle); a run's added cost is the median over its cycles.
+The CPU of the H200 VM runs for seconds at a time in a fast state or one ~1.6 x slower, with or
+without a tool; one window and its baseline often fall in different states, a 2-block cycle
+rarely does, and the median over cycles drops those that do.
+
 Besides wall time, each step's CPU time (the stepping thread's and the whole process's) gives a
 second table: where the spread of wall time is time the thread did not run, CPU time spreads
 less; the process's CPU time also counts a tool's other threads. (A step that waits on the GPU
 spins in cudaDeviceSynchronize by default, so its CPU time includes the wait.)
+
+--probes (PyTorch workloads): after each step, outside its timing, the workload times a fixed
+pure-Python loop and a fixed GPU matrix product (bench/workloads/step_loop.py). The speed of this
+kind of machine drifts by +-10 % over seconds, with and without a tool, which is most of the
+spread between runs; a third table reads each step against the probes taken around it (step
+time x the run's median probe / the median of the probes of the 5 steps around it), so that
+drift common to the step and the probe cancels. --blocking-sync: steps end on a blocking-sync
+event, so the stepping thread's CPU time excludes the wait for the GPU.
 
 Writes paired_cost.md and paired_cost_raw.jsonl under --out; prints the tables after each pass.
 """
@@ -53,10 +71,37 @@ WORKLOADS = ("launch", "tiny", "train")
 UNITS = {"launch": ("us/launch", 3000), "tiny": ("us/iter", 50), "train": ("ms/step", 1e-3)}
 
 
+ALTERNATE = 0  # --alternate: steps per block (0: one window)
+EDGE = 1  # steps left out at each end of a block (a tool switching on or off runs in them)
+
+
 def set_segment(steps):
     """Each of the three parts (before, inside, after the window) `steps` steps long."""
-    global STEPS, FIRST, COUNT
-    STEPS, FIRST, COUNT = 3 * steps, steps, steps
+    global STEPS, FIRST, COUNT, ALTERNATE
+    STEPS, FIRST, COUNT, ALTERNATE = 3 * steps, steps, steps, 0
+
+
+def set_alternate(block, cycles):
+    """Blocks of `block` steps, untraced and traced in turn: `cycles` traced blocks, each between
+    two untraced ones."""
+    global STEPS, FIRST, COUNT, ALTERNATE
+    STEPS, FIRST, COUNT, ALTERNATE = block * (2 * cycles + 1), block, block, block
+
+
+def blocks():
+    """(first step, end step, traced) of each block, in order; edges left out."""
+    return [(b + EDGE, b + ALTERNATE - EDGE, (b // ALTERNATE) % 2 == 1)
+            for b in range(0, STEPS, ALTERNATE)]
+
+
+def cycle_costs(series):
+    """--alternate: each traced block's median over the mean of the medians of the untraced
+    blocks either side of it, in % minus 100: a drift of the machine slower than two blocks
+    cancels in each."""
+    m = statistics.median
+    meds = [(m(series[a:b]), traced) for a, b, traced in blocks()]
+    return [(meds[k][0] / ((meds[k - 1][0] + meds[k + 1][0]) / 2) - 1) * 100
+            for k in range(1, len(meds) - 1, 2)]
 
 
 def command(args, work, workload, tool):
@@ -68,27 +113,55 @@ def command(args, work, workload, tool):
     else:
         argv = [args.python, os.path.join(HERE, "workloads", "step_loop.py"), "--workload",
                 workload, "--steps", str(STEPS), "--warmup-s", "1"]
+        argv += ["--probes"] if args.probes else []
+        argv += ["--blocking-sync"] if args.blocking_sync else []
     if tool == "torch_prof":
         if workload == "launch":
             return None
-        argv += ["--torch-profiler-window", "%d,%d" % (FIRST, COUNT)]
+        argv += ["--torch-profiler-window", "%d,%d" % (FIRST, COUNT) if not ALTERNATE else
+                 "%d,%d,%d" % (ALTERNATE, ALTERNATE, 2 * ALTERNATE)]
     elif tool in ("kp", "kp_kernel"):
         kinds = ["--activities", "kernel"] if tool == "kp_kernel" else []
         argv = [os.path.join(args.dist, "bin", "kptrace"), "run", "-o",
                 os.path.join(work, "%s.kptrace" % workload), "--force", "--log", "quiet",
-                "--capture-schedule", "step:%d,0,%d,1" % (FIRST, COUNT)] + kinds + ["--"] + argv
+                "--capture-schedule", "step:%d,0,%d,%d" % (FIRST, COUNT, 0 if ALTERNATE else 1)
+                ] + kinds + ["--"] + argv
     elif tool in ("floor", "floor_kernel"):
         floor_lib = os.path.join(args.dist, "lib", "libkpfloor.so")
         env.update(CUDA_INJECTION64_PATH=floor_lib, NVTX_INJECTION64_PATH=floor_lib,
-                   KPFLOOR_KINDS=FLOOR_KINDS_OF_KP_DEFAULTS if tool == "floor" else "kernel",
-                   KPFLOOR_WINDOW="%d,%d" % (FIRST, COUNT), KPFLOOR_DETACH="1")
+                   KPFLOOR_KINDS=FLOOR_KINDS_OF_KP_DEFAULTS if tool == "floor" else "kernel")
+        if ALTERNATE:
+            env["KPFLOOR_WINDOW"] = "%d,%d,%d" % (ALTERNATE, ALTERNATE, 2 * ALTERNATE)
+        else:
+            env.update(KPFLOOR_WINDOW="%d,%d" % (FIRST, COUNT), KPFLOOR_DETACH="1")
     return ["taskset", "-c", args.cpus] + argv, env
 
 
 def segments(step_us):
-    """Median step time of before, inside and after the window."""
+    """Median step time of before, inside and after the window. --alternate: of the untraced
+    blocks, the traced blocks and the last block (edges left out)."""
     m = statistics.median
+    if ALTERNATE:
+        parts = blocks()
+        return (m([t for a, b, traced in parts if not traced for t in step_us[a:b]]),
+                m([t for a, b, traced in parts if traced for t in step_us[a:b]]),
+                m(step_us[parts[-1][0]:parts[-1][1]]))
     return (m(step_us[:FIRST]), m(step_us[FIRST:FIRST + COUNT]), m(step_us[FIRST + COUNT:]))
+
+
+def is_baseline(i):
+    """Whether step i is an untraced step the added cost is measured from."""
+    if ALTERNATE:
+        a, b, traced = blocks()[i // ALTERNATE]
+        return not traced and a <= i < b
+    return i < FIRST
+
+
+def is_traced(i):
+    if ALTERNATE:
+        a, b, traced = blocks()[i // ALTERNATE]
+        return traced and a <= i < b
+    return FIRST <= i < FIRST + COUNT
 
 
 def kp_kernels(args, work, workload):
@@ -126,10 +199,16 @@ def run_one(args, work, workload, tool, pass_index):
         return row
     before, inside, after = segments(step_us)
     row.update(before=before, inside=inside, after=after, step_us=step_us)
+    if ALTERNATE:
+        row["cycle_pct"] = [round(c, 3) for c in cycle_costs(step_us)]
     for key, measure in CPU_MEASURES:
         series = data.get(key)
         if series and len(series) == STEPS:
             row[measure] = dict(zip(("before", "inside", "after"), segments(series)))
+            row[key] = series
+    for key in PROBES:
+        series = data.get(key)
+        if series and len(series) == STEPS:
             row[key] = series
     if tool in ("kp", "kp_kernel"):
         row["kp_kernels"] = kp_kernels(args, work, workload)
@@ -144,6 +223,192 @@ def run_one(args, work, workload, tool, pass_index):
 CPU_MEASURES = (("step_cpu_us", "thread_cpu"), ("step_process_cpu_us", "process_cpu"))
 
 
+# Per-step probe times the PyTorch workloads print with --probes.
+PROBES = ("probe_cpu_us", "probe_gpu_us")
+PROBE_SPAN = 2  # steps each side of a step whose probes give its speed
+
+
+def by_tool(rows):
+    """(workload, tool, its rows) for each workload and tool that has rows, in table order."""
+    for w in WORKLOADS:
+        for t in TOOLS:
+            mine = [r for r in rows if r["workload"] == w and r["tool"] == t]
+            if mine:
+                yield w, t, mine
+
+
+def probed_steps(row, probe):
+    """The run's step times read against `probe`: each step x the run's median probe / the
+    median probe of the steps within PROBE_SPAN of it."""
+    steps, probes = row["step_us"], row[probe]
+    whole = statistics.median(probes)
+    out = []
+    for i, t in enumerate(steps):
+        near = probes[max(0, i - PROBE_SPAN):i + PROBE_SPAN + 1]
+        out.append(t * whole / statistics.median(near))
+    return out
+
+
+def probe_table(rows):
+    """Markdown: each tool's added cost in % of the untraced steps, from the raw step times and
+    from the step times read against each probe; the spread of the `none` rows is each
+    measure's noise. Empty when no run has probes."""
+    ok = [r for r in rows if "inside" in r and all(p in r for p in PROBES)]
+    if not ok:
+        return ""
+    measures = (("raw", None), ("against the CPU probe", "probe_cpu_us"),
+                ("against the GPU probe", "probe_gpu_us"))
+    out = ["Added cost in % of the untraced steps, per run read three ways: the raw step times, "
+           "and the step times read against each probe (median [min..max] over runs; the "
+           "`none` rows are the noise of each measure). Probe medians: CPU probe inside the "
+           "window / before it, GPU probe the same (a tool that slowed the probes would show "
+           "here).", "",
+           "| workload | tool | runs | " + " | ".join(m for m, _ in measures) +
+           " | CPU probe in/before | GPU probe in/before |",
+           "|---|---|---|---|---|---|---|---|"]
+    added = {}
+    for w, t, mine in by_tool(ok):
+        cells = []
+        for name, probe in measures:
+            pct = []
+            for r in mine:
+                series = r["step_us"] if probe is None else probed_steps(r, probe)
+                before, inside, _ = segments(series)
+                pct.append((inside - before) / before * 100)
+            added[(w, t, name)] = statistics.median(pct)
+            cells.append("%+.2f [%+.2f..%+.2f]" % (statistics.median(pct), min(pct),
+                                                   max(pct)))
+        for probe in PROBES:
+            ratios = [segments(r[probe])[1] / segments(r[probe])[0] for r in mine]
+            cells.append("%.3f" % statistics.median(ratios))
+        out.append("| %s | %s | %d | %s |" % (w, t, len(mine), " | ".join(cells)))
+    out += ["", "| workload | ratio | " + " | ".join(m for m, _ in measures) + " |",
+            "|---|---|---|---|---|"]
+    for w in WORKLOADS:
+        for a, b in (("kp", "floor"), ("kp", "torch_prof"), ("kp_kernel", "floor_kernel")):
+            cells = []
+            for name, _ in measures:
+                x, y = added.get((w, a, name)), added.get((w, b, name))
+                cells.append("%.3f" % (x / y) if x is not None and y and y > 0 else "–")
+            if any(c != "–" for c in cells):
+                out.append("| %s | %s / %s | %s |" % (w, a, b, " | ".join(cells)))
+    return "\n".join(out)
+
+
+FAST_STATE = 1.15  # a step counts as fast when the CPU probes around it are within 15 % of
+FAST_PERCENTILE = 5  # ... the 5th percentile of all the workload's CPU probes (its fast speed)
+FAST_MIN_STEPS = 15  # fewest fast steps a segment needs for its run to count
+
+
+def fast_steps(row, threshold):
+    """Indices of the run's steps whose CPU probes (the one after the step and the one before
+    it) are both under `threshold`: steps taken while the machine ran at its fast speed."""
+    probes = row["probe_cpu_us"]
+    return [i for i in range(len(row["step_us"]))
+            if probes[i] < threshold and (i == 0 or probes[i - 1] < threshold)]
+
+
+def fast_state_table(rows):
+    """Markdown: each tool's added cost from its fast-state steps only. The CPU of this kind of
+    machine switches, over seconds and with or without a tool, between a fast state and one
+    ~1.6 x slower (the pure-Python probe reads ~0.9 ms or ~1.5 ms); a run whose window falls in
+    a different state than its baseline reads that switch as cost. Keeping, in each segment,
+    the steps taken in the fast state compares like with like. Empty when no run has probes."""
+    ok = [r for r in rows if "inside" in r and "probe_cpu_us" in r]
+    if not ok:
+        return ""
+    out = ["Added cost in %% of the untraced steps from fast-state steps only: a step counts "
+           "when the CPU probes before and after it are under %.2f x the %dth percentile of "
+           "the workload's CPU probes; a run counts when each of its before and inside "
+           "segments has at least %d such steps (median [min..max] over the runs that count)."
+           % (FAST_STATE, FAST_PERCENTILE, FAST_MIN_STEPS), "",
+           "| workload | tool | runs counted / run | fast steps before, inside (median) "
+           "| added, % | kp / floor | kp / torch.profiler |",
+           "|---|---|---|---|---|---|---|"]
+    for w in WORKLOADS:
+        mine_w = [r for r in ok if r["workload"] == w]
+        if not mine_w:
+            continue
+        probes = sorted(p for r in mine_w for p in r["probe_cpu_us"])
+        threshold = FAST_STATE * probes[len(probes) * FAST_PERCENTILE // 100]
+        added, lines = {}, []
+        for t in TOOLS:
+            mine = [r for r in mine_w if r["tool"] == t]
+            if not mine:
+                continue
+            pct, counts = [], []
+            for r in mine:
+                fast = fast_steps(r, threshold)
+                before = [r["step_us"][i] for i in fast if is_baseline(i)]
+                inside = [r["step_us"][i] for i in fast if is_traced(i)]
+                counts.append((len(before), len(inside)))
+                if len(before) >= FAST_MIN_STEPS and len(inside) >= FAST_MIN_STEPS:
+                    b = statistics.median(before)
+                    pct.append((statistics.median(inside) - b) / b * 100)
+            if pct:
+                added[t] = statistics.median(pct)
+            lines.append((t, "%d / %d" % (len(pct), len(mine)), "%d, %d" % (
+                statistics.median(c[0] for c in counts), statistics.median(c[1] for c in counts)),
+                "%+.2f [%+.2f..%+.2f]" % (added[t], min(pct), max(pct)) if pct else "–"))
+        for t, runs, steps, cell in lines:
+            ratios = ["–", "–"]
+            if t == "kp":
+                for k, other in enumerate(("floor", "torch_prof")):
+                    if "kp" in added and added.get(other, 0) > 0:
+                        ratios[k] = "%.3f" % (added["kp"] / added[other])
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (w, t, runs, steps, cell,
+                                                               ratios[0], ratios[1]))
+    return "\n".join(out)
+
+
+def cycle_table(rows):
+    """Markdown (--alternate): each tool's added cost from its cycles (a traced block against
+    the untraced blocks either side of it): per run the median over its cycles; median
+    [min..max] over runs, and the median and quartiles of all cycles of all runs. Empty without
+    cycles."""
+    ok = [r for r in rows if r.get("cycle_pct")]
+    if not ok:
+        return ""
+    out = ["Added cost in %% from cycles: each traced block of %d steps against the mean of the "
+           "untraced blocks before and after it (%d step(s) at each end of a block left out). Per "
+           "run the median over its cycles; `none` is the noise of this measure."
+           % (ALTERNATE, EDGE), "",
+           "| workload | tool | runs | cycles | added, %: median of runs [min..max] "
+           "| all cycles: median [25th..75th percentile] |",
+           "|---|---|---|---|---|---|"]
+    added = {}
+    for w, t, mine in by_tool(ok):
+        per_run = [statistics.median(r["cycle_pct"]) for r in mine]
+        pooled = sorted(c for r in mine for c in r["cycle_pct"])
+        q = (statistics.quantiles(pooled, n=4, method="inclusive") if len(pooled) >= 2
+             else pooled * 3)
+        added[(w, t)] = statistics.median(per_run)
+        out.append("| %s | %s | %d | %d | %+.2f [%+.2f..%+.2f] | %+.2f [%+.2f..%+.2f] |" % (
+            w, t, len(mine), len(pooled), added[(w, t)], min(per_run), max(per_run),
+            statistics.median(pooled), q[0], q[2]))
+    out += [""] + ratio_rows(added, {w: v for (w, t), v in added.items() if t == "kp"})
+    return "\n".join(out)
+
+
+def ratio_rows(added, kp_pct):
+    """Markdown rows of the target ratios, per workload with a kp row: `added` maps (workload,
+    tool) to a tool's added cost, `kp_pct` a workload to kp's added cost in %."""
+    def ratio(w, a, b):
+        x, y = added.get((w, a)), added.get((w, b))
+        return "%.3f" % (x / y) if x is not None and y is not None and y > 0 else "–"
+
+    out = ["| workload | kp / floor (target <= 1.05) | kp / torch.profiler (target <= 0.5) "
+           "| floor / torch.profiler | floor_kernel / torch.profiler | kp_kernel / floor_kernel "
+           "| kp, % over no tool (target <= 3, training step) |", "|---|---|---|---|---|---|---|"]
+    for w in WORKLOADS:
+        if w in kp_pct:
+            out.append("| %s | %s | %s | %s | %s | %s | %+.2f %% |" % (
+                w, ratio(w, "kp", "floor"), ratio(w, "kp", "torch_prof"),
+                ratio(w, "floor", "torch_prof"), ratio(w, "floor_kernel", "torch_prof"),
+                ratio(w, "kp_kernel", "floor_kernel"), kp_pct[w]))
+    return out
+
+
 def per_unit(workload, us_per_step):
     unit, per = UNITS[workload]
     return us_per_step / per if workload != "train" else us_per_step * per
@@ -152,52 +417,40 @@ def per_unit(workload, us_per_step):
 def table(rows):
     """Markdown: per workload and tool, medians over runs of each run's own added cost."""
     ok = [r for r in rows if "inside" in r]
-    out = ["Each run: median of its steps %d-%d (traced) minus median of its steps 0-%d "
-           "(untraced, the baseline); after = steps %d-%d minus the baseline. Medians over runs, "
-           "min..max in brackets." % (FIRST, FIRST + COUNT - 1, FIRST - 1, FIRST + COUNT,
-                                       STEPS - 1), "",
+    if ALTERNATE:
+        what = ("Each run: median of its traced steps minus median of its untraced steps (blocks "
+                "of %d steps in turn, %d step(s) at each end of a block left out); after = the "
+                "last block minus the untraced median. Medians over runs, min..max in brackets."
+                % (ALTERNATE, EDGE))
+    else:
+        what = ("Each run: median of its steps %d-%d (traced) minus median of its steps 0-%d "
+                "(untraced, the baseline); after = steps %d-%d minus the baseline. Medians over "
+                "runs, min..max in brackets." % (FIRST, FIRST + COUNT - 1, FIRST - 1,
+                                                 FIRST + COUNT, STEPS - 1))
+    out = [what, "",
            "| workload | tool | runs | baseline | added inside | added, % of baseline "
            "| after the window | kernels traced |",
            "|---|---|---|---|---|---|---|---|"]
     added = {}
-    for w in WORKLOADS:
+    for w, t, mine in by_tool(ok):
         unit = UNITS[w][0]
-        for t in TOOLS:
-            mine = [r for r in ok if r["workload"] == w and r["tool"] == t]
-            if not mine:
-                continue
-            base = [per_unit(w, r["before"]) for r in mine]
-            add = [per_unit(w, r["inside"] - r["before"]) for r in mine]
-            pct = [(r["inside"] - r["before"]) / r["before"] * 100 for r in mine]
-            aft = [per_unit(w, r["after"] - r["before"]) for r in mine]
-            added[(w, t)] = (statistics.median(add), statistics.median(pct))
-            kernels = [r.get("kp_kernels") for r in mine if r.get("kp_kernels") is not None]
-            floor_k = [r["floor"].get("kernels") for r in mine if "floor" in r]
-            traced = ("%d..%d" % (min(kernels), max(kernels)) if kernels else
-                      "%d..%d" % (min(floor_k), max(floor_k)) if floor_k else "–")
-            out.append("| %s | %s | %d | %.4g %s | %+.4g [%+.4g..%+.4g] | %+.2f %% "
-                       "[%+.2f..%+.2f] | %+.4g [%+.4g..%+.4g] | %s |" % (
-                           w, t, len(mine), statistics.median(base), unit,
-                           statistics.median(add), min(add), max(add), statistics.median(pct),
-                           min(pct), max(pct), statistics.median(aft), min(aft), max(aft),
-                           traced))
-    out += ["", "| workload | kp / floor (target <= 1.05) | kp / torch.profiler (target <= 0.5) "
-            "| floor / torch.profiler | floor_kernel / torch.profiler "
-            "| kp_kernel / floor_kernel | kp, % over no tool |",
-            "|---|---|---|---|---|---|---|"]
-
-    def ratio(w, a, b):
-        if (w, a) not in added or (w, b) not in added or added[(w, b)][0] <= 0:
-            return "–"
-        return "%.3f" % (added[(w, a)][0] / added[(w, b)][0])
-
-    for w in WORKLOADS:
-        if (w, "kp") not in added:
-            continue
-        out.append("| %s | %s | %s | %s | %s | %s | %+.2f %% |" % (
-            w, ratio(w, "kp", "floor"), ratio(w, "kp", "torch_prof"),
-            ratio(w, "floor", "torch_prof"), ratio(w, "floor_kernel", "torch_prof"),
-            ratio(w, "kp_kernel", "floor_kernel"), added[(w, "kp")][1]))
+        base = [per_unit(w, r["before"]) for r in mine]
+        add = [per_unit(w, r["inside"] - r["before"]) for r in mine]
+        pct = [(r["inside"] - r["before"]) / r["before"] * 100 for r in mine]
+        aft = [per_unit(w, r["after"] - r["before"]) for r in mine]
+        added[(w, t)] = (statistics.median(add), statistics.median(pct))
+        kernels = [r.get("kp_kernels") for r in mine if r.get("kp_kernels") is not None]
+        floor_k = [r["floor"].get("kernels") for r in mine if "floor" in r]
+        traced = ("%d..%d" % (min(kernels), max(kernels)) if kernels else
+                  "%d..%d" % (min(floor_k), max(floor_k)) if floor_k else "–")
+        out.append("| %s | %s | %d | %.4g %s | %+.4g [%+.4g..%+.4g] | %+.2f %% "
+                   "[%+.2f..%+.2f] | %+.4g [%+.4g..%+.4g] | %s |" % (
+                       w, t, len(mine), statistics.median(base), unit,
+                       statistics.median(add), min(add), max(add), statistics.median(pct),
+                       min(pct), max(pct), statistics.median(aft), min(aft), max(aft),
+                       traced))
+    out += [""] + ratio_rows({k: v[0] for k, v in added.items()},
+                             {w: v[1] for (w, t), v in added.items() if t == "kp"})
     errors = [r for r in rows if "error" in r]
     if errors:
         out += ["", "Failed runs:"] + ["- %s/%s pass %d: rc %s, %s" % (
@@ -215,23 +468,21 @@ def cpu_table(rows):
            "| workload | tool | runs | thread CPU added | process CPU added |",
            "|---|---|---|---|---|"]
     added = {}
-    for w in WORKLOADS:
-        for t in TOOLS:
-            mine = [r for r in ok if r["workload"] == w and r["tool"] == t]
-            cells = []
-            runs = 0
-            for _, measure in CPU_MEASURES:
-                vals = [per_unit(w, r[measure]["inside"] - r[measure]["before"])
-                        for r in mine if measure in r]
-                if not vals:
-                    cells.append("–")
-                    continue
-                runs = max(runs, len(vals))
-                added[(w, t, measure)] = statistics.median(vals)
-                cells.append("%+.4g [%+.4g..%+.4g]" % (statistics.median(vals), min(vals),
-                                                       max(vals)))
-            if runs > 0:
-                out.append("| %s | %s | %d | %s | %s |" % (w, t, runs, cells[0], cells[1]))
+    for w, t, mine in by_tool(ok):
+        cells = []
+        runs = 0
+        for _, measure in CPU_MEASURES:
+            vals = [per_unit(w, r[measure]["inside"] - r[measure]["before"])
+                    for r in mine if measure in r]
+            if not vals:
+                cells.append("–")
+                continue
+            runs = max(runs, len(vals))
+            added[(w, t, measure)] = statistics.median(vals)
+            cells.append("%+.4g [%+.4g..%+.4g]" % (statistics.median(vals), min(vals),
+                                                   max(vals)))
+        if runs > 0:
+            out.append("| %s | %s | %d | %s | %s |" % (w, t, runs, cells[0], cells[1]))
     out += ["", "| workload | kp / floor, thread CPU | kp / floor, process CPU "
             "| kp_kernel / floor_kernel, thread CPU | kp_kernel / floor_kernel, process CPU |",
             "|---|---|---|---|---|"]
@@ -244,6 +495,13 @@ def cpu_table(rows):
         if any(c != "–" for c in cells):
             out.append("| %s | %s |" % (w, " | ".join(cells)))
     return "\n".join(out)
+
+
+def tables(rows):
+    """Every table that has rows, blank-line separated."""
+    parts = (cycle_table(rows), table(rows), cpu_table(rows), probe_table(rows),
+             fast_state_table(rows))
+    return "\n\n".join(p for p in parts if p)
 
 
 def main(argv=None):
@@ -261,13 +519,27 @@ def main(argv=None):
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--segment", type=int, default=30,
                         help="steps before, inside and after the window (each)")
+    parser.add_argument("--alternate", type=int, default=0, metavar="BLOCK",
+                        help="untraced and traced blocks of BLOCK steps in turn instead of one "
+                        "window (with --cycles)")
+    parser.add_argument("--cycles", type=int, default=20,
+                        help="--alternate: traced blocks per run")
     parser.add_argument("--run-timeout", type=int, default=120)
+    parser.add_argument("--probes", action="store_true",
+                        help="PyTorch workloads time a fixed CPU and GPU probe after each step")
+    parser.add_argument("--blocking-sync", action="store_true",
+                        help="PyTorch workloads end each step on a blocking-sync event")
     parser.add_argument("--out", default=os.environ.get("OUT") or os.path.join(HERE, "results"))
     args = parser.parse_args(argv)
     args.dist = os.path.abspath(args.dist)
     if args.segment < 5:
         parser.error("--segment must be at least 5 steps")
     set_segment(args.segment)
+    if args.alternate:
+        if args.alternate < 2 * EDGE + 2 or args.cycles < 1:
+            parser.error("--alternate needs blocks of at least %d steps and --cycles >= 1"
+                         % (2 * EDGE + 2))
+        set_alternate(args.alternate, args.cycles)
     workloads = [w for w in args.workloads.split(",") if w]
     tools = [t for t in args.tools.split(",") if t]
     for name, known in ((workloads, WORKLOADS), (tools, TOOLS)):
@@ -289,9 +561,12 @@ def main(argv=None):
     rows = []
     start = time.time()
     pass_s = 0.0
-    header = ("paired cost: %s, CPUs %s, %d step(s) per run, window %d-%d" % (
-        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), args.cpus, STEPS, FIRST,
-        FIRST + COUNT - 1))
+    header = ("paired cost: %s, CPUs %s, %d step(s) per run, %s%s%s" % (
+        time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), args.cpus, STEPS,
+        "window %d-%d" % (FIRST, FIRST + COUNT - 1) if not ALTERNATE else
+        "blocks of %d steps, %d traced" % (ALTERNATE, args.cycles),
+        ", probes" if args.probes else "",
+        ", blocking sync" if args.blocking_sync else ""))
     print(header, flush=True)
     with open(raw_path, "w") as raw:
         for p in range(1, args.passes + 1):
@@ -319,11 +594,9 @@ def main(argv=None):
                             " (kp kernels %d)" % row["kp_kernels"] if "kp_kernels" in row
                             else ""), flush=True)
             pass_s = time.time() - pass_start
-            print("--- after pass %d (%.0f s)\n%s\n\n%s" % (p, pass_s, table(rows), cpu_table(rows)),
-                  flush=True)
+            print("--- after pass %d (%.0f s)\n%s" % (p, pass_s, tables(rows)), flush=True)
     with open(md_path, "w") as md:
-        md.write("# Paired cost (bench/paired_cost.sh)\n\n%s\n\n%s\n\n%s\n" % (
-            header, table(rows), cpu_table(rows)))
+        md.write("# Paired cost (bench/paired_cost.sh)\n\n%s\n\n%s\n" % (header, tables(rows)))
     shutil.rmtree(work, ignore_errors=True)
     return 0
 

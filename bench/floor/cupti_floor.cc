@@ -26,6 +26,9 @@
 // name this library. KPFLOOR_DETACH=1: at the window's end the floor also force-flushes and calls
 // cuptiFinalize (in that NVTX callback, without waiting for kernels still running: the floor
 // counts records, it does not keep them), so CUPTI detaches from the process.
+// KPFLOOR_WINDOW=FIRST,COUNT,PERIOD: a window of COUNT steps every PERIOD steps from step FIRST
+// on, until the end (kp's --capture-schedule step:WAIT,0,ACTIVE,0 is FIRST=WAIT, COUNT=ACTIVE,
+// PERIOD=WAIT+ACTIVE); the push callback stays on and KPFLOOR_DETACH does not apply.
 //
 // Loaded through CUDA_INJECTION64_PATH; NVTX_INJECTION64_PATH should name this library too: its
 // InitializeInjectionNvtx2 forwards to the libcupti it is bound to, the copy in the process
@@ -73,6 +76,7 @@ bool g_detached = false;
 // KPFLOOR_WINDOW: the window's first and end step (-1: no window); the steps pushed so far.
 long g_window_first = -1;
 long g_window_end = -1;
+long g_window_period = 0;  // 0: one window
 std::atomic<long> g_steps_pushed{0};
 std::string g_kinds;
 CUpti_SubscriberHandle g_subscriber = nullptr;
@@ -350,6 +354,13 @@ void SwitchKinds(bool on) {
 
 void OnStep() {
   const long step = g_steps_pushed.fetch_add(1);
+  if (g_window_period > 0) {  // repeating windows
+    if (step < g_window_first) return;
+    const long phase = (step - g_window_first) % g_window_period;
+    if (phase == 0) SwitchKinds(true);
+    if (phase == g_window_end - g_window_first) SwitchKinds(false);
+    return;
+  }
   if (step == g_window_first) SwitchKinds(true);
   if (step != g_window_end) return;
   SwitchKinds(false);
@@ -365,17 +376,19 @@ void OnStep() {
 bool ParseWindow() {
   const char* setting = std::getenv("KPFLOOR_WINDOW");
   if (setting == nullptr || *setting == '\0') return true;
-  long first = -1, count = -1;
+  long first = -1, count = -1, period = 0;
   char tail = 0;
-  if (std::sscanf(setting, "%ld,%ld%c", &first, &count, &tail) != 2 || first < 0 || count <= 0) {
+  const int fields = std::sscanf(setting, "%ld,%ld,%ld%c", &first, &count, &period, &tail);
+  if ((fields != 2 && fields != 3) || first < 0 || count <= 0 || (fields == 3 && period <= count)) {
     std::fprintf(stderr,
-                 "kpfloor: KPFLOOR_WINDOW='%s' is not FIRST,COUNT (e.g. 20,10); the floor records "
-                 "nothing\n",
+                 "kpfloor: KPFLOOR_WINDOW='%s' is not FIRST,COUNT or FIRST,COUNT,PERIOD with "
+                 "PERIOD > COUNT (e.g. 20,10 or 10,10,20); the floor records nothing\n",
                  setting);
     return false;
   }
   g_window_first = first;
   g_window_end = first + count;
+  g_window_period = fields == 3 ? period : 0;
   return true;
 }
 
@@ -406,8 +419,9 @@ void StartTracing() {
   }
   if (!ParseWindow()) return;
   const char* detach = std::getenv("KPFLOOR_DETACH");
-  if (detach != nullptr && std::strcmp(detach, "1") == 0 && g_window_first < 0) {
-    std::fprintf(stderr, "kpfloor: KPFLOOR_DETACH=1 needs KPFLOOR_WINDOW; ignored\n");
+  if (detach != nullptr && std::strcmp(detach, "1") == 0 &&
+      (g_window_first < 0 || g_window_period > 0)) {
+    std::fprintf(stderr, "kpfloor: KPFLOOR_DETACH=1 needs a single KPFLOOR_WINDOW; ignored\n");
   }
   g_kinds = kinds;
 

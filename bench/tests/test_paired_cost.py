@@ -20,7 +20,8 @@ import paired_cost as pc  # noqa: E402
 
 
 def args_for(dist, **over):
-    a = types.SimpleNamespace(dist=dist, cpus="2-5", python="python3", run_timeout=30)
+    a = types.SimpleNamespace(dist=dist, cpus="2-5", python="python3", run_timeout=30,
+                              probes=False, blocking_sync=False)
     for k, v in over.items():
         setattr(a, k, v)
     return a
@@ -148,6 +149,149 @@ class TableTest(unittest.TestCase):
         self.assertEqual(line.split("|")[2].strip(), "–")
 
 
+class ProbeTableTest(unittest.TestCase):
+    """Step times read against the probes: a drift of the machine's speed that slows the steps
+    and the probes alike cancels; a tool's cost, which slows only the steps, stays."""
+
+    def drifting_run(self, tool, cost):
+        # The machine runs 20 % slower from step 20 to step 69, in the window and out of it.
+        speed = [1.2 if 20 <= i < 70 else 1.0 for i in range(pc.STEPS)]
+        traced = [pc.FIRST <= i < pc.FIRST + pc.COUNT for i in range(pc.STEPS)]
+        steps = [1000.0 * s * (1.0 + (cost if t else 0.0)) for s, t in zip(speed, traced)]
+        probes = [300.0 * s for s in speed]
+        r = row("train", tool, *pc.segments(steps), step_us=steps, probe_cpu_us=probes,
+                probe_gpu_us=[500.0] * pc.STEPS)
+        return r
+
+    def test_drift_common_to_steps_and_probes_cancels(self):
+        rows = [self.drifting_run("none", 0.0), self.drifting_run("kp", 0.10),
+                self.drifting_run("floor", 0.08)]
+        text = pc.probe_table(rows)
+        none = [l for l in text.splitlines() if l.startswith("| train | none |")][0]
+        cells = [c.strip() for c in none.split("|")[1:-1]]
+        self.assertEqual(cells[3], "+20.00 [+20.00..+20.00]")  # raw: the drift looks like cost
+        self.assertEqual(cells[4], "+0.00 [+0.00..+0.00]")  # against the CPU probe: gone
+        self.assertEqual(cells[5], "+20.00 [+20.00..+20.00]")  # the GPU probe did not drift
+        self.assertEqual(cells[6], "1.200")  # CPU probe inside / before
+        kp = [l for l in text.splitlines() if l.startswith("| train | kp |")][0]
+        self.assertEqual(kp.split("|")[5].strip(), "+10.00 [+10.00..+10.00]")
+        ratio = [l for l in text.splitlines() if l.startswith("| train | kp / floor |")][0]
+        self.assertEqual(ratio.split("|")[4].strip(), "1.250")  # 10 % over 8 %
+
+    def test_no_table_without_probes(self):
+        self.assertEqual(pc.probe_table([row("train", "kp", 1000.0, 1100.0)]), "")
+
+    def test_probes_passed_to_the_pytorch_workloads_only(self):
+        argv, _ = pc.command(args_for("/d", probes=True, blocking_sync=True), "/w", "train", "kp")
+        self.assertIn("--probes", argv)
+        self.assertIn("--blocking-sync", argv)
+        argv, _ = pc.command(args_for("/d", probes=True, blocking_sync=False), "/w", "launch",
+                             "kp")
+        self.assertNotIn("--probes", argv)
+
+
+class FastStateTest(unittest.TestCase):
+    """The machine's CPU switches between a fast and a ~1.6 x slower state; steps taken in the
+    slow state are left out, so a switch between baseline and window is not read as cost."""
+
+    def switching_run(self, tool, cost, slow):
+        traced = [pc.FIRST <= i < pc.FIRST + pc.COUNT for i in range(pc.STEPS)]
+        speed = [1.6 if slow(i) else 1.0 for i in range(pc.STEPS)]
+        steps = [1000.0 * v * (1.0 + (cost if t else 0.0)) for v, t in zip(speed, traced)]
+        return row("train", tool, *pc.segments(steps), step_us=steps,
+                   probe_cpu_us=[900.0 * v for v in speed])
+
+    def test_slow_state_steps_left_out(self):
+        # none: the window falls mostly in the slow state; kp: its baseline does.
+        rows = [self.switching_run("none", 0.0, lambda i: pc.FIRST + 5 <= i < pc.STEPS),
+                self.switching_run("kp", 0.03, lambda i: i < 10),
+                self.switching_run("floor", 0.02, lambda i: False)]
+        raw = pc.table(rows)
+        self.assertIn("| train | none | 1 |", raw)
+        self.assertIn("+60.00 %", raw)  # the raw measure reads the switch as cost
+        text = pc.fast_state_table(rows)
+        lines = {l.split("|")[2].strip(): [c.strip() for c in l.split("|")[1:-1]]
+                 for l in text.splitlines() if l.startswith("| train |")}
+        self.assertEqual(lines["none"][2], "0 / 1")  # 4 fast steps inside: too few to count
+        self.assertEqual(lines["none"][4], "–")
+        self.assertEqual(lines["kp"][2], "1 / 1")
+        # The first step after the switch is left out too: the probe before it was slow.
+        self.assertEqual(lines["kp"][3], "%d, %d" % (pc.FIRST - 10 - 1, pc.COUNT))
+        self.assertEqual(lines["kp"][4], "+3.00 [+3.00..+3.00]")
+        self.assertEqual(lines["kp"][5], "1.500")  # 3 % over the floor's 2 %
+
+    def test_no_table_without_probes(self):
+        self.assertEqual(pc.fast_state_table([row("train", "kp", 1000.0, 1100.0)]), "")
+
+
+class AlternateTest(unittest.TestCase):
+    """--alternate: untraced and traced blocks in turn; each traced block is read against the
+    untraced blocks either side, so a drift slower than a cycle cancels."""
+
+    def setUp(self):
+        self.addCleanup(pc.set_segment, 30)
+        pc.set_alternate(10, 3)
+
+    def test_steps_and_blocks(self):
+        self.assertEqual(pc.STEPS, 70)
+        self.assertEqual(pc.blocks()[:3], [(1, 9, False), (11, 19, True), (21, 29, False)])
+        self.assertTrue(pc.is_traced(11) and not pc.is_traced(10) and not pc.is_traced(19))
+        self.assertTrue(pc.is_baseline(21) and not pc.is_baseline(20) and not pc.is_baseline(11))
+
+    def test_every_tool_switches_with_the_same_blocks(self):
+        argv, _ = pc.command(args_for("/d"), "/w", "train", "kp")
+        self.assertEqual(argv[argv.index("--capture-schedule") + 1], "step:10,0,10,0")
+        self.assertEqual(argv[argv.index("--steps") + 1], "70")
+        _, env = pc.command(args_for("/d"), "/w", "train", "floor_kernel")
+        self.assertEqual(env["KPFLOOR_WINDOW"], "10,10,20")
+        self.assertNotIn("KPFLOOR_DETACH", env)  # the floor stays attached, as kp does
+        argv, _ = pc.command(args_for("/d"), "/w", "tiny", "torch_prof")
+        self.assertEqual(argv[argv.index("--torch-profiler-window") + 1], "10,10,20")
+
+    def test_a_steady_drift_cancels_in_each_cycle(self):
+        # The machine slows 1 % per block; traced blocks cost 4 % more; block edges are noisy.
+        steps = []
+        for i in range(pc.STEPS):
+            block = i // 10
+            t = 1000.0 * (1 + 0.01 * block) * (1.04 if block % 2 else 1.0)
+            steps.append(t * (3.0 if i % 10 in (0, 9) else 1.0))
+        cycles = pc.cycle_costs(steps)
+        self.assertEqual(len(cycles), 3)
+        for c in cycles:
+            self.assertAlmostEqual(c, 4.0, places=6)
+        before, inside, _ = pc.segments(steps)
+        self.assertGreater(inside / before - 1, 0.04)  # the pooled medians keep part of the drift
+
+    def test_cycle_table_ratios(self):
+        rows = [row("train", t, 1000.0, 1000.0 * (1 + c / 100), cycle_pct=[c - 1, c, c + 1])
+                for t, c in (("none", 0.0), ("kp", 2.0), ("floor", 2.0), ("torch_prof", 8.0))]
+        text = pc.cycle_table(rows)
+        kp = [l for l in text.splitlines() if l.startswith("| train | kp |")][0]
+        self.assertEqual([c.strip() for c in kp.split("|")[3:7]],
+                         ["1", "3", "+2.00 [+2.00..+2.00]", "+2.00 [+1.50..+2.50]"])
+        ratios = [l for l in text.splitlines() if l.startswith("| train | 1.000 |")][0]
+        self.assertEqual([c.strip() for c in ratios.split("|")[2:8]],
+                         ["1.000", "0.250", "0.250", "–", "–", "+2.00 %"])
+        self.assertEqual(pc.cycle_table([row("train", "kp", 1.0, 1.0)]), "")
+
+
+class TorchProfilerWindowTest(unittest.TestCase):
+    def test_window_edges(self):
+        sys.path.insert(0, os.path.join(BENCH_DIR, "workloads"))
+        import step_loop  # torch is imported only in its main()
+
+        one = step_loop.parse_window("30,30")
+        edges = [i for i in range(90) if any(step_loop.window_edges(one, i))]
+        self.assertEqual(edges, [30, 59])
+        repeating = step_loop.parse_window("10,10,20")
+        opens = [i for i in range(70) if step_loop.window_edges(repeating, i)[0]]
+        closes = [i for i in range(70) if step_loop.window_edges(repeating, i)[1]]
+        self.assertEqual((opens, closes), ([10, 30, 50], [19, 39, 59]))
+        for bad in ("10", "10,10,10", "x,1", "-1,5"):
+            with self.assertRaises(Exception):
+                step_loop.parse_window(bad)
+
+
 class RunOneTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
@@ -190,6 +334,15 @@ class RunOneTest(unittest.TestCase):
         r = pc.run_one(self.args(), self.dir, "launch", "none", 1)
         self.assertEqual(r["rc"], 3)
         self.assertEqual(r["error"], "CUDA error: no device")
+
+    def test_probe_series_kept_beside_the_step_times(self):
+        steps = [100.0] * pc.STEPS
+        self.fake_loop("echo '%s'" % json.dumps({"step_us": steps,
+                                                   "probe_cpu_us": [300.0] * pc.STEPS,
+                                                   "probe_gpu_us": [2.0] * 3}))
+        r = pc.run_one(self.args(), self.dir, "launch", "none", 1)
+        self.assertEqual(r["probe_cpu_us"], [300.0] * pc.STEPS)
+        self.assertNotIn("probe_gpu_us", r)  # the wrong length: left out
 
     def test_floor_line_read_from_stderr(self):
         steps = [1.0] * pc.STEPS
