@@ -802,9 +802,10 @@ class Bench:
                                      time.perf_counter() - self.t0, uncompressed=uncompressed)
         if paired is not None:
             markdown += ("\n## Within one process (bench/paired_cost.sh)\n\nThe cost targets "
-                         "judged free of the process-to-process spread: each tool traces steps "
-                         "30-59 of a 90-step loop against the same process's untraced steps "
-                         "(bench/README.md).\n\n" + paired + "\n")
+                         "judged free of the process-to-process spread: each tool is switched on "
+                         "and off in blocks of %d steps, %d traced blocks per process, each read "
+                         "against the untraced blocks either side of it (bench/README.md).\n\n"
+                         % (PAIRED_BLOCK, PAIRED_CYCLES) + paired + "\n")
             raw["paired_cost"] = paired
         return markdown, raw
 
@@ -817,7 +818,8 @@ class Bench:
         argv = [self.dist, "--passes", str(self.args.paired_passes), "--budget-s",
                 str(max(left, 1)), "--cpus",
                 ",".join(str(c) for c in (self.cpus or sorted(os.sched_getaffinity(0)))),
-                "--python", self.args.python, "--arch", self.args.arch, "--out", out]
+                "--python", self.args.python, "--arch", self.args.arch, "--out", out,
+                "--alternate", str(PAIRED_BLOCK), "--cycles", str(PAIRED_CYCLES)]
         try:
             paired_cost.main(argv)
             with open(os.path.join(out, "paired_cost.md")) as f:
@@ -825,7 +827,8 @@ class Bench:
         except Exception as error:  # a failed diagnostic must not lose the report
             self.notes.append("paired cost not measured: %s" % error)
             return None
-        return text[text.index("Each run:"):] if "Each run:" in text else text
+        parts = text.split("\n\n", 2)  # title, the run's header line, the tables
+        return parts[2] if len(parts) == 3 else text
 
 
 def _last_line(text):
@@ -861,7 +864,8 @@ LAUNCH_ATTRIBUTION = (
 # NVTX marker activity, callbacks on the launch-related calls, copy kinds at the first copy) and
 # for kp's former defaults (KP_API=launch-activity, sync and overhead on).
 FLOOR_KINDS_OF_KP_DEFAULTS = "kernel,nvtx,cb_api,lazy_copy"
-PAIRED_PASS_S = 105  # one pass of bench/paired_cost.py on the H200 VM
+PAIRED_BLOCK, PAIRED_CYCLES = 10, 20  # bench/paired_cost.py --alternate 10 --cycles 20
+PAIRED_PASS_S = 130  # one pass of it on the H200 VM
 FLOOR_KINDS_OF_OLD_DEFAULTS = "kernel,memcpy,memset,api_launch,nvtx,sync,overhead"
 
 

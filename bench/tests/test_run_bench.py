@@ -391,7 +391,8 @@ class PairedPhaseTest(unittest.TestCase):
                 d = argv[argv.index("--out") + 1]
                 os.makedirs(d, exist_ok=True)
                 with open(os.path.join(d, "paired_cost.md"), "w") as f:
-                    f.write("# Paired cost\n\nheader\n\nEach run: the table\n")
+                    f.write("# Paired cost\n\nheader\n\nAdded cost from cycles\n\nEach run: "
+                            "the table\n")
                 return 0
 
             real, paired_cost.main = paired_cost.main, fake_main
@@ -399,8 +400,10 @@ class PairedPhaseTest(unittest.TestCase):
                 text = self.bench(out).paired()
             finally:
                 paired_cost.main = real
-            self.assertEqual(text, "Each run: the table\n")
+            self.assertEqual(text, "Added cost from cycles\n\nEach run: the table\n")
             argv = seen["argv"]
+            self.assertEqual(argv[argv.index("--alternate") + 1], "10")
+            self.assertEqual(argv[argv.index("--cycles") + 1], "20")
             self.assertEqual(argv[argv.index("--passes") + 1], "2")
             self.assertEqual(argv[argv.index("--cpus") + 1], "0")
             self.assertGreater(int(argv[argv.index("--budget-s") + 1]), 99000)
