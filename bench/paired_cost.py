@@ -42,7 +42,8 @@ spins in cudaDeviceSynchronize by default, so its CPU time includes the wait.)
 
 --probes (PyTorch workloads): after each step, outside its timing, the workload times a fixed
 pure-Python loop and a fixed GPU matrix product (bench/workloads/step_loop.py). The speed of this
-kind of machine drifts by +-10 % over seconds, with and without a tool, which is most of the
+kind of machine changes over seconds (a fast and a ~1.6 x slower state), with and without a
+tool, which is most of the
 spread between runs; a third table reads each step against the probes taken around it (step
 time x the run's median probe / the median of the probes of the 5 steps around it), so that
 drift common to the step and the probe cancels. --blocking-sync: steps end on a blocking-sync
@@ -72,25 +73,28 @@ UNITS = {"launch": ("us/launch", 3000), "tiny": ("us/iter", 50), "train": ("ms/s
 
 
 ALTERNATE = 0  # --alternate: steps per block (0: one window)
+LEAD = 0  # --alternate: untraced blocks before the first traced one
 EDGE = 1  # steps left out at each end of a block (a tool switching on or off runs in them)
 
 
 def set_segment(steps):
     """Each of the three parts (before, inside, after the window) `steps` steps long."""
-    global STEPS, FIRST, COUNT, ALTERNATE
-    STEPS, FIRST, COUNT, ALTERNATE = 3 * steps, steps, steps, 0
+    global STEPS, FIRST, COUNT, ALTERNATE, LEAD
+    STEPS, FIRST, COUNT, ALTERNATE, LEAD = 3 * steps, steps, steps, 0, 0
 
 
-def set_alternate(block, cycles):
-    """Blocks of `block` steps, untraced and traced in turn: `cycles` traced blocks, each between
-    two untraced ones."""
-    global STEPS, FIRST, COUNT, ALTERNATE
-    STEPS, FIRST, COUNT, ALTERNATE = block * (2 * cycles + 1), block, block, block
+def set_alternate(block, cycles, lead=3):
+    """Blocks of `block` steps: `lead` untraced ones (before any tool switched anything on),
+    then `cycles` times a traced and an untraced one."""
+    global STEPS, FIRST, COUNT, ALTERNATE, LEAD
+    STEPS, FIRST, COUNT = block * (lead + 2 * cycles), block * lead, block
+    ALTERNATE, LEAD = block, lead
 
 
 def blocks():
     """(first step, end step, traced) of each block, in order; edges left out."""
-    return [(b + EDGE, b + ALTERNATE - EDGE, (b // ALTERNATE) % 2 == 1)
+    return [(b + EDGE, b + ALTERNATE - EDGE,
+             b // ALTERNATE >= LEAD and (b // ALTERNATE - LEAD) % 2 == 0)
             for b in range(0, STEPS, ALTERNATE)]
 
 
@@ -101,7 +105,26 @@ def cycle_costs(series):
     m = statistics.median
     meds = [(m(series[a:b]), traced) for a, b, traced in blocks()]
     return [(meds[k][0] / ((meds[k - 1][0] + meds[k + 1][0]) / 2) - 1) * 100
-            for k in range(1, len(meds) - 1, 2)]
+            for k in range(LEAD, len(meds) - 1, 2)]
+
+
+def residual_cost(series):
+    """--alternate: the untraced blocks after the first traced one against the lead blocks
+    (before any tool switched anything on), in % minus 100: what a tool leaves behind while it
+    is attached but off (CUPTI is not detached between windows), which the cycles do not see."""
+    m = statistics.median
+    parts = blocks()
+    lead = [t for a, b, _ in parts[:LEAD] for t in series[a:b]]
+    later = [t for a, b, traced in parts[LEAD + 1:] if not traced for t in series[a:b]]
+    return (m(later) / m(lead) - 1) * 100
+
+
+def schedule():
+    """kp's --capture-schedule for the steps the other tools trace: one window, or (--alternate)
+    after LEAD untraced blocks (SKIP_FIRST plus the first WAIT) a traced block every other one."""
+    if ALTERNATE:
+        return "step:%d,0,%d,0,%d" % (ALTERNATE, ALTERNATE, (LEAD - 1) * ALTERNATE)
+    return "step:%d,0,%d,1" % (FIRST, COUNT)
 
 
 def command(args, work, workload, tool):
@@ -119,19 +142,18 @@ def command(args, work, workload, tool):
         if workload == "launch":
             return None
         argv += ["--torch-profiler-window", "%d,%d" % (FIRST, COUNT) if not ALTERNATE else
-                 "%d,%d,%d" % (ALTERNATE, ALTERNATE, 2 * ALTERNATE)]
+                 "%d,%d,%d" % (FIRST, COUNT, 2 * ALTERNATE)]
     elif tool in ("kp", "kp_kernel"):
         kinds = ["--activities", "kernel"] if tool == "kp_kernel" else []
         argv = [os.path.join(args.dist, "bin", "kptrace"), "run", "-o",
                 os.path.join(work, "%s.kptrace" % workload), "--force", "--log", "quiet",
-                "--capture-schedule", "step:%d,0,%d,%d" % (FIRST, COUNT, 0 if ALTERNATE else 1)
-                ] + kinds + ["--"] + argv
+                "--capture-schedule", schedule()] + kinds + ["--"] + argv
     elif tool in ("floor", "floor_kernel"):
         floor_lib = os.path.join(args.dist, "lib", "libkpfloor.so")
         env.update(CUDA_INJECTION64_PATH=floor_lib, NVTX_INJECTION64_PATH=floor_lib,
                    KPFLOOR_KINDS=FLOOR_KINDS_OF_KP_DEFAULTS if tool == "floor" else "kernel")
         if ALTERNATE:
-            env["KPFLOOR_WINDOW"] = "%d,%d,%d" % (ALTERNATE, ALTERNATE, 2 * ALTERNATE)
+            env["KPFLOOR_WINDOW"] = "%d,%d,%d" % (FIRST, COUNT, 2 * ALTERNATE)
         else:
             env.update(KPFLOOR_WINDOW="%d,%d" % (FIRST, COUNT), KPFLOOR_DETACH="1")
     return ["taskset", "-c", args.cpus] + argv, env
@@ -200,7 +222,9 @@ def run_one(args, work, workload, tool, pass_index):
     before, inside, after = segments(step_us)
     row.update(before=before, inside=inside, after=after, step_us=step_us)
     if ALTERNATE:
-        row["cycle_pct"] = [round(c, 3) for c in cycle_costs(step_us)]
+        row.update(block=ALTERNATE, lead=LEAD, cycle_pct=[round(c, 3) for c in
+                                                          cycle_costs(step_us)],
+                   residual_pct=round(residual_cost(step_us), 3))
     for key, measure in CPU_MEASURES:
         series = data.get(key)
         if series and len(series) == STEPS:
@@ -364,30 +388,44 @@ def fast_state_table(rows):
 def cycle_table(rows):
     """Markdown (--alternate): each tool's added cost from its cycles (a traced block against
     the untraced blocks either side of it): per run the median over its cycles; median
-    [min..max] over runs, and the median and quartiles of all cycles of all runs. Empty without
-    cycles."""
+    [min..max] over runs, and the median and quartiles of all cycles of all runs; what the tool
+    leaves behind while off (residual_cost), and the two summed per run: the cost against no
+    tool. Empty without cycles."""
     ok = [r for r in rows if r.get("cycle_pct")]
     if not ok:
         return ""
     out = ["Added cost in %% from cycles: each traced block of %d steps against the mean of the "
-           "untraced blocks before and after it (%d step(s) at each end of a block left out). Per "
-           "run the median over its cycles; `none` is the noise of this measure."
-           % (ALTERNATE, EDGE), "",
-           "| workload | tool | runs | cycles | added, %: median of runs [min..max] "
-           "| all cycles: median [25th..75th percentile] |",
-           "|---|---|---|---|---|---|"]
-    added = {}
+           "untraced blocks before and after it (%d step(s) at each end of a block left out), "
+           "per run the median over its cycles. Left on while off: the untraced blocks after "
+           "the first traced one against the %d untraced blocks before it (CUPTI stays attached "
+           "between blocks). Against no tool: the two summed per run. Medians over runs "
+           "[min..max]; `none` is the noise of each measure." % (ALTERNATE, EDGE, LEAD), "",
+           "| workload | tool | runs | cycles | added, from cycles | all cycles: median "
+           "[25th..75th percentile] | left on while off | against no tool |",
+           "|---|---|---|---|---|---|---|---|"]
+    added, total = {}, {}
     for w, t, mine in by_tool(ok):
         per_run = [statistics.median(r["cycle_pct"]) for r in mine]
         pooled = sorted(c for r in mine for c in r["cycle_pct"])
         q = (statistics.quantiles(pooled, n=4, method="inclusive") if len(pooled) >= 2
              else pooled * 3)
+        residual = [r.get("residual_pct", 0.0) for r in mine]
+        summed = [c + r for c, r in zip(per_run, residual)]
         added[(w, t)] = statistics.median(per_run)
-        out.append("| %s | %s | %d | %d | %+.2f [%+.2f..%+.2f] | %+.2f [%+.2f..%+.2f] |" % (
-            w, t, len(mine), len(pooled), added[(w, t)], min(per_run), max(per_run),
-            statistics.median(pooled), q[0], q[2]))
-    out += [""] + ratio_rows(added, {w: v for (w, t), v in added.items() if t == "kp"})
+        total[(w, t)] = statistics.median(summed)
+        out.append("| %s | %s | %d | %d | %s | %+.2f [%+.2f..%+.2f] | %s | %s |" % (
+            w, t, len(mine), len(pooled), spread(per_run), statistics.median(pooled), q[0],
+            q[2], spread(residual), spread(summed)))
+    out += ["", "From the cycles (each tool switched on against itself attached but off):", ""]
+    out += ratio_rows(added, {w: v for (w, t), v in added.items() if t == "kp"})
+    out += ["", "Against no tool (cycles plus what is left on while off):", ""]
+    out += ratio_rows(total, {w: v for (w, t), v in total.items() if t == "kp"})
     return "\n".join(out)
+
+
+def spread(values):
+    """'median [min..max]' of percentages."""
+    return "%+.2f [%+.2f..%+.2f]" % (statistics.median(values), min(values), max(values))
 
 
 def ratio_rows(added, kp_pct):
@@ -449,8 +487,9 @@ def table(rows):
                        statistics.median(add), min(add), max(add), statistics.median(pct),
                        min(pct), max(pct), statistics.median(aft), min(aft), max(aft),
                        traced))
-    out += [""] + ratio_rows({k: v[0] for k, v in added.items()},
-                             {w: v[1] for (w, t), v in added.items() if t == "kp"})
+    if not ALTERNATE:  # with blocks, the ratios come from the cycles (cycle_table)
+        out += [""] + ratio_rows({k: v[0] for k, v in added.items()},
+                                 {w: v[1] for (w, t), v in added.items() if t == "kp"})
     errors = [r for r in rows if "error" in r]
     if errors:
         out += ["", "Failed runs:"] + ["- %s/%s pass %d: rc %s, %s" % (
@@ -522,8 +561,10 @@ def main(argv=None):
     parser.add_argument("--alternate", type=int, default=0, metavar="BLOCK",
                         help="untraced and traced blocks of BLOCK steps in turn instead of one "
                         "window (with --cycles)")
-    parser.add_argument("--cycles", type=int, default=20,
-                        help="--alternate: traced blocks per run")
+    parser.add_argument("--cycles", type=int, default=None,
+                        help="--alternate: traced blocks per run (default 20)")
+    parser.add_argument("--lead", type=int, default=3,
+                        help="--alternate: untraced blocks before the first traced one")
     parser.add_argument("--run-timeout", type=int, default=120)
     parser.add_argument("--probes", action="store_true",
                         help="PyTorch workloads time a fixed CPU and GPU probe after each step")
@@ -536,10 +577,13 @@ def main(argv=None):
         parser.error("--segment must be at least 5 steps")
     set_segment(args.segment)
     if args.alternate:
-        if args.alternate < 2 * EDGE + 2 or args.cycles < 1:
-            parser.error("--alternate needs blocks of at least %d steps and --cycles >= 1"
-                         % (2 * EDGE + 2))
-        set_alternate(args.alternate, args.cycles)
+        cycles = 20 if args.cycles is None else args.cycles
+        if args.alternate < 2 * EDGE + 2 or cycles < 1 or args.lead < 1:
+            parser.error("--alternate needs blocks of at least %d steps, --cycles >= 1 and "
+                         "--lead >= 1" % (2 * EDGE + 2))
+        set_alternate(args.alternate, cycles, args.lead)
+    elif args.cycles is not None:
+        parser.error("--cycles needs --alternate")
     workloads = [w for w in args.workloads.split(",") if w]
     tools = [t for t in args.tools.split(",") if t]
     for name, known in ((workloads, WORKLOADS), (tools, TOOLS)):
@@ -564,7 +608,7 @@ def main(argv=None):
     header = ("paired cost: %s, CPUs %s, %d step(s) per run, %s%s%s" % (
         time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), args.cpus, STEPS,
         "window %d-%d" % (FIRST, FIRST + COUNT - 1) if not ALTERNATE else
-        "blocks of %d steps, %d traced" % (ALTERNATE, args.cycles),
+        "blocks of %d steps, %d untraced then %d traced in turn" % (ALTERNATE, LEAD, cycles),
         ", probes" if args.probes else "",
         ", blocking sync" if args.blocking_sync else ""))
     print(header, flush=True)

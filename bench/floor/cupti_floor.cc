@@ -73,7 +73,8 @@ std::once_flag g_init_once;
 bool g_active = false;
 bool g_lazy_copy = false;
 bool g_detached = false;
-// KPFLOOR_WINDOW: the window's first and end step (-1: no window); the steps pushed so far.
+// KPFLOOR_WINDOW: the window's first and end step (-1: no window), its period (0: one window);
+// the steps pushed so far.
 long g_window_first = -1;
 long g_window_end = -1;
 long g_window_period = 0;  // 0: one window
@@ -372,13 +373,21 @@ void OnStep() {
   }
 }
 
-// KPFLOOR_WINDOW=FIRST,COUNT into g_window_first/g_window_end; false (with a message) if bad.
+// KPFLOOR_WINDOW=FIRST,COUNT[,PERIOD] into g_window_first/g_window_end/g_window_period; false
+// (with a message) if bad.
 bool ParseWindow() {
   const char* setting = std::getenv("KPFLOOR_WINDOW");
   if (setting == nullptr || *setting == '\0') return true;
   long first = -1, count = -1, period = 0;
-  char tail = 0;
-  const int fields = std::sscanf(setting, "%ld,%ld,%ld%c", &first, &count, &period, &tail);
+  int used = -1;  // characters read: the whole setting, or it is not what it should be
+  int fields = std::sscanf(setting, "%ld,%ld%n", &first, &count, &used);
+  if (fields == 2 && setting[used] == ',') {
+    const char* rest = setting + used + 1;
+    used = -1;
+    fields = std::sscanf(rest, "%ld%n", &period, &used) == 1 && rest[used] == '\0' ? 3 : 0;
+  } else if (fields == 2 && setting[used] != '\0') {
+    fields = 0;
+  }
   if ((fields != 2 && fields != 3) || first < 0 || count <= 0 || (fields == 3 && period <= count)) {
     std::fprintf(stderr,
                  "kpfloor: KPFLOOR_WINDOW='%s' is not FIRST,COUNT or FIRST,COUNT,PERIOD with "

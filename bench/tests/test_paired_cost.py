@@ -225,35 +225,41 @@ class FastStateTest(unittest.TestCase):
 
 
 class AlternateTest(unittest.TestCase):
-    """--alternate: untraced and traced blocks in turn; each traced block is read against the
-    untraced blocks either side, so a drift slower than a cycle cancels."""
+    """--alternate: untraced lead blocks, then traced and untraced blocks in turn; each traced
+    block is read against the untraced blocks either side, so a drift slower than a cycle
+    cancels; the untraced blocks after the first window against the lead give what a tool
+    leaves on while off."""
 
     def setUp(self):
         self.addCleanup(pc.set_segment, 30)
-        pc.set_alternate(10, 3)
+        pc.set_alternate(10, 3)  # 3 lead blocks (the default), 3 cycles
 
     def test_steps_and_blocks(self):
-        self.assertEqual(pc.STEPS, 70)
-        self.assertEqual(pc.blocks()[:3], [(1, 9, False), (11, 19, True), (21, 29, False)])
-        self.assertTrue(pc.is_traced(11) and not pc.is_traced(10) and not pc.is_traced(19))
-        self.assertTrue(pc.is_baseline(21) and not pc.is_baseline(20) and not pc.is_baseline(11))
+        self.assertEqual(pc.STEPS, 90)
+        self.assertEqual(pc.blocks()[:5], [(1, 9, False), (11, 19, False), (21, 29, False),
+                                           (31, 39, True), (41, 49, False)])
+        self.assertEqual([traced for _, _, traced in pc.blocks()],
+                         [False, False, False, True, False, True, False, True, False])
+        self.assertTrue(pc.is_traced(31) and not pc.is_traced(30) and not pc.is_traced(39))
+        self.assertTrue(pc.is_baseline(41) and not pc.is_baseline(40) and not pc.is_baseline(31))
 
     def test_every_tool_switches_with_the_same_blocks(self):
+        # kp: skip 20 steps, then cycles of 10 off and 10 on: on for steps 30-39, 50-59, ...
         argv, _ = pc.command(args_for("/d"), "/w", "train", "kp")
-        self.assertEqual(argv[argv.index("--capture-schedule") + 1], "step:10,0,10,0")
-        self.assertEqual(argv[argv.index("--steps") + 1], "70")
+        self.assertEqual(argv[argv.index("--capture-schedule") + 1], "step:10,0,10,0,20")
+        self.assertEqual(argv[argv.index("--steps") + 1], "90")
         _, env = pc.command(args_for("/d"), "/w", "train", "floor_kernel")
-        self.assertEqual(env["KPFLOOR_WINDOW"], "10,10,20")
+        self.assertEqual(env["KPFLOOR_WINDOW"], "30,10,20")
         self.assertNotIn("KPFLOOR_DETACH", env)  # the floor stays attached, as kp does
         argv, _ = pc.command(args_for("/d"), "/w", "tiny", "torch_prof")
-        self.assertEqual(argv[argv.index("--torch-profiler-window") + 1], "10,10,20")
+        self.assertEqual(argv[argv.index("--torch-profiler-window") + 1], "30,10,20")
 
     def test_a_steady_drift_cancels_in_each_cycle(self):
         # The machine slows 1 % per block; traced blocks cost 4 % more; block edges are noisy.
         steps = []
         for i in range(pc.STEPS):
             block = i // 10
-            t = 1000.0 * (1 + 0.01 * block) * (1.04 if block % 2 else 1.0)
+            t = 1000.0 * (1 + 0.01 * block) * (1.04 if pc.blocks()[block][2] else 1.0)
             steps.append(t * (3.0 if i % 10 in (0, 9) else 1.0))
         cycles = pc.cycle_costs(steps)
         self.assertEqual(len(cycles), 3)
@@ -262,8 +268,33 @@ class AlternateTest(unittest.TestCase):
         before, inside, _ = pc.segments(steps)
         self.assertGreater(inside / before - 1, 0.04)  # the pooled medians keep part of the drift
 
+    def test_what_is_left_on_while_off(self):
+        # Untraced steps cost 5 % more once the tool has switched on once; traced ones 10 %.
+        steps = [1000.0] * 30 + [1100.0 if pc.blocks()[i // 10][2] else 1050.0
+                                 for i in range(30, pc.STEPS)]
+        self.assertAlmostEqual(pc.residual_cost(steps), 5.0)
+        # The first cycle's left neighbour is the last lead block, untouched by the tool.
+        first, *later = pc.cycle_costs(steps)
+        self.assertAlmostEqual(first, (1100 / 1025 - 1) * 100)
+        for c in later:
+            self.assertAlmostEqual(c, (1100 / 1050 - 1) * 100)
+        rows = [row("train", "kp", 1000.0, 1100.0, cycle_pct=pc.cycle_costs(steps),
+                    residual_pct=pc.residual_cost(steps)),
+                row("train", "floor", 1000.0, 1100.0, cycle_pct=[2.0] * 3, residual_pct=5.0)]
+        text = pc.cycle_table(rows)
+        kp = [l for l in text.splitlines() if l.startswith("| train | kp |")][0]
+        cells = [c.strip() for c in kp.split("|")[1:-1]]
+        self.assertEqual(cells[4], "+4.76 [+4.76..+4.76]")
+        self.assertEqual(cells[6], "+5.00 [+5.00..+5.00]")
+        self.assertEqual(cells[7], "+9.76 [+9.76..+9.76]")
+        ratios = [l for l in text.splitlines() if l.startswith("| train | ")
+                  and l.count("|") == 8]
+        self.assertEqual(ratios[0].split("|")[2].strip(), "%.3f" % ((1100 / 1050 - 1) * 50))
+        self.assertEqual(ratios[1].split("|")[2].strip(), "%.3f" % (9.7619 / 7.0))
+
     def test_cycle_table_ratios(self):
-        rows = [row("train", t, 1000.0, 1000.0 * (1 + c / 100), cycle_pct=[c - 1, c, c + 1])
+        rows = [row("train", t, 1000.0, 1000.0 * (1 + c / 100), cycle_pct=[c - 1, c, c + 1],
+                    residual_pct=0.0)
                 for t, c in (("none", 0.0), ("kp", 2.0), ("floor", 2.0), ("torch_prof", 8.0))]
         text = pc.cycle_table(rows)
         kp = [l for l in text.splitlines() if l.startswith("| train | kp |")][0]
@@ -273,6 +304,12 @@ class AlternateTest(unittest.TestCase):
         self.assertEqual([c.strip() for c in ratios.split("|")[2:8]],
                          ["1.000", "0.250", "0.250", "–", "–", "+2.00 %"])
         self.assertEqual(pc.cycle_table([row("train", "kp", 1.0, 1.0)]), "")
+        # The pooled table has no ratios of its own with blocks: they would keep the drift.
+        self.assertNotIn("kp / floor", pc.table(rows))
+
+    def test_cycles_without_alternate_is_an_error(self):
+        with self.assertRaises(SystemExit):
+            pc.main(["/d", "--cycles", "5"])
 
 
 class TorchProfilerWindowTest(unittest.TestCase):
@@ -363,6 +400,21 @@ class FloorExportsTest(unittest.TestCase):
         names = {line.split()[-1] for line in out.splitlines() if line.strip()}
         self.assertIn("InitializeInjection", names)
         self.assertIn("InitializeInjectionNvtx2", names)
+
+    def test_window_setting_is_checked_whole(self):
+        # The floor's set-up, called as CUDA would: a bad KPFLOOR_WINDOW is refused with one
+        # message before any CUPTI call; a good one passes the check (CUPTI may then fail here,
+        # without a GPU, which is not this test's business).
+        if "KPFLOOR_LIB" not in os.environ:
+            self.skipTest("KPFLOOR_LIB not set (ctest sets it)")
+        code = ("import ctypes, sys; ctypes.CDLL(sys.argv[1]).InitializeInjection()")
+        for value, good in (("10,10", True), ("10,10,20", True), ("10,10x", False),
+                            ("10,10,", False), ("10,10,abc", False), ("10,10,10", False),
+                            ("10,10,20x", False), ("-1,5", False)):
+            env = dict(os.environ, KPFLOOR_WINDOW=value)
+            err = subprocess.run([sys.executable, "-c", code, os.environ["KPFLOOR_LIB"]],
+                                 env=env, capture_output=True, text=True, timeout=60).stderr
+            self.assertEqual("is not FIRST,COUNT" not in err, good, (value, err))
 
 
 if __name__ == "__main__":

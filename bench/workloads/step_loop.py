@@ -14,14 +14,16 @@ same window again every PERIOD steps (a new profiler each time) until the last s
 loop that makes no CUDA call ("probe_cpu_us": how fast the machine runs the interpreter just
 then) and one bf16 4096x4096 matrix product timed with CUDA events ("probe_gpu_us": how fast the
 GPU runs just then). Step times can be read against them (bench/paired_cost.py): the speed of
-this kind of machine drifts by +-10 % over seconds, in processes with and without a tool alike.
+this kind of machine changes over seconds (a fast and a ~1.6 x slower state), in processes with
+and without a tool alike.
 --blocking-sync: each step ends by waiting on a blocking-sync CUDA event instead of
 torch.cuda.synchronize's spin, so the stepping thread's CPU time is its own work (Python,
 dispatch, launches, a tool's callbacks), not the wait for the GPU.
 --thread-cpu: "thread_cpu_s" gives each thread's CPU seconds over the timed steps (from
 /proc/self/task, read before and after them), keyed "name/tid": which thread a tool's cost is on.
 Prints one JSON line: {"workload", "step_us": [...], "step_cpu_us": [...] (the stepping thread's
-CPU time), "step_process_cpu_us": [...] (all threads'), "profiled": [first, count] or null} and,
+CPU time), "step_process_cpu_us": [...] (all threads'), "profiled": [first, count] or [first, count,
+period] or null} and,
 with --probes, "probe_cpu_us" and "probe_gpu_us".
 """
 
@@ -125,7 +127,7 @@ def main():
     parser.add_argument("--warmup-s", type=float, default=1.0,
                         help="untimed steps for at least this long first (clocks, allocator)")
     parser.add_argument("--torch-profiler-window", type=parse_window, default=None,
-                        metavar="FIRST,COUNT")
+                        metavar="FIRST,COUNT[,PERIOD]")
     parser.add_argument("--probes", action="store_true",
                         help="time a fixed CPU and a fixed GPU piece of work after each step")
     parser.add_argument("--blocking-sync", action="store_true",

@@ -15,12 +15,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <future>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -751,9 +753,9 @@ TEST(EncoderThreadTest, FileSizeLimitDoesNotKillTheProcess) {
 TEST(EncoderThreadTest, ThreadIsNamedKpEncoder) {
   const std::string dir = ::testing::TempDir();
   const std::string trace = dir + "/named_" + std::to_string(getpid()) + ".kptrace";
-  FileChunkWriter* writer = FileChunkWriter::Open(trace, 0).value_or(nullptr).release();
+  std::unique_ptr<FileChunkWriter> writer = FileChunkWriter::Open(trace, 0).value_or(nullptr);
   ASSERT_NE(writer, nullptr);
-  TraceEncoder encoder(writer, TraceEncoder::Options());
+  TraceEncoder encoder(writer.get(), TraceEncoder::Options());
   ActivityDecoder decoder(&encoder, nullptr, {});
   BufferPool pool(1 << 20, 8 << 20);
   EncoderThread::Options options;
@@ -761,12 +763,14 @@ TEST(EncoderThreadTest, ThreadIsNamedKpEncoder) {
   EncoderThread thread(&encoder, &decoder, &pool, options);
   ASSERT_TRUE(thread.Start().ok());
   std::promise<std::string> name;
+  std::future<std::string> named = name.get_future();
   thread.Post([&name](TraceEncoder&) {
     char text[16] = {};
     pthread_getname_np(pthread_self(), text, sizeof(text));
     name.set_value(text);
   });
-  EXPECT_EQ(name.get_future().get(), "kp-encoder");
+  ASSERT_EQ(named.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(named.get(), "kp-encoder");
   thread.Stop("test");
   std::remove(trace.c_str());
 }
