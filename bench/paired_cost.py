@@ -25,15 +25,18 @@ Workloads: launch (bench/workloads/launch_loop.cu, 3,000 empty-kernel launches p
 --segment N makes each of the three parts N steps long (default 30): the training step's own
 step-to-step spread needs more steps per part than the launch loop's.
 
---alternate BLOCK [--cycles C]: instead of one window, every tool is switched on and off in
-turn, blocks of BLOCK steps (kp: --capture-schedule step:BLOCK,0,BLOCK,0; the floor:
-KPFLOOR_WINDOW=BLOCK,BLOCK,2*BLOCK; torch.profiler entered and left around each traced block),
-2C+1 blocks per run, untraced first and last. The first and last step of each block are left
-out (a tool switching on or off runs in them). Each traced block is read against the mean of the
-untraced blocks either side of it (a cycle); a run's added cost is the median over its cycles.
-The CPU of the H200 VM runs for seconds at a time in a fast state or one ~1.6 x slower, with or
-without a tool; one window and its baseline often fall in different states, a 2-block cycle
-rarely does, and the median over cycles drops those that do.
+--alternate BLOCK [--cycles C] [--lead L]: instead of one window, every tool is switched on and
+off in turn, blocks of BLOCK steps: L untraced lead blocks (default 3), then C times (default
+20) a traced and an untraced block (kp: --capture-schedule step:BLOCK,0,BLOCK,0,(L-1)*BLOCK; the
+floor: KPFLOOR_WINDOW=L*BLOCK,BLOCK,2*BLOCK; torch.profiler entered and left around each traced
+block). The first and last step of each block are left out (a tool switching on or off runs in
+them). Each traced block is read against the mean of the untraced blocks either side of it (a
+cycle); a run's added cost is the median over its cycles. The CPU of the H200 VM runs for
+seconds at a time in a fast state or one ~1.6 x slower, with or without a tool; one window and
+its baseline often fall in different states, a cycle (three blocks) rarely does, and the median
+over cycles drops those that do. CUPTI stays attached between blocks, so the cycles compare a
+tool on with itself attached but off; the untraced blocks after the first traced one against
+the lead blocks give what it leaves on while off, and the two summed its cost against no tool.
 
 Besides wall time, each step's CPU time (the stepping thread's and the whole process's) gives a
 second table: where the spread of wall time is time the thread did not run, CPU time spreads
@@ -43,10 +46,10 @@ spins in cudaDeviceSynchronize by default, so its CPU time includes the wait.)
 --probes (PyTorch workloads): after each step, outside its timing, the workload times a fixed
 pure-Python loop and a fixed GPU matrix product (bench/workloads/step_loop.py). The speed of this
 kind of machine changes over seconds (a fast and a ~1.6 x slower state), with and without a
-tool, which is most of the
-spread between runs; a third table reads each step against the probes taken around it (step
-time x the run's median probe / the median of the probes of the 5 steps around it), so that
-drift common to the step and the probe cancels. --blocking-sync: steps end on a blocking-sync
+tool, which is most of the spread between runs; a table reads each step against the probes
+taken around it (step time x the run's median probe / the median of the probes of the 5 steps
+around it), so that drift common to the step and the probe cancels, and another keeps only the
+steps taken in the fast state. --blocking-sync: steps end on a blocking-sync
 event, so the stepping thread's CPU time excludes the wait for the GPU.
 
 Writes paired_cost.md and paired_cost_raw.jsonl under --out; prints the tables after each pass.
@@ -173,17 +176,18 @@ def segments(step_us):
 
 def is_baseline(i):
     """Whether step i is an untraced step the added cost is measured from."""
-    if ALTERNATE:
-        a, b, traced = blocks()[i // ALTERNATE]
-        return not traced and a <= i < b
-    return i < FIRST
+    return in_block(i, traced=False) if ALTERNATE else i < FIRST
 
 
 def is_traced(i):
-    if ALTERNATE:
-        a, b, traced = blocks()[i // ALTERNATE]
-        return traced and a <= i < b
-    return FIRST <= i < FIRST + COUNT
+    """Whether step i is a traced step the added cost is measured on."""
+    return in_block(i, traced=True) if ALTERNATE else FIRST <= i < FIRST + COUNT
+
+
+def in_block(i, traced):
+    """--alternate: whether step i lies inside (edges left out) a block traced or not as asked."""
+    a, b, is_traced_block = blocks()[i // ALTERNATE]
+    return is_traced_block == traced and a <= i < b
 
 
 def kp_kernels(args, work, workload):
@@ -312,8 +316,7 @@ def probe_table(rows):
         for a, b in (("kp", "floor"), ("kp", "torch_prof"), ("kp_kernel", "floor_kernel")):
             cells = []
             for name, _ in measures:
-                x, y = added.get((w, a, name)), added.get((w, b, name))
-                cells.append("%.3f" % (x / y) if x is not None and y and y > 0 else "–")
+                cells.append(ratio_cell(added.get((w, a, name)), added.get((w, b, name))))
             if any(c != "–" for c in cells):
                 out.append("| %s | %s / %s | %s |" % (w, a, b, " | ".join(cells)))
     return "\n".join(out)
@@ -349,39 +352,32 @@ def fast_state_table(rows):
            "| workload | tool | runs counted / run | fast steps before, inside (median) "
            "| added, % | kp / floor | kp / torch.profiler |",
            "|---|---|---|---|---|---|---|"]
+    thresholds = {}  # per workload: FAST_STATE x its FAST_PERCENTILE-th CPU probe
     for w in WORKLOADS:
-        mine_w = [r for r in ok if r["workload"] == w]
-        if not mine_w:
-            continue
-        probes = sorted(p for r in mine_w for p in r["probe_cpu_us"])
-        threshold = FAST_STATE * probes[len(probes) * FAST_PERCENTILE // 100]
-        added, lines = {}, []
-        for t in TOOLS:
-            mine = [r for r in mine_w if r["tool"] == t]
-            if not mine:
-                continue
-            pct, counts = [], []
-            for r in mine:
-                fast = fast_steps(r, threshold)
-                before = [r["step_us"][i] for i in fast if is_baseline(i)]
-                inside = [r["step_us"][i] for i in fast if is_traced(i)]
-                counts.append((len(before), len(inside)))
-                if len(before) >= FAST_MIN_STEPS and len(inside) >= FAST_MIN_STEPS:
-                    b = statistics.median(before)
-                    pct.append((statistics.median(inside) - b) / b * 100)
-            if pct:
-                added[t] = statistics.median(pct)
-            lines.append((t, "%d / %d" % (len(pct), len(mine)), "%d, %d" % (
-                statistics.median(c[0] for c in counts), statistics.median(c[1] for c in counts)),
-                "%+.2f [%+.2f..%+.2f]" % (added[t], min(pct), max(pct)) if pct else "–"))
-        for t, runs, steps, cell in lines:
-            ratios = ["–", "–"]
-            if t == "kp":
-                for k, other in enumerate(("floor", "torch_prof")):
-                    if "kp" in added and added.get(other, 0) > 0:
-                        ratios[k] = "%.3f" % (added["kp"] / added[other])
-            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (w, t, runs, steps, cell,
-                                                               ratios[0], ratios[1]))
+        probes = sorted(p for r in ok if r["workload"] == w for p in r["probe_cpu_us"])
+        if probes:
+            thresholds[w] = FAST_STATE * probes[len(probes) * FAST_PERCENTILE // 100]
+    added, lines = {}, []
+    for w, t, mine in by_tool(ok):
+        pct, counts = [], []
+        for r in mine:
+            fast = fast_steps(r, thresholds[w])
+            before = [r["step_us"][i] for i in fast if is_baseline(i)]
+            inside = [r["step_us"][i] for i in fast if is_traced(i)]
+            counts.append((len(before), len(inside)))
+            if len(before) >= FAST_MIN_STEPS and len(inside) >= FAST_MIN_STEPS:
+                b = statistics.median(before)
+                pct.append((statistics.median(inside) - b) / b * 100)
+        if pct:
+            added[(w, t)] = statistics.median(pct)
+        lines.append((w, t, "%d / %d" % (len(pct), len(mine)), "%d, %d" % (
+            statistics.median(c[0] for c in counts), statistics.median(c[1] for c in counts)),
+            spread(pct) if pct else "–"))
+    for w, t, runs, steps, cell in lines:
+        ratios = [ratio_cell(added.get((w, "kp")), added.get((w, other))) if t == "kp" else "–"
+                  for other in ("floor", "torch_prof")]
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (w, t, runs, steps, cell,
+                                                           ratios[0], ratios[1]))
     return "\n".join(out)
 
 
@@ -428,12 +424,16 @@ def spread(values):
     return "%+.2f [%+.2f..%+.2f]" % (statistics.median(values), min(values), max(values))
 
 
+def ratio_cell(x, y):
+    """x / y to three places; "–" where either is missing or y is no cost at all."""
+    return "%.3f" % (x / y) if x is not None and y is not None and y > 0 else "–"
+
+
 def ratio_rows(added, kp_pct):
     """Markdown rows of the target ratios, per workload with a kp row: `added` maps (workload,
     tool) to a tool's added cost, `kp_pct` a workload to kp's added cost in %."""
     def ratio(w, a, b):
-        x, y = added.get((w, a)), added.get((w, b))
-        return "%.3f" % (x / y) if x is not None and y is not None and y > 0 else "–"
+        return ratio_cell(added.get((w, a)), added.get((w, b)))
 
     out = ["| workload | kp / floor (target <= 1.05) | kp / torch.profiler (target <= 0.5) "
            "| floor / torch.profiler | floor_kernel / torch.profiler | kp_kernel / floor_kernel "
@@ -529,8 +529,7 @@ def cpu_table(rows):
         cells = []
         for a, b in (("kp", "floor"), ("kp_kernel", "floor_kernel")):
             for _, measure in CPU_MEASURES:
-                x, y = added.get((w, a, measure)), added.get((w, b, measure))
-                cells.append("%.3f" % (x / y) if x is not None and y and y > 0 else "–")
+                cells.append(ratio_cell(added.get((w, a, measure)), added.get((w, b, measure))))
         if any(c != "–" for c in cells):
             out.append("| %s | %s |" % (w, " | ".join(cells)))
     return "\n".join(out)

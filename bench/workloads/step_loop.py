@@ -22,9 +22,9 @@ dispatch, launches, a tool's callbacks), not the wait for the GPU.
 --thread-cpu: "thread_cpu_s" gives each thread's CPU seconds over the timed steps (from
 /proc/self/task, read before and after them), keyed "name/tid": which thread a tool's cost is on.
 Prints one JSON line: {"workload", "step_us": [...], "step_cpu_us": [...] (the stepping thread's
-CPU time), "step_process_cpu_us": [...] (all threads'), "profiled": [first, count] or [first, count,
-period] or null} and,
-with --probes, "probe_cpu_us" and "probe_gpu_us".
+CPU time), "step_process_cpu_us": [...] (all threads'), "profiled": [first, count] or [first,
+count, period] or null} and, with --probes, "probe_cpu_us" and "probe_gpu_us"; with --thread-cpu,
+"thread_cpu_s".
 """
 
 import argparse
