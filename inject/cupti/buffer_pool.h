@@ -2,9 +2,14 @@
 //
 // CUPTI asks for a buffer from its own threads (worker, flushing, and -- with 13.0's per-thread
 // buffers -- application threads), so Acquire must be quick and never wait on anything a
-// CUDA-calling thread could hold: one private mutex around a free list, nothing else. Memory
+// CUDA-calling thread could hold: one private mutex around the free lists, nothing else. Memory
 // is bounded by KP_BUFFER_MB; beyond the cap Acquire returns nullptr and CUPTI drops records
 // (it counts them; we count the refusals). Buffers are recycled, never freed before shutdown.
+//
+// Memory follows use, not the high-water mark: a burst (the encoder briefly behind) takes more
+// buffers, and once they come back, the free ones beyond kWarmBuffers give their pages back to
+// the system (madvise MADV_DONTNEED, outside the lock) and wait in a cold list, taken only when
+// no warm buffer is free. A buffer taken from the cold list is faulted in again as CUPTI fills it.
 #pragma once
 
 #include <atomic>
@@ -17,27 +22,37 @@ namespace kp {
 
 class BufferPool {
  public:
-  // 8-byte aligned buffers of `buffer_bytes`; at most `cap_bytes` in total (at least one buffer).
+  // Free buffers that keep their pages: the ones reused first, so steady use never faults.
+  static constexpr size_t kWarmBuffers = 2;
+
+  // Page-aligned buffers of `buffer_bytes`; at most `cap_bytes` in total (at least one buffer).
   BufferPool(size_t buffer_bytes, size_t cap_bytes);
   ~BufferPool();
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  // A free buffer, a new one while under the cap, else nullptr (counted in refused()).
+  // A free buffer (the most recently released first), a new one while under the cap, else
+  // nullptr (counted in refused()).
   uint8_t* Acquire();
+  // Back to the pool; beyond kWarmBuffers free ones, the coldest gives its pages back.
   void Release(uint8_t* buffer);
 
   size_t buffer_bytes() const { return buffer_bytes_; }
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  // Buffers whose pages were given back, over the pool's life.
+  uint64_t trimmed() const { return trimmed_.load(std::memory_order_relaxed); }
   size_t allocated() const;
 
  private:
   const size_t buffer_bytes_;
+  const size_t alloc_bytes_;  // buffer_bytes_ rounded up to whole pages
   const size_t max_buffers_;
   mutable std::mutex mutex_;
-  std::vector<uint8_t*> free_;
+  std::vector<uint8_t*> warm_;  // free, pages kept; the back is the most recently released
+  std::vector<uint8_t*> cold_;  // free, pages given back
   std::vector<uint8_t*> all_;
   std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> trimmed_{0};
 };
 
 }  // namespace kp
