@@ -36,7 +36,9 @@ seconds at a time in a fast state or one ~1.6 x slower, with or without a tool; 
 its baseline often fall in different states, a cycle (three blocks) rarely does, and the median
 over cycles drops those that do. CUPTI stays attached between blocks, so the cycles compare a
 tool on with itself attached but off; the untraced blocks after the first traced one against
-the lead blocks give what it leaves on while off, and the two summed its cost against no tool.
+the lead blocks give what it leaves on while off (with --probes, from the steps taken in the
+machine's fast state only), and the two summed, less no tool's own reading, its cost against no
+tool.
 
 Besides wall time, each step's CPU time (the stepping thread's and the whole process's) gives a
 second table: where the spread of wall time is time the thread did not run, CPU time spreads
@@ -111,14 +113,20 @@ def cycle_costs(series):
             for k in range(LEAD, len(meds) - 1, 2)]
 
 
-def residual_cost(series):
+def residual_cost(series, keep=None):
     """--alternate: the untraced blocks after the first traced one against the lead blocks
     (before any tool switched anything on), in % minus 100: what a tool leaves behind while it
-    is attached but off (CUPTI is not detached between windows), which the cycles do not see."""
+    is attached but off (CUPTI is not detached between windows), which the cycles do not see.
+    `keep`: only the steps of this set count (fast_steps); None where the lead or the later
+    blocks keep fewer than FAST_MIN_STEPS of them."""
     m = statistics.median
     parts = blocks()
-    lead = [t for a, b, _ in parts[:LEAD] for t in series[a:b]]
-    later = [t for a, b, traced in parts[LEAD + 1:] if not traced for t in series[a:b]]
+    lead = [series[i] for a, b, _ in parts[:LEAD] for i in range(a, b)
+            if keep is None or i in keep]
+    later = [series[i] for a, b, traced in parts[LEAD + 1:] if not traced for i in range(a, b)
+             if keep is None or i in keep]
+    if keep is not None and min(len(lead), len(later)) < FAST_MIN_STEPS:
+        return None
     return (m(later) / m(lead) - 1) * 100
 
 
@@ -335,6 +343,17 @@ def fast_steps(row, threshold):
             if probes[i] < threshold and (i == 0 or probes[i - 1] < threshold)]
 
 
+def fast_thresholds(rows):
+    """Per workload with CPU probes: FAST_STATE x the FAST_PERCENTILE-th of all its runs' CPU
+    probes (the machine's fast speed); a step under it was taken in the fast state."""
+    out = {}
+    for w in WORKLOADS:
+        probes = sorted(p for r in rows if r["workload"] == w for p in r.get("probe_cpu_us", ()))
+        if probes:
+            out[w] = FAST_STATE * probes[len(probes) * FAST_PERCENTILE // 100]
+    return out
+
+
 def fast_state_table(rows):
     """Markdown: each tool's added cost from its fast-state steps only. The CPU of this kind of
     machine switches, over seconds and with or without a tool, between a fast state and one
@@ -352,11 +371,7 @@ def fast_state_table(rows):
            "| workload | tool | runs counted / run | fast steps before, inside (median) "
            "| added, % | kp / floor | kp / torch.profiler |",
            "|---|---|---|---|---|---|---|"]
-    thresholds = {}  # per workload: FAST_STATE x its FAST_PERCENTILE-th CPU probe
-    for w in WORKLOADS:
-        probes = sorted(p for r in ok if r["workload"] == w for p in r["probe_cpu_us"])
-        if probes:
-            thresholds[w] = FAST_STATE * probes[len(probes) * FAST_PERCENTILE // 100]
+    thresholds = fast_thresholds(ok)
     added, lines = {}, []
     for w, t, mine in by_tool(ok):
         pct, counts = [], []
@@ -381,6 +396,40 @@ def fast_state_table(rows):
     return "\n".join(out)
 
 
+def cycle_summary(rows):
+    """--alternate: (workload, tool) -> a tool's added cost in % over its runs, in table order:
+    "per_run" (each run's median over its cycles), "pooled" (all cycles, sorted), "residual"
+    (residual_cost of each run that gives one), "summed" (per such run the two summed), "runs",
+    "residual_runs", "fast" (whether the residual is read from fast-state steps: runs with CPU
+    probes, where a run counts when its lead and later blocks keep FAST_MIN_STEPS such steps),
+    "kernels" (kp's kernels traced per run, where kp ran), and the medians over runs "cycles"
+    (from the cycles), "left_on" (left on while off), "total" (the two summed) and "net" (total
+    less no tool's total in the same workload, its drift from the lead blocks to the later
+    ones: the cost against no tool; total itself where no tool did not run). The last three
+    are None where no run gives a residual (or, for "net", where no tool's gives none)."""
+    ok = [r for r in rows if r.get("cycle_pct")]
+    thresholds = fast_thresholds(ok)
+    out = {}
+    for w, t, mine in by_tool(ok):
+        per_run = [statistics.median(r["cycle_pct"]) for r in mine]
+        fast = w in thresholds and all("probe_cpu_us" in r for r in mine)
+        residual = [residual_cost(r["step_us"], set(fast_steps(r, thresholds[w])))
+                    if fast else r.get("residual_pct", 0.0) for r in mine]
+        summed = [c + r for c, r in zip(per_run, residual) if r is not None]
+        residual = [r for r in residual if r is not None]
+        out[(w, t)] = {"runs": len(mine), "per_run": per_run, "residual": residual,
+                       "summed": summed, "residual_runs": len(residual), "fast": fast,
+                       "kernels": [r["kp_kernels"] for r in mine if "kp_kernels" in r],
+                       "pooled": sorted(c for r in mine for c in r["cycle_pct"]),
+                       "cycles": statistics.median(per_run),
+                       "left_on": statistics.median(residual) if residual else None,
+                       "total": statistics.median(summed) if summed else None}
+    for (w, t), c in out.items():
+        none = out[(w, "none")]["total"] if (w, "none") in out else 0.0
+        c["net"] = None if c["total"] is None or none is None else c["total"] - none
+    return out
+
+
 def cycle_table(rows):
     """Markdown (--alternate): each tool's added cost from its cycles (a traced block against
     the untraced blocks either side of it): per run the median over its cycles; median
@@ -394,33 +443,37 @@ def cycle_table(rows):
            "untraced blocks before and after it (%d step(s) at each end of a block left out), "
            "per run the median over its cycles. Left on while off: the untraced blocks after "
            "the first traced one against the %d untraced blocks before it (CUPTI stays attached "
-           "between blocks). Against no tool: the two summed per run. Medians over runs "
-           "[min..max]; `none` is the noise of each measure." % (ALTERNATE, EDGE, LEAD), "",
+           "between blocks); with CPU probes, from the steps taken in the machine's fast "
+           "state only (a run counts when its lead and later blocks each keep %d such steps). "
+           "Against no tool: the two summed per run. Medians over runs [min..max]; `none` is "
+           "the noise of each measure." % (ALTERNATE, EDGE, LEAD, FAST_MIN_STEPS), "",
            "| workload | tool | runs | cycles | added, from cycles | all cycles: median "
            "[25th..75th percentile] | left on while off | against no tool |",
            "|---|---|---|---|---|---|---|---|"]
-    added, total = {}, {}
-    for w, t, mine in by_tool(ok):
-        per_run = [statistics.median(r["cycle_pct"]) for r in mine]
-        pooled = sorted(c for r in mine for c in r["cycle_pct"])
-        q = (statistics.quantiles(pooled, n=4, method="inclusive") if len(pooled) >= 2
-             else pooled * 3)
-        residual = [r.get("residual_pct", 0.0) for r in mine]
-        summed = [c + r for c, r in zip(per_run, residual)]
-        added[(w, t)] = statistics.median(per_run)
-        total[(w, t)] = statistics.median(summed)
+    summary = cycle_summary(rows)
+    for (w, t), c in summary.items():
+        q = (statistics.quantiles(c["pooled"], n=4, method="inclusive")
+             if len(c["pooled"]) >= 2 else c["pooled"] * 3)
+        counted = (" (fast state, %d of %d runs)" % (c["residual_runs"], c["runs"])
+                   if c["fast"] else "")
         out.append("| %s | %s | %d | %d | %s | %+.2f [%+.2f..%+.2f] | %s | %s |" % (
-            w, t, len(mine), len(pooled), spread(per_run), statistics.median(pooled), q[0],
-            q[2], spread(residual), spread(summed)))
+            w, t, c["runs"], len(c["pooled"]), spread(c["per_run"]),
+            statistics.median(c["pooled"]), q[0], q[2], spread(c["residual"]) + counted,
+            spread(c["summed"])))
+    added = {k: c["cycles"] for k, c in summary.items()}
+    net = {k: c["net"] for k, c in summary.items()}
     out += ["", "From the cycles (each tool switched on against itself attached but off):", ""]
     out += ratio_rows(added, {w: v for (w, t), v in added.items() if t == "kp"})
-    out += ["", "Against no tool (cycles plus what is left on while off):", ""]
-    out += ratio_rows(total, {w: v for (w, t), v in total.items() if t == "kp"})
+    out += ["", "Against no tool (cycles plus what is left on while off, less no tool's own "
+            "reading of the two):", ""]
+    out += ratio_rows(net, {w: v for (w, t), v in net.items() if t == "kp"})
     return "\n".join(out)
 
 
 def spread(values):
-    """'median [min..max]' of percentages."""
+    """'median [min..max]' of percentages; "–" for none."""
+    if not values:
+        return "–"
     return "%+.2f [%+.2f..%+.2f]" % (statistics.median(values), min(values), max(values))
 
 
@@ -440,10 +493,11 @@ def ratio_rows(added, kp_pct):
            "| kp, % over no tool (target <= 3, training step) |", "|---|---|---|---|---|---|---|"]
     for w in WORKLOADS:
         if w in kp_pct:
-            out.append("| %s | %s | %s | %s | %s | %s | %+.2f %% |" % (
+            out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
                 w, ratio(w, "kp", "floor"), ratio(w, "kp", "torch_prof"),
                 ratio(w, "floor", "torch_prof"), ratio(w, "floor_kernel", "torch_prof"),
-                ratio(w, "kp_kernel", "floor_kernel"), kp_pct[w]))
+                ratio(w, "kp_kernel", "floor_kernel"),
+                "–" if kp_pct[w] is None else "%+.2f %%" % kp_pct[w]))
     return out
 
 

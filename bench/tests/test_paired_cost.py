@@ -307,6 +307,60 @@ class AlternateTest(unittest.TestCase):
         # The pooled table has no ratios of its own with blocks: they would keep the drift.
         self.assertNotIn("kp / floor", pc.table(rows))
 
+    def test_against_no_tool_subtracts_no_tools_own_reading(self):
+        # Every process runs 2 % faster after its lead blocks; no tool reads that as -2 %.
+        rows = [row("train", t, 1000.0, 1000.0, cycle_pct=[c] * 3, residual_pct=r)
+                for t, c, r in (("none", 0.0, -2.0), ("kp", 2.0, -1.0), ("floor", 3.0, 1.0),
+                                ("torch_prof", 4.0, 8.0))]
+        summary = pc.cycle_summary(rows)
+        self.assertEqual(list(summary), [("train", t) for t in ("none", "kp", "floor",
+                                                                 "torch_prof")])
+        self.assertAlmostEqual(summary[("train", "none")]["net"], 0.0)
+        self.assertAlmostEqual(summary[("train", "kp")]["total"], 1.0)
+        self.assertAlmostEqual(summary[("train", "kp")]["net"], 3.0)
+        self.assertAlmostEqual(summary[("train", "floor")]["net"], 6.0)
+        self.assertAlmostEqual(summary[("train", "torch_prof")]["net"], 14.0)
+        ratios = [l for l in pc.cycle_table(rows).splitlines() if l.startswith("| train | ")
+                  and l.count("|") == 8]
+        self.assertEqual([c.strip() for c in ratios[1].split("|")[2:4]] + [
+            ratios[1].split("|")[7].strip()], ["0.500", "0.214", "+3.00 %"])
+
+    def test_what_is_left_on_is_read_in_the_fast_state(self):
+        # The machine runs its lead in the slow state (steps and CPU probes 1.6 x), then fast;
+        # the tool leaves +5 % on while off. Raw, the switch reads as -34 %; the fast-state
+        # steps alone give the 5 %, and a run whose lead has no fast step is not counted.
+        pc.set_alternate(10, 3, lead=3)
+        slow = [i < 30 for i in range(pc.STEPS)]
+        steps = [1000.0 * (1.6 if slow[i] else 1.05) for i in range(pc.STEPS)]
+        probes = [1500.0 if slow[i] else 900.0 for i in range(pc.STEPS)]
+        for i in (3, 4, 5, 13, 14, 15, 23, 24, 25):  # some fast steps in the lead
+            steps[i], probes[i], probes[i - 1] = 1000.0, 900.0, 900.0
+        self.assertAlmostEqual(pc.residual_cost(steps), (1050 / 1600 - 1) * 100)
+        fast = set(pc.fast_steps({"step_us": steps, "probe_cpu_us": probes}, 1000.0))
+        self.assertIsNone(pc.residual_cost(steps, fast))  # 9 fast lead steps < FAST_MIN_STEPS
+        for i in (6, 7, 16, 17, 26, 27):
+            steps[i], probes[i] = 1000.0, 900.0
+        fast = set(pc.fast_steps({"step_us": steps, "probe_cpu_us": probes}, 1000.0))
+        self.assertAlmostEqual(pc.residual_cost(steps, fast), 5.0)
+        rows = [row("train", t, 1.0, 1.0, cycle_pct=[c] * 3, step_us=steps,
+                    probe_cpu_us=probes, residual_pct=pc.residual_cost(steps))
+                for t, c in (("none", 0.0), ("kp", 2.0))]
+        rows[0]["step_us"] = [1000.0 if t < 1000 else 1600.0 for t in probes]  # no tool: 0 %
+        rows.append(row("train", "kp", 1.0, 1.0, cycle_pct=[2.0] * 3, step_us=[1600.0] * 30 +
+                        [1000.0] * (pc.STEPS - 30), probe_cpu_us=[1500.0] * 30 +
+                        [900.0] * (pc.STEPS - 30), residual_pct=-37.5))  # lead all slow
+        summary = pc.cycle_summary(rows)
+        kp = summary[("train", "kp")]
+        self.assertTrue(kp["fast"])
+        self.assertEqual((kp["runs"], kp["residual_runs"]), (2, 1))
+        self.assertAlmostEqual(kp["left_on"], 5.0)
+        self.assertAlmostEqual(kp["net"], 7.0)
+        self.assertIn("+5.00 [+5.00..+5.00] (fast state, 1 of 2 runs)", pc.cycle_table(rows))
+        # No run of a tool counted: no reading against no tool, and a dash in the table.
+        summary = pc.cycle_summary(rows[2:])
+        self.assertIsNone(summary[("train", "kp")]["net"])
+        self.assertIn("| – | – |", pc.cycle_table(rows[2:]))
+
     def test_cycles_without_alternate_is_an_error(self):
         with self.assertRaises(SystemExit):
             pc.main(["/d", "--cycles", "5"])

@@ -118,6 +118,60 @@ class CostTest(unittest.TestCase):
         self.assertFalse(by_name["training step: kp added cost <= 1.05 x the floor's "
                                  "(same kinds)"]["ok"])
 
+    def test_targets_from_within_one_process(self):
+        # Between processes kp reads far too costly; within one process the cycles judge.
+        t = {("transformer", "step_ms", "none"): {"median": 100.0},
+             ("transformer", "step_ms", "floor"): {"median": 101.0},
+             ("transformer", "step_ms", "kp"): {"median": 110.0},
+             ("transformer", "step_ms", "torch_prof_cuda"): {"median": 104.0}}
+
+        def cost(cycles, net, kernels=(), counted=5):
+            return {"cycles": cycles, "net": net, "runs": 5, "residual_runs": counted,
+                    "kernels": list(kernels)}
+
+        paired = {("train", "none"): cost(0.0, 0.0), ("train", "kp"): cost(2.0, 2.5, [9, 9]),
+                  ("train", "floor"): cost(3.0, 6.0), ("train", "torch_prof"): cost(4.0, 10.0)}
+        by_name = {v["target"]: v for v in run_bench.targets(t, None, paired)}
+        half = by_name["training step: kp added cost <= half of torch.profiler (CUDA only)'s"]
+        slow = by_name["training step: kp <= 1.03 x no tool"]
+        floor = by_name["training step: kp added cost <= 1.05 x the floor's (same kinds)"]
+        self.assertTrue(half["ok"])  # 2.0 <= half of 4.0 from the cycles
+        self.assertIn("from the cycles: kp +2.00 %, torch.profiler +4.00 %, ratio 0.5000; "
+                      "against no tool (with what each leaves on while off, 5 and 5 runs): "
+                      "kp +2.50 %, torch.profiler +10.00 %, ratio 0.2500 (PASS)", half["detail"])
+        self.assertIn("between processes (rounds): kp +10.000 ms", half["detail"])
+        self.assertTrue(slow["ok"])
+        self.assertIn("from the cycles: kp 1.0200 x; against no tool (with what kp leaves on "
+                      "while off): kp 1.0250 x (PASS)", slow["detail"])
+        self.assertTrue(floor["ok"])
+        # The launch loop and tiny ops have no within-process reading: the rounds judge them.
+        launch = run_bench.targets({}, None, paired)[0]
+        self.assertIsNone(launch["ok"])
+        self.assertTrue(launch["detail"].startswith("between processes"))
+        # The cycles over the limit are a MISS even where the cost against no tool meets it;
+        # a reading against no tool missing for too few runs is said so.
+        paired[("train", "kp")] = cost(3.5, 2.0, [9], counted=1)
+        paired[("train", "none")] = cost(0.0, None, counted=0)
+        by_name = {v["target"]: v for v in run_bench.targets(t, None, paired)}
+        slow = by_name["training step: kp <= 1.03 x no tool"]
+        self.assertFalse(slow["ok"])
+        self.assertIn("kp 1.0350 x; against no tool (with what kp leaves on while off): kp "
+                      "1.0200 x (PASS)", slow["detail"])
+        floor = by_name["training step: kp added cost <= 1.05 x the floor's (same kinds)"]
+        self.assertFalse(floor["ok"])  # 3.5 > 1.05 x 3.0
+        self.assertIn("1 and 5 runs): kp +2.00 %, floor +6.00 %", floor["detail"])
+        paired[("train", "floor")] = cost(3.0, None, counted=0)
+        by_name = {v["target"]: v for v in run_bench.targets(t, None, paired)}
+        self.assertIn("1 and 0 runs): n/a (too few runs read what a tool leaves on while off)",
+                      by_name["training step: kp added cost <= 1.05 x the floor's "
+                              "(same kinds)"]["detail"])
+        # A kp run that traced no kernel measured nothing of kp: no within-process verdict.
+        paired[("train", "kp")] = cost(2.0, 2.0, [9, 0])
+        by_name = {v["target"]: v for v in run_bench.targets(t, None, paired)}
+        self.assertFalse(by_name["training step: kp <= 1.03 x no tool"]["ok"])  # rounds: 1.10
+        self.assertNotIn("within one process",
+                         by_name["training step: kp <= 1.03 x no tool"]["detail"])
+
     def test_unknown_numbers_give_no_verdict(self):
         verdicts = run_bench.targets({}, None)
         self.assertTrue(all(v["ok"] is None for v in verdicts))
@@ -393,17 +447,26 @@ class PairedPhaseTest(unittest.TestCase):
                 with open(os.path.join(d, "paired_cost.md"), "w") as f:
                     f.write("# Paired cost\n\nheader\n\nAdded cost from cycles\n\nEach run: "
                             "the table\n")
+                with open(os.path.join(d, "paired_cost_raw.jsonl"), "w") as f:
+                    for tool, cycles, residual in (("none", [0.0, 0.2], -1.0),
+                                                   ("kp", [2.0, 2.2], 0.5)):
+                        f.write(json.dumps({"workload": "train", "tool": tool,
+                                            "cycle_pct": cycles, "residual_pct": residual}))
+                        f.write("\n")
                 return 0
 
             real, paired_cost.main = paired_cost.main, fake_main
             try:
-                text = self.bench(out).paired()
+                text, summary = self.bench(out).paired()
             finally:
                 paired_cost.main = real
             self.assertEqual(text, "Added cost from cycles\n\nEach run: the table\n")
+            self.assertAlmostEqual(summary[("train", "kp")]["cycles"], 2.1)
+            self.assertAlmostEqual(summary[("train", "kp")]["net"], 2.6 - (0.1 - 1.0))
             argv = seen["argv"]
             self.assertEqual(argv[argv.index("--alternate") + 1], "10")
             self.assertEqual(argv[argv.index("--cycles") + 1], "20")
+            self.assertEqual(argv[argv.index("--lead") + 1], "10")
             self.assertEqual(argv[argv.index("--passes") + 1], "2")
             self.assertEqual(argv[argv.index("--cpus") + 1], "0")
             self.assertGreater(int(argv[argv.index("--budget-s") + 1]), 99000)
@@ -418,7 +481,7 @@ class PairedPhaseTest(unittest.TestCase):
             real, paired_cost.main = paired_cost.main, failing
             try:
                 b = self.bench(out)
-                self.assertIsNone(b.paired())
+                self.assertEqual(b.paired(), (None, None))
             finally:
                 paired_cost.main = real
             self.assertIn("paired cost not measured: no GPU today", b.notes)
