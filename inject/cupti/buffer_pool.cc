@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace kp {
@@ -20,7 +21,7 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 BufferPool::BufferPool(size_t buffer_bytes, size_t cap_bytes)
     : buffer_bytes_(RoundUp(buffer_bytes > 0 ? buffer_bytes : 1, 8)),
       alloc_bytes_(RoundUp(buffer_bytes_, PageBytes())),
-      max_buffers_(cap_bytes / buffer_bytes_ > 0 ? cap_bytes / buffer_bytes_ : 1) {
+      max_buffers_(cap_bytes / alloc_bytes_ > 0 ? cap_bytes / alloc_bytes_ : 1) {
   warm_.reserve(max_buffers_);
   cold_.reserve(max_buffers_);
   all_.reserve(max_buffers_);
@@ -33,14 +34,20 @@ BufferPool::~BufferPool() {
 uint8_t* BufferPool::Acquire() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    for (std::vector<uint8_t*>* list : {&warm_, &cold_}) {
-      if (!list->empty()) {
-        uint8_t* buffer = list->back();
-        list->pop_back();
-        return buffer;
-      }
+    if (!warm_.empty()) {
+      uint8_t* buffer = warm_.back();
+      warm_.pop_back();
+      idle_ = std::min(idle_, warm_.size());
+      return buffer;
     }
-    if (all_.size() < max_buffers_) {
+    if (!cold_.empty()) {
+      uint8_t* buffer = cold_.back();
+      cold_.pop_back();
+      return buffer;
+    }
+    // A buffer whose pages are being given back is free but in no list: allocating in its
+    // stead keeps a request from being refused while a free buffer exists.
+    if (all_.size() < max_buffers_ + trimming_) {
       // Page-aligned, so that a trimmed buffer gives back all its pages.
       auto* buffer = static_cast<uint8_t*>(std::aligned_alloc(PageBytes(), alloc_bytes_));
       if (buffer != nullptr) {
@@ -55,20 +62,31 @@ uint8_t* BufferPool::Acquire() {
 
 void BufferPool::Release(uint8_t* buffer) {
   if (buffer == nullptr) return;
-  uint8_t* coldest = nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  warm_.push_back(buffer);
+}
+
+size_t BufferPool::TrimIdle() {
+  std::vector<uint8_t*> idle;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    warm_.push_back(buffer);
-    if (warm_.size() <= kWarmBuffers) return;
-    coldest = warm_.front();
-    warm_.erase(warm_.begin());
+    // Acquire and Release work at the back, so the bottom idle_ entries stayed free all along.
+    const size_t spare = warm_.size() > kWarmBuffers ? warm_.size() - kWarmBuffers : 0;
+    const size_t n = std::min(idle_, spare);
+    idle.assign(warm_.begin(), warm_.begin() + static_cast<std::ptrdiff_t>(n));
+    warm_.erase(warm_.begin(), warm_.begin() + static_cast<std::ptrdiff_t>(n));
+    trimming_ += n;
+    idle_ = warm_.size();
   }
-  // Out of the lock: giving pages back takes a while, and no list holds the buffer meanwhile
-  // (Acquire still finds kWarmBuffers warm ones). On failure the pages simply stay.
-  if (madvise(coldest, alloc_bytes_, MADV_DONTNEED) == 0)
-    trimmed_.fetch_add(1, std::memory_order_relaxed);
+  if (idle.empty()) return 0;
+  // Out of the lock: giving pages back takes a while. On failure the pages simply stay.
+  uint64_t given_back = 0;
+  for (uint8_t* buffer : idle) given_back += madvise(buffer, alloc_bytes_, MADV_DONTNEED) == 0;
+  trimmed_.fetch_add(given_back, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mutex_);
-  cold_.push_back(coldest);
+  cold_.insert(cold_.end(), idle.begin(), idle.end());
+  trimming_ -= idle.size();
+  return idle.size();
 }
 
 size_t BufferPool::allocated() const {

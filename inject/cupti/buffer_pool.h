@@ -7,9 +7,10 @@
 // (it counts them; we count the refusals). Buffers are recycled, never freed before shutdown.
 //
 // Memory follows use, not the high-water mark: a burst (the encoder briefly behind) takes more
-// buffers, and once they come back, the free ones beyond kWarmBuffers give their pages back to
-// the system (madvise MADV_DONTNEED, outside the lock) and wait in a cold list, taken only when
-// no warm buffer is free. A buffer taken from the cold list is faulted in again as CUPTI fills it.
+// buffers, and once they have stayed free for a whole period between two TrimIdle calls (the
+// encoder thread's flush period), those beyond kWarmBuffers give their pages back to the system
+// (madvise MADV_DONTNEED, outside the lock, on the encoder's thread) and wait in a cold list,
+// taken only when no warm buffer is free; such a buffer is faulted in again as CUPTI fills it.
 #pragma once
 
 #include <atomic>
@@ -22,7 +23,7 @@ namespace kp {
 
 class BufferPool {
  public:
-  // Free buffers that keep their pages: the ones reused first, so steady use never faults.
+  // Free buffers that always keep their pages: steady use never faults.
   static constexpr size_t kWarmBuffers = 2;
 
   // Page-aligned buffers of `buffer_bytes`; at most `cap_bytes` in total (at least one buffer).
@@ -31,16 +32,19 @@ class BufferPool {
   BufferPool(const BufferPool&) = delete;
   BufferPool& operator=(const BufferPool&) = delete;
 
-  // A free buffer (the most recently released first), a new one while under the cap, else
-  // nullptr (counted in refused()).
+  // A free buffer (the most recently released first, then one whose pages were given back), a
+  // new one while under the cap, else nullptr (counted in refused()).
   uint8_t* Acquire();
-  // Back to the pool; beyond kWarmBuffers free ones, the coldest gives its pages back.
   void Release(uint8_t* buffer);
+  // Gives back the pages of the free buffers that stayed free since the previous call, keeping
+  // kWarmBuffers warm; returns how many. Called periodically by one thread (not CUPTI's).
+  size_t TrimIdle();
 
   size_t buffer_bytes() const { return buffer_bytes_; }
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
   // Buffers whose pages were given back, over the pool's life.
   uint64_t trimmed() const { return trimmed_.load(std::memory_order_relaxed); }
+  // Buffers allocated so far (never freed before shutdown: the high-water mark).
   size_t allocated() const;
 
  private:
@@ -51,6 +55,8 @@ class BufferPool {
   std::vector<uint8_t*> warm_;  // free, pages kept; the back is the most recently released
   std::vector<uint8_t*> cold_;  // free, pages given back
   std::vector<uint8_t*> all_;
+  size_t idle_ = 0;      // the bottom warm_ entries untouched since the last TrimIdle
+  size_t trimming_ = 0;  // free buffers in no list while their pages are given back
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> trimmed_{0};
 };

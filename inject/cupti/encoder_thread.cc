@@ -131,6 +131,12 @@ void EncoderThread::Process(Item& item) {
   if (CuptiCallsAllowed()) ReadDroppedCount(c.context, c.stream_id);
 }
 
+void EncoderThread::PoolStats() {
+  encoder_->stats().buffers_refused = pool_->refused();
+  encoder_->stats().buffers_allocated = pool_->allocated();
+  encoder_->stats().buffers_trimmed = pool_->trimmed();
+}
+
 void EncoderThread::Run() {
   pthread_setname_np(pthread_self(), "kp-encoder");  // as top -H, perf and gdb show it
   using Clock = std::chrono::steady_clock;
@@ -174,15 +180,16 @@ void EncoderThread::Run() {
       }
       if (encoder_->FlushDue()) {
         decoder_->UpdateOpenRangeStat();
-        encoder_->stats().buffers_refused = pool_->refused();
+        PoolStats();
         encoder_->Flush();
       }
     }
     batch.clear();
     if (period_due) {
       next_flush = Clock::now() + period;
+      pool_->TrimIdle();  // buffers free for a whole period give their pages back
       decoder_->UpdateOpenRangeStat();
-      encoder_->stats().buffers_refused = pool_->refused();
+      PoolStats();
       encoder_->Flush();
     }
     if (stopping) {
@@ -192,7 +199,7 @@ void EncoderThread::Run() {
   }
   if (options_.poll) records_decoded_ += options_.poll(*decoder_);
   decoder_->Finish();
-  encoder_->stats().buffers_refused = pool_->refused();
+  PoolStats();
   FooterInfo footer;
   footer.end_time_ns = decoder_->last_timestamp();
   {

@@ -76,6 +76,8 @@ class EncoderThread {
 
   void Run();
   void Process(Item& item);
+  // The buffer pool's counters into the stats of the next chunk.
+  void PoolStats();
   void DumpBuffer(const uint8_t* buffer, size_t size);
   bool CuptiCallsAllowed() const;
   void ReadDroppedCount(CUcontext context, uint32_t stream_id);

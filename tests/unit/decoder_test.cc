@@ -851,10 +851,11 @@ static size_t ResidentPages(const uint8_t* p, size_t bytes) {
   return n;
 }
 
-TEST(BufferPoolTest, FreeBuffersBeyondTheWarmOnesGiveTheirPagesBack) {
+TEST(BufferPoolTest, BuffersIdleForAPeriodBeyondTheWarmOnesGiveTheirPagesBack) {
   const size_t bytes = 1 << 20;
+  const size_t pages = bytes / static_cast<size_t>(sysconf(_SC_PAGESIZE));
   BufferPool pool(bytes, 8 << 20);
-  // A burst: five buffers in use at once, each filled.
+  // A burst: five buffers in use at once, each filled, then all free again.
   std::vector<uint8_t*> burst;
   for (int i = 0; i < 5; ++i) {
     burst.push_back(pool.Acquire());
@@ -863,11 +864,19 @@ TEST(BufferPoolTest, FreeBuffersBeyondTheWarmOnesGiveTheirPagesBack) {
     std::memset(burst.back(), 0xab, bytes);
   }
   for (uint8_t* b : burst) pool.Release(b);
-  // The last two released stay warm (pages kept); the three before gave their pages back.
+  // They became free within this period: nothing is trimmed yet.
+  EXPECT_EQ(pool.TrimIdle(), 0u);
+  for (uint8_t* b : burst) EXPECT_EQ(ResidentPages(b, bytes), pages);
+  // One buffer used and returned within the next period: it is the most recent, kept warm
+  // with the newest of those that stayed free all period; the other three give their pages back.
+  uint8_t* used = pool.Acquire();
+  EXPECT_EQ(used, burst[4]);
+  pool.Release(used);
+  EXPECT_EQ(pool.TrimIdle(), 3u);
   EXPECT_EQ(pool.trimmed(), 3u);
-  const size_t pages = bytes / static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (int i = 0; i < 3; ++i) EXPECT_EQ(ResidentPages(burst[i], bytes), 0u) << i;
   for (int i = 3; i < 5; ++i) EXPECT_EQ(ResidentPages(burst[i], bytes), pages) << i;
+  EXPECT_EQ(pool.TrimIdle(), 0u);  // the warm ones stay, idle or not
   // Reuse: warm ones first (most recent first), then cold ones, which come back zeroed.
   EXPECT_EQ(pool.Acquire(), burst[4]);
   EXPECT_EQ(pool.Acquire(), burst[3]);
@@ -876,23 +885,30 @@ TEST(BufferPoolTest, FreeBuffersBeyondTheWarmOnesGiveTheirPagesBack) {
   EXPECT_EQ(cold[0], 0);
   EXPECT_EQ(cold[bytes - 1], 0);
   EXPECT_EQ(pool.allocated(), 5u);  // no new buffer while a cold one was free
+  EXPECT_EQ(pool.refused(), 0u);
   pool.Release(cold);
   pool.Release(burst[3]);
   pool.Release(burst[4]);
-  EXPECT_EQ(pool.trimmed(), 4u);
 }
 
-// CUPTI's threads take buffers while the encoder gives them back and trims: no buffer is ever
-// handed to two holders at once, and none is lost (run under ThreadSanitizer too).
+// CUPTI's threads take and return buffers while the encoder's thread trims: no buffer is ever
+// handed to two holders at once, none is lost, and no request is refused while a buffer is
+// free (run under ThreadSanitizer too).
 TEST(BufferPoolTest, ConcurrentAcquireReleaseAndTrim) {
   const size_t bytes = 64 << 10;
-  BufferPool pool(bytes, 16 * bytes);
+  const size_t cap = 16;
+  BufferPool pool(bytes, cap * bytes);
   std::atomic<int> mismatches{0};
+  std::atomic<bool> done{false};
+  std::thread trimmer([&] {
+    while (!done.load()) pool.TrimIdle();
+  });
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
-      for (int i = 0; i < 2000; ++i) {
-        std::vector<uint8_t*> held;
+      // Until the trimmer has given pages back a few times while they ran (a bound for safety).
+      for (int i = 0; i < 2000 || (pool.trimmed() < 20 && i < 2000000); ++i) {
+        std::vector<uint8_t*> held;  // at most 4 per thread: 16 in all, the cap
         for (int k = 0; k < 1 + (i + t) % 4; ++k) {
           uint8_t* b = pool.Acquire();
           if (b == nullptr) continue;
@@ -907,12 +923,16 @@ TEST(BufferPoolTest, ConcurrentAcquireReleaseAndTrim) {
     });
   }
   for (std::thread& th : threads) th.join();
+  done = true;
+  trimmer.join();
   EXPECT_EQ(mismatches.load(), 0);
-  EXPECT_GT(pool.trimmed(), 0u);
+  EXPECT_EQ(pool.refused(), 0u);
+  EXPECT_GE(pool.trimmed(), 20u);
   // Every buffer is free again: all of them can be taken at once, and none more.
   std::vector<uint8_t*> all;
   for (uint8_t* b = pool.Acquire(); b != nullptr; b = pool.Acquire()) all.push_back(b);
   EXPECT_EQ(all.size(), pool.allocated());
+  EXPECT_GE(all.size(), cap);
   EXPECT_EQ(std::set<uint8_t*>(all.begin(), all.end()).size(), all.size());
   for (uint8_t* b : all) pool.Release(b);
 }
