@@ -96,11 +96,13 @@ def set_alternate(block, cycles, lead=3):
     ALTERNATE, LEAD = block, lead
 
 
-def blocks():
-    """(first step, end step, traced) of each block, in order; edges left out."""
-    return [(b + EDGE, b + ALTERNATE - EDGE,
-             b // ALTERNATE >= LEAD and (b // ALTERNATE - LEAD) % 2 == 0)
-            for b in range(0, STEPS, ALTERNATE)]
+def blocks(steps=None, block=None, lead=None):
+    """(first step, end step, traced) of each block, in order; edges left out. By default the
+    run's set-up (set_alternate); a recorded row's own with its steps, block and lead."""
+    steps, block = steps or STEPS, block or ALTERNATE
+    lead = LEAD if lead is None else lead
+    return [(b + EDGE, b + block - EDGE, b // block >= lead and (b // block - lead) % 2 == 0)
+            for b in range(0, steps, block)]
 
 
 def cycle_costs(series):
@@ -113,21 +115,22 @@ def cycle_costs(series):
             for k in range(LEAD, len(meds) - 1, 2)]
 
 
-def residual_cost(series, keep=None):
+def residual_cost(series, keep=None, block=None, lead=None):
     """--alternate: the untraced blocks after the first traced one against the lead blocks
     (before any tool switched anything on), in % minus 100: what a tool leaves behind while it
     is attached but off (CUPTI is not detached between windows), which the cycles do not see.
     `keep`: only the steps of this set count (fast_steps); None where the lead or the later
-    blocks keep fewer than FAST_MIN_STEPS of them."""
+    blocks keep fewer than FAST_MIN_STEPS of them. `block`, `lead`: a recorded run's (blocks())."""
     m = statistics.median
-    parts = blocks()
-    lead = [series[i] for a, b, _ in parts[:LEAD] for i in range(a, b)
-            if keep is None or i in keep]
-    later = [series[i] for a, b, traced in parts[LEAD + 1:] if not traced for i in range(a, b)
+    lead = LEAD if lead is None else lead
+    parts = blocks(len(series), block, lead)
+    first = [series[i] for a, b, _ in parts[:lead] for i in range(a, b)
              if keep is None or i in keep]
-    if keep is not None and min(len(lead), len(later)) < FAST_MIN_STEPS:
+    later = [series[i] for a, b, traced in parts[lead + 1:] if not traced for i in range(a, b)
+             if keep is None or i in keep]
+    if keep is not None and min(len(first), len(later)) < FAST_MIN_STEPS:
         return None
-    return (m(later) / m(lead) - 1) * 100
+    return (m(later) / m(first) - 1) * 100
 
 
 def schedule():
@@ -413,8 +416,9 @@ def cycle_summary(rows):
     for w, t, mine in by_tool(ok):
         per_run = [statistics.median(r["cycle_pct"]) for r in mine]
         fast = w in thresholds and all("probe_cpu_us" in r for r in mine)
-        residual = [residual_cost(r["step_us"], set(fast_steps(r, thresholds[w])))
-                    if fast else r.get("residual_pct", 0.0) for r in mine]
+        residual = [residual_cost(r["step_us"], set(fast_steps(r, thresholds[w])),
+                                  r.get("block"), r.get("lead"))
+                    if fast else r.get("residual_pct") for r in mine]
         summed = [c + r for c, r in zip(per_run, residual) if r is not None]
         residual = [r for r in residual if r is not None]
         out[(w, t)] = {"runs": len(mine), "per_run": per_run, "residual": residual,
@@ -445,10 +449,11 @@ def cycle_table(rows):
            "the first traced one against the %d untraced blocks before it (CUPTI stays attached "
            "between blocks); with CPU probes, from the steps taken in the machine's fast "
            "state only (a run counts when its lead and later blocks each keep %d such steps). "
-           "Against no tool: the two summed per run. Medians over runs [min..max]; `none` is "
-           "the noise of each measure." % (ALTERNATE, EDGE, LEAD, FAST_MIN_STEPS), "",
+           "Summed: the two per run (against no tool once no tool's own sum is subtracted, "
+           "as the second ratio table does). Medians over runs [min..max]; `none` is the noise "
+           "of each measure." % (ALTERNATE, EDGE, LEAD, FAST_MIN_STEPS), "",
            "| workload | tool | runs | cycles | added, from cycles | all cycles: median "
-           "[25th..75th percentile] | left on while off | against no tool |",
+           "[25th..75th percentile] | left on while off | summed |",
            "|---|---|---|---|---|---|---|---|"]
     summary = cycle_summary(rows)
     for (w, t), c in summary.items():
@@ -490,7 +495,7 @@ def ratio_rows(added, kp_pct):
 
     out = ["| workload | kp / floor (target <= 1.05) | kp / torch.profiler (target <= 0.5) "
            "| floor / torch.profiler | floor_kernel / torch.profiler | kp_kernel / floor_kernel "
-           "| kp, % over no tool (target <= 3, training step) |", "|---|---|---|---|---|---|---|"]
+           "| kp, % added (target <= 3, training step) |", "|---|---|---|---|---|---|---|"]
     for w in WORKLOADS:
         if w in kp_pct:
             out.append("| %s | %s | %s | %s | %s | %s | %s |" % (

@@ -967,8 +967,19 @@ def paired_cost_pair(paired, result_key, tool, baseline):
                                             b.get("residual_runs", b["runs"]))}
 
 
+def within_floor(kp_add, floor_add):
+    """kp's added cost at most FLOOR_RATIO_MAX x the floor's; within noise of nothing (kp adding
+    no more than the floor, or nothing) meets it."""
+    return kp_add <= FLOOR_RATIO_MAX * max(floor_add, 0.0) or kp_add <= 0
+
+
+def within_share(kp_add, tp_add):
+    """kp's added cost at most TORCH_PROFILER_SHARE of torch.profiler's."""
+    return kp_add <= TORCH_PROFILER_SHARE * max(tp_add, 0.0)
+
+
 def targets(table, soak, paired=None):
-    """The issue-10 verdicts. The cost ratios come from the within-process measurement
+    """The verdicts on the cost targets. The cost ratios come from the within-process measurement
     (`paired`, bench/paired_cost.py's cycle_summary) where it ran, judged on its cycles, with
     the cost against no tool and the between-process (rounds) readings beside; else from the
     rounds."""
@@ -1010,13 +1021,10 @@ def targets(table, soak, paired=None):
         ratio = safe_ratio(kp_add, floor_add)
         ok = None
         if kp_add is not None and floor_add is not None and kp_traced(key, metric):
-            # Within noise of nothing: kp adding no more than the floor (or nothing) meets it.
-            ok = kp_add <= FLOOR_RATIO_MAX * max(floor_add, 0.0) or kp_add <= 0
+            ok = within_floor(kp_add, floor_add)
         rounds = "between processes (rounds): kp +%s %s, floor +%s %s, ratio %s (none %s %s)" % (
             _fmt(kp_add), unit, _fmt(floor_add), unit, _fmt(ratio), _fmt(none), unit)
-        paired_ok, paired_text = within(
-            key, "kp", "floor", "floor",
-            lambda a, b: a <= FLOOR_RATIO_MAX * max(b, 0.0) or a <= 0)
+        paired_ok, paired_text = within(key, "kp", "floor", "floor", within_floor)
         out.append({
             "target": "%s: kp added cost <= %.2f x the floor's (same kinds)" % (
                 label, FLOOR_RATIO_MAX),
@@ -1028,15 +1036,13 @@ def targets(table, soak, paired=None):
         kp_add, tp_add, floor_add = (added_cost(v, none) for v in (kp, tp, floor))
         ok = None
         if kp_add is not None and tp_add is not None and kp_traced(key, metric):
-            ok = kp_add <= TORCH_PROFILER_SHARE * max(tp_add, 0.0)
+            ok = within_share(kp_add, tp_add)
         rounds = ("between processes (rounds): kp +%s %s, torch.profiler CUDA +%s %s "
                   "(kp/torch.profiler %s); the bare floor of kp's kinds +%s %s "
                   "(floor/torch.profiler %s)" % (
                       _fmt(kp_add), unit, _fmt(tp_add), unit, _fmt(safe_ratio(kp_add, tp_add)),
                       _fmt(floor_add), unit, _fmt(safe_ratio(floor_add, tp_add))))
-        paired_ok, paired_text = within(
-            key, "kp", "torch_prof", "torch.profiler",
-            lambda a, b: a <= TORCH_PROFILER_SHARE * max(b, 0.0))
+        paired_ok, paired_text = within(key, "kp", "torch_prof", "torch.profiler", within_share)
         out.append({
             "target": "%s: kp added cost <= %s of torch.profiler (CUDA only)'s" % (
                 label, "half" if TORCH_PROFILER_SHARE == 0.5 else TORCH_PROFILER_SHARE),
@@ -1054,8 +1060,9 @@ def targets(table, soak, paired=None):
         limit = (STEP_SLOWDOWN_MAX - 1) * 100
         net, cycles = pair["net"][0], pair["cycles"][0]
         ok = cycles <= limit
-        detail = ("within one process (%d runs), from the cycles: kp %.4f x; against no tool "
-                  "(with what kp leaves on while off): %s; " % (
+        detail = ("within one process (%d runs), from the cycles (kp on against kp attached "
+                  "but off): kp %.4f x; against no tool (with what kp leaves on while off): %s; "
+                  % (
                       pair["runs"], 1 + cycles / 100, "n/a" if net is None else
                       "kp %.4f x (%s)" % (1 + net / 100, verdict(net <= limit))) + detail)
     out.append({"target": "training step: kp <= %.2f x no tool" % STEP_SLOWDOWN_MAX, "ok": ok,

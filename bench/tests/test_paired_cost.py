@@ -361,6 +361,27 @@ class AlternateTest(unittest.TestCase):
         self.assertIsNone(summary[("train", "kp")]["net"])
         self.assertIn("| – | – |", pc.cycle_table(rows[2:]))
 
+    def test_recorded_rows_are_read_with_their_own_blocks(self):
+        # A row written by another run's set-up (blocks of 10, 3 lead blocks) read after this
+        # module was set up differently: its own block and lead count, not the module's.
+        steps = [1000.0] * 30 + [1100.0 if pc.blocks()[i // 10][2] else 1050.0
+                                 for i in range(30, pc.STEPS)]
+        probes = [900.0] * pc.STEPS
+        rows = [row("train", "kp", 1.0, 1.0, cycle_pct=[2.0], step_us=steps, block=10, lead=3,
+                    probe_cpu_us=probes, residual_pct=pc.residual_cost(steps))]
+        pc.set_segment(30)  # one window: no blocks at all
+        try:
+            with self.assertRaises(ValueError):
+                pc.blocks()
+            summary = pc.cycle_summary(rows)
+        finally:
+            pc.set_alternate(10, 3)
+        self.assertEqual(summary[("train", "kp")]["residual_runs"], 1)
+        self.assertAlmostEqual(summary[("train", "kp")]["left_on"], 5.0)
+        # A row without a residual reading counts for none (not as 0).
+        rows = [row("train", "kp", 1.0, 1.0, cycle_pct=[2.0])]
+        self.assertIsNone(pc.cycle_summary(rows)[("train", "kp")]["left_on"])
+
     def test_cycles_without_alternate_is_an_error(self):
         with self.assertRaises(SystemExit):
             pc.main(["/d", "--cycles", "5"])
