@@ -83,10 +83,20 @@ size_t BufferPool::TrimIdle() {
   uint64_t given_back = 0;
   for (uint8_t* buffer : idle) given_back += madvise(buffer, alloc_bytes_, MADV_DONTNEED) == 0;
   trimmed_.fetch_add(given_back, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mutex_);
-  cold_.insert(cold_.end(), idle.begin(), idle.end());
-  trimming_ -= idle.size();
-  return idle.size();
+  const size_t n = idle.size();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    trimming_ -= n;
+    // Acquire may have allocated past the cap while these were out (at most n more): free as
+    // many of them, so the cap holds again once the trim is over.
+    while (all_.size() > max_buffers_ + trimming_ && !idle.empty()) {
+      all_.erase(std::find(all_.begin(), all_.end(), idle.back()));
+      std::free(idle.back());
+      idle.pop_back();
+    }
+    cold_.insert(cold_.end(), idle.begin(), idle.end());
+  }
+  return n;
 }
 
 size_t BufferPool::allocated() const {

@@ -44,7 +44,8 @@ class BufferPool {
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
   // Buffers whose pages were given back, over the pool's life.
   uint64_t trimmed() const { return trimmed_.load(std::memory_order_relaxed); }
-  // Buffers allocated so far (never freed before shutdown: the high-water mark).
+  // Buffers allocated now (kept for reuse until shutdown, except those allocated past the cap
+  // while a trim was giving pages back, which that trim frees).
   size_t allocated() const;
 
  private:
@@ -56,7 +57,8 @@ class BufferPool {
   std::vector<uint8_t*> cold_;  // free, pages given back
   std::vector<uint8_t*> all_;
   size_t idle_ = 0;      // the bottom warm_ entries untouched since the last TrimIdle
-  size_t trimming_ = 0;  // free buffers in no list while their pages are given back
+  size_t trimming_ = 0;  // free buffers in no list while their pages are given back; Acquire
+                         // may allocate as many past the cap meanwhile (TrimIdle frees them)
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> trimmed_{0};
 };

@@ -928,13 +928,28 @@ TEST(BufferPoolTest, ConcurrentAcquireReleaseAndTrim) {
   EXPECT_EQ(mismatches.load(), 0);
   EXPECT_EQ(pool.refused(), 0u);
   EXPECT_GE(pool.trimmed(), 20u);
-  // Every buffer is free again: all of them can be taken at once, and none more.
+  // No trim under way: buffers allocated past the cap while one was are freed again.
+  EXPECT_LE(pool.allocated(), cap);
+  // Every buffer is free again: as many as the cap can be taken at once, distinct, none more.
   std::vector<uint8_t*> all;
   for (uint8_t* b = pool.Acquire(); b != nullptr; b = pool.Acquire()) all.push_back(b);
-  EXPECT_EQ(all.size(), pool.allocated());
-  EXPECT_GE(all.size(), cap);
+  EXPECT_EQ(all.size(), cap);
+  EXPECT_EQ(pool.allocated(), cap);
   EXPECT_EQ(std::set<uint8_t*>(all.begin(), all.end()).size(), all.size());
   for (uint8_t* b : all) pool.Release(b);
+}
+
+TEST(BufferPoolTest, ABufferUsedWithinThePeriodIsNotIdle) {
+  BufferPool pool(1 << 20, 8 << 20);
+  std::vector<uint8_t*> all;
+  for (int i = 0; i < 5; ++i) all.push_back(pool.Acquire());
+  for (uint8_t* b : all) pool.Release(b);
+  EXPECT_EQ(pool.TrimIdle(), 0u);  // free since within this period
+  // All five taken and returned within the next period: none stayed free all along.
+  for (uint8_t*& b : all) b = pool.Acquire();
+  for (uint8_t* b : all) pool.Release(b);
+  EXPECT_EQ(pool.TrimIdle(), 0u);
+  EXPECT_EQ(pool.TrimIdle(), 3u);  // idle a whole period now: all but the two warm ones
 }
 
 // Buffers captured on the GPU with KP_DUMP_BUFFERS. Pointers inside them (names) are dead, so
