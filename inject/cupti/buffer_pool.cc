@@ -84,18 +84,20 @@ size_t BufferPool::TrimIdle() {
   for (uint8_t* buffer : idle) given_back += madvise(buffer, alloc_bytes_, MADV_DONTNEED) == 0;
   trimmed_.fetch_add(given_back, std::memory_order_relaxed);
   const size_t n = idle.size();
+  std::vector<uint8_t*> surplus;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     trimming_ -= n;
-    // Acquire may have allocated past the cap while these were out (at most n more): free as
-    // many of them, so the cap holds again once the trim is over.
+    // Acquire may have allocated past the cap while these were out (at most n more): as many
+    // of them leave the pool, so the cap holds again once the trim is over.
     while (all_.size() > max_buffers_ + trimming_ && !idle.empty()) {
       all_.erase(std::find(all_.begin(), all_.end(), idle.back()));
-      std::free(idle.back());
+      surplus.push_back(idle.back());
       idle.pop_back();
     }
     cold_.insert(cold_.end(), idle.begin(), idle.end());
   }
+  for (uint8_t* buffer : surplus) std::free(buffer);  // out of the lock, as madvise
   return n;
 }
 

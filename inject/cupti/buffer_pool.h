@@ -4,7 +4,8 @@
 // buffers -- application threads), so Acquire must be quick and never wait on anything a
 // CUDA-calling thread could hold: one private mutex around the free lists, nothing else. Memory
 // is bounded by KP_BUFFER_MB; beyond the cap Acquire returns nullptr and CUPTI drops records
-// (it counts them; we count the refusals). Buffers are recycled, never freed before shutdown.
+// (it counts them; we count the refusals). Buffers are recycled, freed only at shutdown (or, the
+// few Acquire allocated past the cap while a trim had buffers out, when that trim ends).
 //
 // Memory follows use, not the high-water mark: a burst (the encoder briefly behind) takes more
 // buffers, and once they have stayed free for a whole period between two TrimIdle calls (the
