@@ -14,11 +14,13 @@ Tools (each run pinned to the same CPUs, tools interleaved in a rotating order p
                window; CUPTI detached after it)
   kp_kernel    the same with kernel records only (--activities kernel): kp's own cost on top of
                floor_kernel's, without the other kinds
-  floor        bench/floor with kp's default kinds (KPFLOOR_KINDS=kernel,nvtx,cb_api,lazy_copy),
-               KPFLOOR_WINDOW=30,30, KPFLOOR_DETACH=1
+  floor        bench/floor with kp's default kinds (KPFLOOR_KINDS=kernel,nvtx,cb_api,lazy_copy,
+               driver_only), KPFLOOR_WINDOW=30,30, KPFLOOR_DETACH=1
   floor_kernel the same with kernel records only: what every CUPTI kernel tracer pays
   torch_prof   torch.profiler (CUDA activities) entered before step 30, left after step 59,
                outside the timed steps (PyTorch workloads only)
+  floor_NAME   --floor-variant floor_NAME=KINDS: the floor with KPFLOOR_KINDS=KINDS (e.g.
+               floor_rt=kernel,cb_launch_runtime), windowed like the floor
 Workloads: launch (bench/workloads/launch_loop.cu, 3,000 empty-kernel launches per step), tiny
 (250 tiny PyTorch ops per step), train (one transformer training step per step).
 
@@ -73,6 +75,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS = 90
 FIRST, COUNT = 30, 30
 TOOLS = ("none", "kp", "kp_kernel", "floor", "floor_kernel", "torch_prof")
+FLOOR_VARIANTS = {}  # --floor-variant: tool name -> KPFLOOR_KINDS (appended to TOOLS)
 WORKLOADS = ("launch", "tiny", "train")
 UNITS = {"launch": ("us/launch", 3000), "tiny": ("us/iter", 50), "train": ("ms/step", 1e-3)}
 
@@ -162,10 +165,12 @@ def command(args, work, workload, tool):
         argv = [os.path.join(args.dist, "bin", "kptrace"), "run", "-o",
                 os.path.join(work, "%s.kptrace" % workload), "--force", "--log", "quiet",
                 "--capture-schedule", schedule()] + kinds + ["--"] + argv
-    elif tool in ("floor", "floor_kernel"):
+    elif tool in ("floor", "floor_kernel") or tool in FLOOR_VARIANTS:
         floor_lib = os.path.join(args.dist, "lib", "libkpfloor.so")
+        kinds = FLOOR_VARIANTS.get(tool) or (FLOOR_KINDS_OF_KP_DEFAULTS if tool == "floor"
+                                             else "kernel")
         env.update(CUDA_INJECTION64_PATH=floor_lib, NVTX_INJECTION64_PATH=floor_lib,
-                   KPFLOOR_KINDS=FLOOR_KINDS_OF_KP_DEFAULTS if tool == "floor" else "kernel")
+                   KPFLOOR_KINDS=kinds)
         if ALTERNATE:
             env["KPFLOOR_WINDOW"] = "%d,%d,%d" % (FIRST, COUNT, 2 * ALTERNATE)
         else:
@@ -602,6 +607,7 @@ def tables(rows):
 
 
 def main(argv=None):
+    global TOOLS  # --floor-variant appends to it
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dist", help="kp install prefix (bin/kptrace, lib/libkpinject.so)")
@@ -613,7 +619,10 @@ def main(argv=None):
     parser.add_argument("--nvcc", default=shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc")
     parser.add_argument("--arch", default="sm_90", help="nvcc -arch for the launch loop")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
-    parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--tools", default=None,
+                        help="comma list (default: every tool, --floor-variant ones included)")
+    parser.add_argument("--floor-variant", action="append", default=[], metavar="floor_NAME=KINDS",
+                        help="one more tool: the floor with these KPFLOOR_KINDS (repeatable)")
     parser.add_argument("--segment", type=int, default=30,
                         help="steps before, inside and after the window (each)")
     parser.add_argument("--alternate", type=int, default=0, metavar="BLOCK",
@@ -642,8 +651,14 @@ def main(argv=None):
         set_alternate(args.alternate, cycles, args.lead)
     elif args.cycles is not None:
         parser.error("--cycles needs --alternate")
+    for variant in args.floor_variant:
+        name, _, kinds = variant.partition("=")
+        if not name.startswith("floor_") or name in TOOLS or not kinds:
+            parser.error("--floor-variant %r is not floor_NAME=KINDS with a new NAME" % variant)
+        FLOOR_VARIANTS[name] = kinds
+        TOOLS = TOOLS + (name,)
     workloads = [w for w in args.workloads.split(",") if w]
-    tools = [t for t in args.tools.split(",") if t]
+    tools = [t for t in (args.tools or ",".join(TOOLS)).split(",") if t]
     for name, known in ((workloads, WORKLOADS), (tools, TOOLS)):
         bad = [x for x in name if x not in known]
         if bad:

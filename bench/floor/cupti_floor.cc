@@ -11,11 +11,15 @@
 //   NVTX_INJECTION64_PATH must name this library), graph,
 //   runtime, driver (every call as RUNTIME / DRIVER activity),
 //   api_launch (per-cbid RUNTIME/DRIVER activity on kp's launch-related selection, KP_API=launch),
-//   cb_launch (callbacks on the kernel-launch cbids), cb_copy (callbacks on memcpy/memset cbids),
+//   cb_launch (callbacks on the kernel-launch cbids), cb_launch_runtime / cb_launch_driver (the
+//   same in the runtime or the driver domain only), cb_copy (callbacks on memcpy/memset cbids),
 //   cb_sync (callbacks on the synchronization cbids), cb_api (callbacks on kp's whole
 //   launch-related selection), cb_nvtx (the NVTX callback domain),
 //   lazy_copy (memcpy/memset kinds enabled at the first copy/memset API callback; implies
-//   callbacks on those cbids).
+//   callbacks on those cbids), latency (cuptiActivityEnableLatencyTimestamps: kernel records
+//   carry `queued` and `submitted`; on from start-up, windows or not),
+//   driver_only (the callbacks of cb_copy, cb_sync, cb_api and lazy_copy on driver cbids only,
+//   as kp's KP_API=launch takes them).
 // Each callback reads CUPTI's timestamp at entry and exit, as a tracer keeping its own API
 // timing must. Default: kernel,memcpy (KPFLOOR_MEMCPY=0: kernel only).
 //
@@ -67,11 +71,15 @@ std::atomic<uint64_t> g_kind_records[kMaxKind];
 std::atomic<uint64_t> g_runtime_cbid[kMaxCbid];
 std::atomic<uint64_t> g_driver_cbid[kMaxCbid];
 std::atomic<uint64_t> g_callbacks{0};
+std::atomic<uint64_t> g_queued{0};  // kernel records with a `queued` timestamp
 std::atomic<uint64_t> g_buffers_refused{0};
 std::atomic<bool> g_copy_kinds_on{false};
 std::once_flag g_init_once;
 bool g_active = false;
 bool g_lazy_copy = false;
+// driver_only: the domain cb_copy, cb_sync, cb_api and lazy_copy enable callbacks in (INVALID:
+// runtime and driver).
+CUpti_CallbackDomain g_callback_domain = CUPTI_CB_DOMAIN_INVALID;
 bool g_detached = false;
 // KPFLOOR_WINDOW: the window's first and end step (-1: no window), its period (0: one window);
 // the steps pushed so far.
@@ -100,6 +108,10 @@ void CUPTIAPI CompleteBuffer(CUcontext /*context*/, uint32_t /*stream_id*/, uint
     ++records;
     const size_t kind = static_cast<size_t>(record->kind);
     if (kind < kMaxKind) g_kind_records[kind].fetch_add(1, std::memory_order_relaxed);
+    if (record->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
+        reinterpret_cast<const CUpti_ActivityKernel10*>(record)->queued != 0) {
+      g_queued.fetch_add(1, std::memory_order_relaxed);
+    }
     if (record->kind == CUPTI_ACTIVITY_KIND_RUNTIME || record->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
       const auto* api = reinterpret_cast<const CUpti_ActivityAPI*>(record);
       auto& table = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? g_runtime_cbid : g_driver_cbid;
@@ -201,13 +213,15 @@ void FlushAtExit() {
   std::fprintf(
       stderr,
       "kpfloor: {\"records\":%llu,\"kernels\":%llu,\"memcpy\":%llu,\"dropped\":%llu,"
-      "\"buffers_refused\":%llu,\"callbacks\":%llu,\"kinds\":%s,\"api_top\":%s}\n",
+      "\"buffers_refused\":%llu,\"callbacks\":%llu,\"queued\":%llu,\"kinds\":%s,"
+      "\"api_top\":%s}\n",
       static_cast<unsigned long long>(g_records.load()),
       static_cast<unsigned long long>(g_kind_records[CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL].load()),
       static_cast<unsigned long long>(g_kind_records[CUPTI_ACTIVITY_KIND_MEMCPY].load()),
       static_cast<unsigned long long>(dropped),
       static_cast<unsigned long long>(g_buffers_refused.load()),
-      static_cast<unsigned long long>(g_callbacks.load()), kinds.c_str(),
+      static_cast<unsigned long long>(g_callbacks.load()),
+      static_cast<unsigned long long>(g_queued.load()), kinds.c_str(),
       g_detached ? "{}" : TopApis().c_str());
 }
 
@@ -267,9 +281,12 @@ void CUPTIAPI kpfloor::OnCallback(void*, CUpti_CallbackDomain domain, CUpti_Call
 
 namespace {
 
-void EnableCallbacksWhere(CUpti_SubscriberHandle sub, bool (*wanted)(const char*), bool on) {
+// Callbacks on the cbids of the runtime and driver domains (or only `only`) whose name is wanted.
+void EnableCallbacksWhere(CUpti_SubscriberHandle sub, bool (*wanted)(const char*), bool on,
+                          CUpti_CallbackDomain only) {
   const CUpti_CallbackDomain domains[] = {CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_CB_DOMAIN_DRIVER_API};
   for (CUpti_CallbackDomain domain : domains) {
+    if (only != CUPTI_CB_DOMAIN_INVALID && domain != only) continue;
     const CUpti_CallbackId end = domain == CUPTI_CB_DOMAIN_RUNTIME_API
                                      ? static_cast<CUpti_CallbackId>(CUPTI_RUNTIME_TRACE_CBID_SIZE)
                                      : static_cast<CUpti_CallbackId>(CUPTI_DRIVER_TRACE_CBID_SIZE);
@@ -316,12 +333,23 @@ void SwitchKinds(bool on) {
   };
   const std::string& kinds = g_kinds;
   if (g_subscriber != nullptr) {
-    if (Has(kinds, "cb_launch")) EnableCallbacksWhere(g_subscriber, IsLaunchName, on);
-    if (Has(kinds, "cb_copy") || Has(kinds, "lazy_copy")) {
-      EnableCallbacksWhere(g_subscriber, IsCopyName, on);
+    if (Has(kinds, "cb_launch")) {
+      EnableCallbacksWhere(g_subscriber, IsLaunchName, on, CUPTI_CB_DOMAIN_INVALID);
     }
-    if (Has(kinds, "cb_sync")) EnableCallbacksWhere(g_subscriber, IsSyncName, on);
-    if (Has(kinds, "cb_api")) EnableCallbacksWhere(g_subscriber, IsSelectedName, on);
+    if (Has(kinds, "cb_launch_runtime")) {
+      EnableCallbacksWhere(g_subscriber, IsLaunchName, on, CUPTI_CB_DOMAIN_RUNTIME_API);
+    }
+    if (Has(kinds, "cb_launch_driver")) {
+      EnableCallbacksWhere(g_subscriber, IsLaunchName, on, CUPTI_CB_DOMAIN_DRIVER_API);
+    }
+    if (Has(kinds, "cb_copy") || Has(kinds, "lazy_copy")) {
+      EnableCallbacksWhere(g_subscriber, IsCopyName, on, g_callback_domain);
+    }
+    if (Has(kinds, "cb_sync"))
+      EnableCallbacksWhere(g_subscriber, IsSyncName, on, g_callback_domain);
+    if (Has(kinds, "cb_api")) {
+      EnableCallbacksWhere(g_subscriber, IsSelectedName, on, g_callback_domain);
+    }
     if (Has(kinds, "cb_nvtx")) cuptiEnableDomain(flag, g_subscriber, CUPTI_CB_DOMAIN_NVTX);
     g_lazy_copy = Has(kinds, "lazy_copy");
   }
@@ -406,10 +434,27 @@ void StartTracing() {
   const char* memcpy_setting = std::getenv("KPFLOOR_MEMCPY");
   if (memcpy_setting != nullptr && std::strcmp(memcpy_setting, "0") == 0) kinds = "kernel";
   if (const char* setting = std::getenv("KPFLOOR_KINDS")) kinds = setting;
-  static constexpr const char* kKnown[] = {
-      "kernel",  "memcpy",  "memset",  "sync",       "overhead",  "nvtx",
-      "graph",   "runtime", "driver",  "api_launch", "cb_launch", "cb_copy",
-      "cb_sync", "cb_api",  "cb_nvtx", "lazy_copy",  "none"};
+  static constexpr const char* kKnown[] = {"kernel",
+                                           "memcpy",
+                                           "memset",
+                                           "sync",
+                                           "overhead",
+                                           "nvtx",
+                                           "graph",
+                                           "runtime",
+                                           "driver",
+                                           "api_launch",
+                                           "cb_launch",
+                                           "cb_launch_runtime",
+                                           "cb_launch_driver",
+                                           "cb_copy",
+                                           "cb_sync",
+                                           "cb_api",
+                                           "cb_nvtx",
+                                           "lazy_copy",
+                                           "latency",
+                                           "driver_only",
+                                           "none"};
   for (size_t start = 0; start <= kinds.size();) {
     size_t end = kinds.find(',', start);
     if (end == std::string::npos) end = kinds.size();
@@ -419,8 +464,9 @@ void StartTracing() {
     if (!known) {
       std::fprintf(stderr,
                    "kpfloor: KPFLOOR_KINDS: unknown '%s'; accepted: kernel, memcpy, memset, sync, "
-                   "overhead, nvtx, graph, runtime, driver, api_launch, cb_launch, cb_copy, "
-                   "cb_sync, cb_api, cb_nvtx, lazy_copy, none; the floor records nothing\n",
+                   "overhead, nvtx, graph, runtime, driver, api_launch, cb_launch, "
+                   "cb_launch_runtime, cb_launch_driver, cb_copy, cb_sync, cb_api, cb_nvtx, "
+                   "lazy_copy, latency, driver_only, none; the floor records nothing\n",
                    word.c_str());
       return;
     }
@@ -433,6 +479,7 @@ void StartTracing() {
     std::fprintf(stderr, "kpfloor: KPFLOOR_DETACH=1 needs a single KPFLOOR_WINDOW; ignored\n");
   }
   g_kinds = kinds;
+  if (Has(kinds, "driver_only")) g_callback_domain = CUPTI_CB_DOMAIN_DRIVER_API;
 
   // As kp does (inject/cupti/tracer.cc): system thread ids, a bounded device buffer pool.
   cuptiSetThreadIdType(CUPTI_ACTIVITY_THREAD_ID_TYPE_SYSTEM);
@@ -443,7 +490,11 @@ void StartTracing() {
              "cuptiActivityRegisterCallbacks")) {
     return;
   }
-  const bool wants_callbacks = Has(kinds, "cb_launch") || Has(kinds, "cb_copy") ||
+  if (Has(kinds, "latency")) {
+    Check(cuptiActivityEnableLatencyTimestamps(1), "cuptiActivityEnableLatencyTimestamps");
+  }
+  const bool wants_callbacks = Has(kinds, "cb_launch") || Has(kinds, "cb_launch_runtime") ||
+                               Has(kinds, "cb_launch_driver") || Has(kinds, "cb_copy") ||
                                Has(kinds, "cb_sync") || Has(kinds, "cb_api") ||
                                Has(kinds, "cb_nvtx") || Has(kinds, "lazy_copy") ||
                                g_window_first >= 0;

@@ -4,6 +4,8 @@ Run by ctest (bench_paired_cost_test) with the system python3; standard library 
 GPU runs themselves are bench/paired_cost.sh on the GPU machine.
 """
 
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -82,6 +84,20 @@ class CommandTest(unittest.TestCase):
         self.assertEqual(env["KPFLOOR_KINDS"], pc.FLOOR_KINDS_OF_KP_DEFAULTS)
         _, env = pc.command(args_for("/d"), "/w", "train", "floor_kernel")
         self.assertEqual(env["KPFLOOR_KINDS"], "kernel")
+
+    def test_floor_variant_is_the_floor_with_its_own_kinds(self):
+        pc.FLOOR_VARIANTS["floor_drv"] = "kernel,cb_launch_driver"
+        try:
+            _, env = pc.command(args_for("/d"), "/w", "tiny", "floor_drv")
+        finally:
+            del pc.FLOOR_VARIANTS["floor_drv"]
+        self.assertEqual(env["KPFLOOR_KINDS"], "kernel,cb_launch_driver")
+        self.assertEqual(env["CUDA_INJECTION64_PATH"], "/d/lib/libkpfloor.so")
+        self.assertEqual(env["KPFLOOR_WINDOW"], "%d,%d" % (pc.FIRST, pc.COUNT))
+        with contextlib.redirect_stderr(io.StringIO()):
+            for bad in ("drv=kernel", "floor_kernel=kernel", "floor_x="):
+                with self.assertRaises(SystemExit):
+                    pc.main(["/d", "--floor-variant", bad])
 
     def test_torch_profiler_only_for_pytorch(self):
         self.assertIsNone(pc.command(args_for("/d"), "/w", "launch", "torch_prof"))
