@@ -45,7 +45,7 @@ PRESETS = {
     "f_lazy_copy": ("floor", "kernel,lazy_copy"),
     "f_old_default": ("floor", "kernel,memcpy,memset,api_launch,nvtx,sync,overhead"),
     # What kp enables by default (run_bench.FLOOR_KINDS_OF_KP_DEFAULTS).
-    "f_default": ("floor", "kernel,nvtx,cb_api,lazy_copy"),
+    "f_default": ("floor", "kernel,nvtx,cb_api,lazy_copy,driver_only"),
     "kp_kernel": ("kp", {"KP_ACTIVITIES": "kernel"}),
     "kp_default": ("kp", {}),
     "kp_old_default": ("kp", {"KP_ACTIVITIES": "kernel,memcpy,memset,api,nvtx,sync,overhead",

@@ -76,7 +76,7 @@ struct KpSide {
   kp::MemoryChunkSink sink{3};
   kp::TraceEncoder encoder{&sink, kp::TraceEncoder::Options()};
   kp::ActivityDecoder decoder{&encoder, nullptr, kp::ActivityDecoder::Options()};
-  kp::ApiCallRecorder recorder{nullptr};
+  kp::ApiCallRecorder recorder{nullptr, kp::ApiLevel::kRuntimeAndDriver};  // both forms, as timed
   KpSide() {
     kp::HeaderInfo header;
     header.kp_version = "callback_cost";
@@ -132,10 +132,9 @@ double EmptyRound(long launches) {
     const long n = std::min(kBlock, launches - done);
     const auto start = Clock::now();
     for (long i = 0; i < n; ++i) {
-      launch.Run(static_cast<uint32_t>(done + i + 1),
-                 [](CUpti_CallbackDomain d, CUpti_CallbackId, const CUpti_CallbackData*) {
-                   g_sink = d;
-                 });
+      launch.Run(
+          static_cast<uint32_t>(done + i + 1),
+          [](CUpti_CallbackDomain d, CUpti_CallbackId, const CUpti_CallbackData*) { g_sink = d; });
     }
     ns += NsPer(start, 1);
   }

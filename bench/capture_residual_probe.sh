@@ -43,7 +43,7 @@ print(f"{sys.argv[1]:24s} wall {wall} | cpu {cpu} | Minstr {instr}")' "$1"
 
 # One probe: NAME|TOOL|SETTINGS. TOOL kp: `kptrace run SETTINGS`; floor: bench/floor's
 # libkpfloor.so with the environment SETTINGS (KPFLOOR_KINDS = kp's defaults unless given).
-FLOOR_DEFAULTS=kernel,nvtx,cb_api,lazy_copy
+FLOOR_DEFAULTS=kernel,nvtx,cb_api,lazy_copy,driver_only
 PROBES=(
   "full|kp|"
   "sched defaults|kp|${window[*]}"

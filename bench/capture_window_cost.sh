@@ -130,7 +130,7 @@ run_one() {
   esac
   if [[ $m == ffull || $m == fsched ]]; then
     kp=(env "CUDA_INJECTION64_PATH=${DIST:-}/lib/libkpfloor.so" "NVTX_INJECTION64_PATH=${DIST:-}/lib/libkpfloor.so"
-      "KPFLOOR_KINDS=kernel,nvtx,cb_api,lazy_copy")
+      "KPFLOOR_KINDS=kernel,nvtx,cb_api,lazy_copy,driver_only")
     [[ $m == fsched ]] && kp+=("KPFLOOR_WINDOW=$first,$tenth" KPFLOOR_DETACH=1)
   elif [[ $m != none ]]; then
     kp=("${DIST:-}/bin/kptrace" run -o "$WORK/$w-$m.kptrace" --force --log quiet)

@@ -13,7 +13,8 @@ CUPTI's and kp's threads carry their own names). A tool's added CPU per step is 
 
 Tools:
   none          no tool
-  floor         bench/floor with kp's default kinds (KPFLOOR_KINDS=kernel,nvtx,cb_api,lazy_copy)
+  floor         bench/floor with kp's default kinds
+                (KPFLOOR_KINDS=kernel,nvtx,cb_api,lazy_copy,driver_only)
   floor_kernel  bench/floor with kernel records only
   kp            kptrace run with kp's defaults
   kp_kernel     kp with kernel records only (--activities kernel)

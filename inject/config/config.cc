@@ -457,6 +457,8 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
     std::string_view s = Trim(v);
     if (s == "launch") {
       c.api_mode = ApiMode::kLaunch;
+    } else if (s == "launch-runtime") {
+      c.api_mode = ApiMode::kLaunchRuntime;
     } else if (s == "launch-activity") {
       c.api_mode = ApiMode::kLaunchActivity;
     } else if (s == "all") {
@@ -465,9 +467,10 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
       c.api_mode = ApiMode::kNone;
     } else {
       AddError(errors, "KP_API", v,
-               "expected launch (launch, copy, memset, sync, allocation, event and graph calls), "
-               "launch-activity (the same calls as API activity records, slower), all or none "
-               "(default launch)",
+               "expected launch (launch, copy, memset, sync, allocation, event and graph calls, "
+               "as the driver calls they reach), launch-runtime (the same, runtime calls under "
+               "their runtime names, slower), launch-activity (as API activity records, "
+               "slower), all or none (default launch)",
                kProfiler);
     }
   }
@@ -771,6 +774,7 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
   const char* api = c.api_mode == ApiMode::kAll              ? "all"
                     : c.api_mode == ApiMode::kNone           ? "none"
                     : c.api_mode == ApiMode::kLaunchActivity ? "launch-activity"
+                    : c.api_mode == ApiMode::kLaunchRuntime  ? "launch-runtime"
                                                              : "launch";
   const char* log = c.log == LogLevel::kQuiet   ? "quiet"
                     : c.log == LogLevel::kDebug ? "debug"

@@ -21,9 +21,11 @@
 
 namespace kp {
 
-// KP_API: kLaunch records the launch-related calls from callbacks (api_call_recorder.h);
-// kLaunchActivity the same calls as per-cbid API activity (the former default); kAll every call.
-enum class ApiMode { kLaunch, kLaunchActivity, kAll, kNone };
+// KP_API: kLaunch records the launch-related calls from callbacks on their driver form
+// (api_call_recorder.h; every runtime call reaches the driver); kLaunchRuntime from callbacks on
+// both forms, a runtime call under its runtime name (CUPTI's runtime callbacks cost more);
+// kLaunchActivity the same calls as per-cbid API activity; kAll every call.
+enum class ApiMode { kLaunch, kLaunchRuntime, kLaunchActivity, kAll, kNone };
 enum class MetricsMode { kRange, kKernel };
 // KP_METRICS_CACHE: when range mode sweeps the L2 before a measured range (see range_collector.h).
 enum class MetricsCache { kPass, kRange, kNone };
@@ -37,11 +39,11 @@ struct Config {
   // sync, overhead and graph cost on every CUDA call (docs/configuration.md) and are opt-in.
   bool kernel = true, memcpy = true, memset = true, api = true, nvtx = true, sync = false,
        graph = false, overhead = false;
-  ApiMode api_mode = ApiMode::kLaunch;             // KP_API=launch|launch-activity|all|none
-  std::vector<std::string> metrics;                // KP_METRICS (comma list; "sol" expands)
-  std::vector<std::string> metrics_ranges;         // KP_METRICS_RANGES (comma list of globs,
-                                                   // "domain::glob" to name a domain); empty = all
-  MetricsMode metrics_mode = MetricsMode::kRange;  // KP_METRICS_MODE=range|kernel
+  ApiMode api_mode = ApiMode::kLaunch;      // KP_API=launch|launch-runtime|launch-activity|all|none
+  std::vector<std::string> metrics;         // KP_METRICS (comma list; "sol" expands)
+  std::vector<std::string> metrics_ranges;  // KP_METRICS_RANGES (comma list of globs,
+                                            // "domain::glob" to name a domain); empty = all
+  MetricsMode metrics_mode = MetricsMode::kRange;    // KP_METRICS_MODE=range|kernel
   MetricsCache metrics_cache = MetricsCache::kPass;  // KP_METRICS_CACHE=pass|range|none
   // KP_METRICS_SKIP: warm-up occurrences of each range name not measured (range mode)
   uint32_t metrics_skip = 1;

@@ -90,9 +90,10 @@ uint8_t FlagsOf(const std::vector<uint8_t>& table, CUpti_CallbackId cbid) {
 
 }  // namespace
 
-ApiCallRecorder::ApiCallRecorder(EnableCopyKinds enable_copy_kinds)
+ApiCallRecorder::ApiCallRecorder(EnableCopyKinds enable_copy_kinds, ApiLevel level)
     : enable_copy_kinds_(enable_copy_kinds),
-      runtime_cbids_(SelectCbids(CUPTI_CB_DOMAIN_RUNTIME_API)),
+      runtime_cbids_(level == ApiLevel::kRuntimeAndDriver ? SelectCbids(CUPTI_CB_DOMAIN_RUNTIME_API)
+                                                          : std::vector<uint8_t>()),
       driver_cbids_(SelectCbids(CUPTI_CB_DOMAIN_DRIVER_API)) {
   g_process_id = static_cast<uint32_t>(getpid());
   copy_kinds_enabled_.store(enable_copy_kinds == nullptr);
@@ -265,7 +266,8 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
 }
 
 bool RecordsApiFromCallbacks(const Config& config) {
-  return config.api && config.api_mode == ApiMode::kLaunch;
+  return config.api &&
+         (config.api_mode == ApiMode::kLaunch || config.api_mode == ApiMode::kLaunchRuntime);
 }
 
 bool CopyKindsAtFirstCopy(const Config& config) {
@@ -275,7 +277,9 @@ bool CopyKindsAtFirstCopy(const Config& config) {
 ApiCallRecorder* MakeApiCallRecorder(const Config& config,
                                      ApiCallRecorder::EnableCopyKinds enable_copy_kinds) {
   if (!RecordsApiFromCallbacks(config)) return nullptr;
-  return new ApiCallRecorder(CopyKindsAtFirstCopy(config) ? enable_copy_kinds : nullptr);
+  return new ApiCallRecorder(
+      CopyKindsAtFirstCopy(config) ? enable_copy_kinds : nullptr,
+      config.api_mode == ApiMode::kLaunchRuntime ? ApiLevel::kRuntimeAndDriver : ApiLevel::kDriver);
 }
 
 size_t ApiCallRecorder::Drain(ActivityDecoder* decoder) {

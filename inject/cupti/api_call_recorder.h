@@ -1,14 +1,14 @@
 // api_call_recorder.h: CUDA API calls recorded from CUPTI callbacks, the default way
-// (KP_API=launch).
+// (KP_API=launch, and launch-runtime).
 //
 // kp subscribes to the ENTER and EXIT callbacks of the launch-related calls (api_selection.h)
 // and keeps its own timing: CUPTI's timestamp at entry (kept in the callback's correlationData
 // slot, which CUPTI carries from ENTER to EXIT) and at exit. The callback's correlation id is the
 // one CUPTI gives the kernel, copy or memset the call started, so the records link to their GPU
-// work exactly as API activity records do. Recording a launch call costs CUPTI about the same
-// either way (bench/results/cost_attribution_h200.md: ~1.8 us per launch on the H200, per-cbid
-// activity or callbacks); the callbacks are needed anyway to turn the copy kinds on at the first
-// copy, and a callback on a call the program never makes costs nothing.
+// work exactly as API activity records do. Recording a launch call in both forms costs CUPTI
+// about the same either way (bench/results/cost_attribution_h200.md: ~1.8 us per launch on the
+// H200, per-cbid activity or callbacks); the callbacks are needed anyway to turn the copy kinds on
+// at the first copy, and a callback on a call the program never makes costs nothing.
 //
 // Hot path (the CUDA-calling thread): no lock, no I/O, no allocation (rings for two threads are
 // made up front; each further thread allocates one on its first recorded call). Each thread
@@ -17,10 +17,16 @@
 // CUpti_ActivityAPI records, so the trace holds the same API records as with API activity. A
 // full ring drops the call and counts it (dropped(), Stats.api_calls_dropped), never blocks.
 //
-// A driver call made inside a recorded runtime call on the same thread (cudaLaunchKernel ->
-// cuLaunchKernel) with the runtime call's correlation id is not recorded: it would only double
-// the records. Driver calls made directly (Triton, CUDA graphs through the driver API), or with
-// a correlation id of their own, are recorded.
+// Which form of a call is recorded (ApiLevel). KP_API=launch: the driver form only. Every
+// runtime call reaches the driver (cudaLaunchKernel -> cuLaunchKernel, with the runtime call's
+// correlation id, which its kernel carries too), so each call is recorded once, under the
+// driver call's name and timing (inside the runtime call's), and the program's direct driver
+// calls (Triton) are recorded as well. CUPTI's callbacks on runtime cbids cost more than on
+// driver ones (bench/results/paired_cost_h200.md, "callback domains"): the driver form alone
+// is the cheapest complete record. KP_API=launch-runtime: both forms; a driver call made inside
+// a recorded runtime call on the same thread with the runtime call's correlation id is then not
+// recorded (it would only double the records); driver calls made directly, or with a
+// correlation id of their own, are.
 //
 // Copies and memsets (CopyKindsAtFirstCopy): MEMCPY/MEMSET activity costs on every CUDA call
 // PyTorch makes once on, so it is enabled only at the first call that can copy or set memory
@@ -41,13 +47,19 @@ namespace kp {
 
 class ActivityDecoder;
 
+// The form of the launch-related calls a recorder takes callbacks on.
+enum class ApiLevel {
+  kDriver,            // KP_API=launch
+  kRuntimeAndDriver,  // KP_API=launch-runtime
+};
+
 class ApiCallRecorder {
  public:
   // Called once, from the first call that may copy or set memory, before it runs.
   using EnableCopyKinds = void (*)();
 
   // `enable_copy_kinds` null: copy kinds are not lazily enabled (off, or enabled up front).
-  explicit ApiCallRecorder(EnableCopyKinds enable_copy_kinds);
+  ApiCallRecorder(EnableCopyKinds enable_copy_kinds, ApiLevel level);
   ~ApiCallRecorder();
   ApiCallRecorder(const ApiCallRecorder&) = delete;
   ApiCallRecorder& operator=(const ApiCallRecorder&) = delete;
@@ -97,7 +109,7 @@ class ApiCallRecorder {
   std::atomic<uint64_t> open_ns_{0};
 };
 
-// KP_API=launch with `api` in KP_ACTIVITIES: API calls come from callbacks.
+// KP_API=launch or launch-runtime with `api` in KP_ACTIVITIES: API calls come from callbacks.
 bool RecordsApiFromCallbacks(const Config& config);
 // With callbacks, MEMCPY/MEMSET activity waits for the first call that may copy or set memory.
 bool CopyKindsAtFirstCopy(const Config& config);

@@ -16,6 +16,7 @@ constexpr std::string_view kLaunchRelatedPrefixes[] = {
     "cudaMemcpy",
     "cudaMemset",
     "cudaMalloc",
+    "cudaHostAlloc",
     "cudaFree",
     "cudaDeviceSynchronize",
     "cudaStreamSynchronize",
@@ -29,6 +30,13 @@ constexpr std::string_view kLaunchRelatedPrefixes[] = {
     "cuMemcpy",
     "cuMemset",
     "cuMemAlloc",
+    "cuMemHostAlloc",  // cudaMallocHost, cudaHostAlloc
+    // What cudaMalloc*Array and cudaFree*Array reach (the default records the driver form).
+    "cuArrayCreate",
+    "cuArray3DCreate",
+    "cuArrayDestroy",
+    "cuMipmappedArrayCreate",
+    "cuMipmappedArrayDestroy",
     "cuMemFree",
     "cuCtxSynchronize",
     "cuStreamSynchronize",

@@ -1,10 +1,11 @@
 // api_selection.h: which CUDA runtime/driver API calls kp records as activity records.
 //
 // KP_API=launch (the default) keeps the calls that explain GPU work -- launches, copies,
-// memsets, synchronization, allocation, events and graph launches -- in both runtime and driver
-// form. Tracing every API call taxes hot no-op calls (cudaGetDevice, cuCtxGetCurrent ...) that
-// PyTorch makes hundreds of times per step (docs/cupti.md). The selection is made by name, by
-// walking every callback id of a domain, so new versions of a call (cudaLaunchKernel_v7000,
+// memsets, synchronization, allocation, events and graph launches -- here named in both runtime
+// and driver form (which form is recorded: api_call_recorder.h). Tracing every API call taxes hot
+// no-op calls (cudaGetDevice, cuCtxGetCurrent ...) that PyTorch makes hundreds of times per step
+// (docs/cupti.md). The selection is made by name, by walking every callback id of a domain, so new
+// versions of a call (cudaLaunchKernel_v7000,
 // __cudaLaunchKernel_v13000, *_ptsz) are picked up without a hand-kept cbid list.
 #pragma once
 
@@ -16,7 +17,7 @@
 
 namespace kp {
 
-// True for names that KP_API=launch records (runtime or driver form).
+// True for the launch-related names (runtime or driver form).
 bool IsLaunchRelatedApiName(std::string_view name);
 
 // True for calls that may issue a copy or a memset (cudaMemcpy*, cuMemset*, graph launches, and

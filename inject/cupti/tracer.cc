@@ -66,7 +66,7 @@ struct TracerState {
   ActivityDecoder* decoder = nullptr;
   EncoderThread* thread = nullptr;
   std::unique_ptr<MetricsCollector> collector;
-  ApiCallRecorder* api_calls = nullptr;     // KP_API=launch: API calls from callbacks
+  ApiCallRecorder* api_calls = nullptr;     // KP_API=launch(-runtime): from callbacks
   std::unique_ptr<PcSampler> pc_sampler;    // KP_PC_SAMPLING
   std::unique_ptr<PmSampling> pm_sampling;  // KP_PM_SAMPLING
   CUpti_SubscriberHandle subscriber = nullptr;

@@ -166,6 +166,15 @@ main() {
       "$bin/nvtx_early" && check_trace nvtx_early "$traces/nvtx_early.kptrace" "$WORK/nvtx_early.out"
   fi
 
+  # KP_API=launch-runtime: the calls under their runtime names, each launch once.
+  for p in multistream graph; do
+    [[ -x "$bin/$p" ]] || continue
+    run_case "$p-launch-runtime" 0 "$KPTRACE" run --api launch-runtime \
+      -o "$traces/$p-launch-runtime.kptrace" -- "$bin/$p" &&
+      check_trace "$p-launch-runtime" "$traces/$p-launch-runtime.kptrace" \
+        "$WORK/$p-launch-runtime.out"
+  done
+
   # Plain CUDA_INJECTION64_PATH, no launcher.
   if [[ -x "$bin/multistream" ]]; then
     run_case plain_injection 0 env "CUDA_INJECTION64_PATH=$LIBKP" \

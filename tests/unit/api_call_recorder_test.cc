@@ -1,7 +1,7 @@
-// api_call_recorder_test.cc: API calls recorded from CUPTI callbacks (KP_API=launch), without a
-// GPU. The callbacks are driven with CUpti_CallbackData as CUPTI fills it (the correlationData
-// slot carried from ENTER to EXIT, the return value at EXIT), drained through the real
-// ActivityDecoder and TraceEncoder, and the trace parsed with libprotobuf.
+// api_call_recorder_test.cc: API calls recorded from CUPTI callbacks (KP_API=launch and
+// launch-runtime), without a GPU. The callbacks are driven with CUpti_CallbackData as CUPTI fills
+// it (the correlationData slot carried from ENTER to EXIT, the return value at EXIT), drained
+// through the real ActivityDecoder and TraceEncoder, and the trace parsed with libprotobuf.
 #include "inject/cupti/api_call_recorder.h"
 
 #include <cupti.h>
@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <thread>
@@ -100,7 +101,7 @@ Decoded DrainAll(ApiCallRecorder& recorder) {
 }
 
 TEST(ApiCallRecorderTest, RecordsOneLaunchPerRuntimeCallWithItsCorrelationAndResult) {
-  ApiCallRecorder recorder(nullptr);
+  ApiCallRecorder recorder(nullptr, ApiLevel::kRuntimeAndDriver);
   EXPECT_TRUE(
       recorder.Wants(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
   EXPECT_TRUE(recorder.Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
@@ -135,8 +136,81 @@ TEST(ApiCallRecorderTest, RecordsOneLaunchPerRuntimeCallWithItsCorrelationAndRes
   EXPECT_TRUE(DrainAll(recorder).calls.empty());  // drained once
 }
 
+TEST(ApiCallRecorderTest, DriverLevelRecordsEachCallOnceAsTheDriverCallItReaches) {
+  // KP_API=launch: no runtime callback is taken; a runtime launch is recorded as the driver call
+  // it makes, with the runtime call's correlation id (the one its kernel carries).
+  ApiCallRecorder recorder(nullptr, ApiLevel::kDriver);
+  EXPECT_FALSE(
+      recorder.Wants(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_FALSE(
+      recorder.Wants(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020));
+  EXPECT_TRUE(recorder.Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+  EXPECT_TRUE(recorder.Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx));
+  EXPECT_TRUE(recorder.Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize));
+  EXPECT_TRUE(recorder.Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemHostAlloc));
+  EXPECT_TRUE(recorder.Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuArrayCreate_v2));
+  EXPECT_TRUE(recorder.Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuArrayDestroy));
+  EXPECT_TRUE(
+      recorder.Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMipmappedArrayCreate));
+  EXPECT_FALSE(recorder.Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxGetCurrent));
+  EXPECT_FALSE(
+      recorder.Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuArrayGetDescriptor_v2));
+
+  // CUPTI would not call back on the runtime cbids (not enabled); a stray call is ignored.
+  Call launch(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 41);
+  Call nested(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 41);
+  launch.Enter(recorder);
+  nested.Enter(recorder);
+  nested.result = 1;  // the driver call's result reaches the record
+  nested.Exit(recorder);
+  launch.Exit(recorder);
+  Call direct(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 42);
+  direct.Enter(recorder);  // Triton's launch
+  direct.Exit(recorder);
+  Call sync(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize, 43);
+  sync.Enter(recorder);  // cudaDeviceSynchronize reaches cuCtxSynchronize
+  sync.Exit(recorder);
+
+  Decoded d = DrainAll(recorder);
+  ASSERT_EQ(d.calls.size(), 3u);
+  EXPECT_EQ(d.names[0], "cuLaunchKernel");
+  EXPECT_EQ(d.correlations[0], 41u);
+  EXPECT_EQ(d.calls[0].return_value(), 1);
+  EXPECT_EQ(d.names[1], "cuLaunchKernelEx");
+  EXPECT_EQ(d.correlations[1], 42u);
+  EXPECT_EQ(d.names[2], "cuCtxSynchronize");
+  EXPECT_EQ(d.correlations[2], 43u);
+  EXPECT_EQ(recorder.dropped(), 0u);
+}
+
+TEST(ApiCallRecorderTest, DriverLevelTurnsCopyKindsOnAtTheFirstDriverCopy) {
+  g_copy_kinds_enabled = 0;
+  ApiCallRecorder recorder(&CountCopyKindEnable, ApiLevel::kDriver);
+  Call launch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1);
+  launch.Enter(recorder);
+  launch.Exit(recorder);
+  EXPECT_EQ(g_copy_kinds_enabled, 0);
+  Call copy(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, 2);
+  copy.Enter(recorder);  // cudaMemcpyAsync's driver call, before the copy is issued
+  EXPECT_EQ(g_copy_kinds_enabled, 1);
+  copy.Exit(recorder);
+  Decoded d = DrainAll(recorder);
+  ASSERT_EQ(d.calls.size(), 2u);
+  EXPECT_EQ(d.names[1], "cuMemcpyAsync");
+  // A graph instantiated before any copy (cudaGraphInstantiate reaches cuGraphInstantiate*)
+  // turns them on too, though it is not recorded.
+  g_copy_kinds_enabled = 0;
+  ApiCallRecorder graphs(&CountCopyKindEnable, ApiLevel::kDriver);
+  Call instantiate(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuGraphInstantiateWithFlags,
+                   5);
+  instantiate.Enter(graphs);
+  instantiate.Exit(graphs);
+  EXPECT_EQ(g_copy_kinds_enabled, 1);
+  EXPECT_TRUE(DrainAll(graphs).calls.empty());
+}
+
 TEST(ApiCallRecorderTest, DriverCallWithItsOwnCorrelationInsideARuntimeCallIsRecorded) {
-  ApiCallRecorder recorder(nullptr);
+  ApiCallRecorder recorder(nullptr, ApiLevel::kRuntimeAndDriver);
   Call copy(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, 7);
   Call inner(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuMemcpyAsync, 8);
   copy.Enter(recorder);
@@ -151,7 +225,7 @@ TEST(ApiCallRecorderTest, DriverCallWithItsOwnCorrelationInsideARuntimeCallIsRec
 
 TEST(ApiCallRecorderTest, FirstCopyCallEnablesCopyKindsOnceBeforeItRuns) {
   g_copy_kinds_enabled = 0;
-  ApiCallRecorder recorder(&CountCopyKindEnable);
+  ApiCallRecorder recorder(&CountCopyKindEnable, ApiLevel::kRuntimeAndDriver);
   Call launch(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 1);
   launch.Enter(recorder);
   launch.Exit(recorder);
@@ -178,7 +252,7 @@ TEST(ApiCallRecorderTest, CallsThatMayCopyIncludeGraphsWithCopyNodes) {
   // A graph instantiated before any copy call turns the copy kinds on, though it is not
   // recorded as an API call.
   g_copy_kinds_enabled = 0;
-  ApiCallRecorder recorder(&CountCopyKindEnable);
+  ApiCallRecorder recorder(&CountCopyKindEnable, ApiLevel::kRuntimeAndDriver);
   Call instantiate(CUPTI_CB_DOMAIN_RUNTIME_API,
                    CUPTI_RUNTIME_TRACE_CBID_cudaGraphInstantiate_v10000, 5);
   instantiate.Enter(recorder);
@@ -188,7 +262,7 @@ TEST(ApiCallRecorderTest, CallsThatMayCopyIncludeGraphsWithCopyNodes) {
 }
 
 TEST(ApiCallRecorderTest, FullRingDropsAndCountsInsteadOfBlocking) {
-  ApiCallRecorder recorder(nullptr);
+  ApiCallRecorder recorder(nullptr, ApiLevel::kRuntimeAndDriver);
   const uint32_t total = ApiCallRecorder::kRingSlots + 5;
   for (uint32_t i = 0; i < total; ++i) {
     Call launch(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
@@ -212,7 +286,7 @@ TEST(ApiCallRecorderTest, EachThreadHasItsRingAndAnExitedThreadsRingIsReused) {
   // own thread makes that first call.
   uint64_t warm = 0;
   ASSERT_EQ(cuptiGetTimestamp(&warm), CUPTI_SUCCESS);
-  ApiCallRecorder recorder(nullptr);
+  ApiCallRecorder recorder(nullptr, ApiLevel::kRuntimeAndDriver);
   auto launches = [&recorder](uint32_t first, uint32_t n) {
     for (uint32_t i = 0; i < n; ++i) {
       Call launch(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
@@ -235,7 +309,7 @@ TEST(ApiCallRecorderTest, EachThreadHasItsRingAndAnExitedThreadsRingIsReused) {
 }
 
 TEST(ApiCallRecorderTest, DrainingWhileAThreadRecordsLosesAndRepeatsNothing) {
-  ApiCallRecorder recorder(nullptr);
+  ApiCallRecorder recorder(nullptr, ApiLevel::kRuntimeAndDriver);
   Decoding decoding;
   constexpr uint32_t kCalls = 200000;  // six times the ring: only draining keeps up
   std::atomic<bool> done{false};
@@ -266,6 +340,19 @@ TEST(ApiCallRecorderTest, DefaultsRecordFromCallbacksAndDelayCopyKinds) {
   Config config;
   EXPECT_TRUE(RecordsApiFromCallbacks(config));
   EXPECT_TRUE(CopyKindsAtFirstCopy(config));
+  // The default takes the driver form only; launch-runtime both.
+  std::unique_ptr<ApiCallRecorder> driver(MakeApiCallRecorder(config, &CountCopyKindEnable));
+  ASSERT_NE(driver, nullptr);
+  EXPECT_FALSE(
+      driver->Wants(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_TRUE(driver->Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
+  config.api_mode = ApiMode::kLaunchRuntime;
+  EXPECT_TRUE(CopyKindsAtFirstCopy(config));
+  std::unique_ptr<ApiCallRecorder> both(MakeApiCallRecorder(config, &CountCopyKindEnable));
+  ASSERT_NE(both, nullptr);
+  EXPECT_TRUE(
+      both->Wants(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+  EXPECT_TRUE(both->Wants(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel));
   config.api_mode = ApiMode::kLaunchActivity;
   EXPECT_FALSE(RecordsApiFromCallbacks(config));
   EXPECT_FALSE(CopyKindsAtFirstCopy(config));
@@ -279,7 +366,7 @@ TEST(ApiCallRecorderTest, DefaultsRecordFromCallbacksAndDelayCopyKinds) {
 
 }  // namespace
 TEST(ApiCallRecorderTest, ACallEnteredBeforeTheWindowOpenedIsNotRecorded) {
-  ApiCallRecorder recorder(nullptr);
+  ApiCallRecorder recorder(nullptr, ApiLevel::kRuntimeAndDriver);
   recorder.SetRecording(false);
   Call straddling(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 7);
   straddling.Enter(recorder);  // before the window (with callbacks off CUPTI would not call)
@@ -299,7 +386,8 @@ TEST(ApiCallRecorderTest, ACallEnteredBeforeTheWindowOpenedIsNotRecorded) {
 }
 
 TEST(ApiCallRecorderTest, TheEntrySlotIsClearedAtExitSoAnExitWithoutEnterIsDropped) {
-  ApiCallRecorder recorder(nullptr);  // the whole run: no window, open time 0
+  // The whole run: no window, open time 0.
+  ApiCallRecorder recorder(nullptr, ApiLevel::kRuntimeAndDriver);
   Call call(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000, 11);
   call.Enter(recorder);
   EXPECT_NE(call.slot, 0u);

@@ -120,13 +120,16 @@ TEST(ConfigTest, Activities) {
 
 TEST(ConfigTest, Api) {
   EXPECT_EQ(Good("KP_API", "launch").api_mode, ApiMode::kLaunch);
+  EXPECT_EQ(Good("KP_API", "launch-runtime").api_mode, ApiMode::kLaunchRuntime);
   EXPECT_EQ(Good("KP_API", "launch-activity").api_mode, ApiMode::kLaunchActivity);
   EXPECT_EQ(Good("KP_API", "all").api_mode, ApiMode::kAll);
   EXPECT_EQ(Good("KP_API", "none").api_mode, ApiMode::kNone);
   EXPECT_EQ(Bad("KP_API", "ALL").message,
             "KP_API=\"ALL\" is not valid: expected launch (launch, copy, memset, sync, "
-            "allocation, event and graph calls), launch-activity (the same calls as API activity "
-            "records, slower), all or none (default launch); kp is off for this process");
+            "allocation, event and graph calls, as the driver calls they reach), launch-runtime "
+            "(the same, runtime calls under their runtime names, slower), launch-activity (as "
+            "API activity records, slower), all or none (default launch); kp is off for this "
+            "process");
 }
 
 TEST(ConfigTest, MetricsAndSolShorthand) {
@@ -349,6 +352,11 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   EXPECT_EQ(m["KP_FLUSH_MS"], "1000");
   EXPECT_EQ(m["KP_METRICS_SKIP"], "1");
   EXPECT_EQ(m["KP_API"], "launch");
+  for (const char* api : {"launch-runtime", "launch-activity", "all", "none"}) {
+    std::map<std::string, std::string> d;
+    for (const auto& [key, value] : DescribeConfig(Good("KP_API", api))) d[key] = value;
+    EXPECT_EQ(d["KP_API"], api);
+  }
   EXPECT_EQ(m["KP_DELAY"], "0");
   EXPECT_EQ(m["KP_METRICS_MODE"], "range");
   EXPECT_EQ(m["KP_METRICS_CACHE"], "pass");

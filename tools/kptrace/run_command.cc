@@ -22,7 +22,7 @@ const FlagVariable kFlags[] = {
     {"--output", "-o", "KP_OUTPUT", "trace path pattern (%p pid, %h host, %r rank, %t time)"},
     {"--activities", nullptr, "KP_ACTIVITIES",
      "kernel,memcpy,memset,api,nvtx,sync,graph,overhead | default | all | -name"},
-    {"--api", nullptr, "KP_API", "launch | launch-activity | all | none"},
+    {"--api", nullptr, "KP_API", "launch | launch-runtime | launch-activity | all | none"},
     {"--metrics", nullptr, "KP_METRICS", "CUPTI metric names, comma separated, or sol"},
     {"--metrics-ranges", nullptr, "KP_METRICS_RANGES", "NVTX ranges to measure (globs)"},
     {"--metrics-mode", nullptr, "KP_METRICS_MODE", "range | kernel"},

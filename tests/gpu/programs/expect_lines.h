@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #define KP_CHECK(call)                                                          \
   do {                                                                          \
@@ -36,6 +37,13 @@ void Expect(const char* fmt, Args... args) {
 inline void Expect(const char* line) {
   std::printf("expect %s\n", line);
   std::fflush(stdout);
+}
+
+// Whether kp records API calls under their runtime names (KP_API=launch-runtime) or as the
+// driver calls they reach (the default, KP_API=launch).
+inline bool RuntimeApiNames() {
+  const char* api = std::getenv("KP_API");
+  return api != nullptr && std::strcmp(api, "launch-runtime") == 0;
 }
 
 // The device the program used: the trace must describe it with the same name, UUID and

@@ -78,6 +78,7 @@ int main() {
   Expect("kernel_graph_count[graph_scale]=%d", kLaunches);
   Expect("memcpy_count[DTOD]=%d", kLaunches);
   Expect("memcpy_bytes[DTOD]=%zu", kLaunches * kBytes);
-  Expect("api_count[cudaGraphLaunch]=%d", kLaunches);
+  Expect(RuntimeApiNames() ? "api_count[cudaGraphLaunch]=%d" : "api_count[cuGraphLaunch]=%d",
+         kLaunches);
   return 0;
 }
