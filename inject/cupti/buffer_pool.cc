@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 namespace kp {
 namespace {
@@ -99,6 +100,31 @@ size_t BufferPool::TrimIdle() {
   }
   for (uint8_t* buffer : surplus) std::free(buffer);  // out of the lock, as madvise
   return n;
+}
+
+bool BufferPool::KeepSpare() {
+  if (spare_made_) return false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Exactly two so far: a pool that grew further in a burst has its spares already.
+    if (all_.size() != 2 || all_.size() >= max_buffers_) return false;
+  }
+  spare_made_ = true;
+  // Out of the lock: touching 8 MB of pages takes about a millisecond.
+  auto* buffer = static_cast<uint8_t*>(std::aligned_alloc(PageBytes(), alloc_bytes_));
+  if (buffer == nullptr) return false;
+  std::memset(buffer, 0, alloc_bytes_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (all_.size() < max_buffers_) {  // Acquire may have reached the cap meanwhile
+      all_.push_back(buffer);
+      warm_.insert(warm_.begin(), buffer);  // at the bottom: the last to be taken
+      idle_ = std::min(idle_ + 1, warm_.size());
+      return true;
+    }
+  }
+  std::free(buffer);
+  return false;
 }
 
 size_t BufferPool::allocated() const {

@@ -12,6 +12,13 @@
 // encoder thread's flush period), those beyond kWarmBuffers give their pages back to the system
 // (madvise MADV_DONTNEED, outside the lock, on the encoder's thread) and wait in a cold list,
 // taken only when no warm buffer is free; such a buffer is faulted in again as CUPTI fills it.
+//
+// A spare for bursts (KeepSpare): once a second buffer has been needed (CUPTI filled one while
+// another was still out) and the pool has no more, the encoder thread adds a third with its
+// pages already touched, so that the pipeline's usual depth (one buffer filling, one being
+// encoded, one free) is resident early and a later short stall of the encoder takes a warm
+// buffer instead of growing the process's memory mid-run. The spare is then a buffer like the
+// others: if all three stay free for a whole period (the program idle), one gives its pages back.
 #pragma once
 
 #include <atomic>
@@ -40,6 +47,10 @@ class BufferPool {
   // Gives back the pages of the free buffers that stayed free since the previous call, keeping
   // kWarmBuffers warm; returns how many. Called periodically by one thread (not CUPTI's).
   size_t TrimIdle();
+  // Once in the pool's life, when exactly two buffers have been allocated and the cap allows:
+  // allocates one more, touches its pages and adds it to the warm list. Returns whether it did.
+  // Called periodically by the same thread as TrimIdle (it may take a millisecond).
+  bool KeepSpare();
 
   size_t buffer_bytes() const { return buffer_bytes_; }
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
@@ -57,9 +68,10 @@ class BufferPool {
   std::vector<uint8_t*> warm_;  // free, pages kept; the back is the most recently released
   std::vector<uint8_t*> cold_;  // free, pages given back
   std::vector<uint8_t*> all_;
-  size_t idle_ = 0;      // the bottom warm_ entries untouched since the last TrimIdle
-  size_t trimming_ = 0;  // free buffers in no list while their pages are given back; Acquire
-                         // may allocate as many past the cap meanwhile (TrimIdle frees them)
+  size_t idle_ = 0;          // the bottom warm_ entries untouched since the last TrimIdle
+  size_t trimming_ = 0;      // free buffers in no list while their pages are given back; Acquire
+                             // may allocate as many past the cap meanwhile (TrimIdle frees them)
+  bool spare_made_ = false;  // KeepSpare's thread only
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> trimmed_{0};
 };

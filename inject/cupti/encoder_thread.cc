@@ -187,7 +187,8 @@ void EncoderThread::Run() {
     batch.clear();
     if (period_due) {
       next_flush = Clock::now() + period;
-      pool_->TrimIdle();  // buffers free for a whole period give their pages back
+      pool_->TrimIdle();   // buffers free for a whole period give their pages back
+      pool_->KeepSpare();  // once busy: a resident spare for the encoder's short stalls
       decoder_->UpdateOpenRangeStat();
       PoolStats();
       encoder_->Flush();

@@ -900,8 +900,11 @@ TEST(BufferPoolTest, ConcurrentAcquireReleaseAndTrim) {
   BufferPool pool(bytes, cap * bytes);
   std::atomic<int> mismatches{0};
   std::atomic<bool> done{false};
-  std::thread trimmer([&] {
-    while (!done.load()) pool.TrimIdle();
+  std::thread trimmer([&] {  // the encoder thread's periodic upkeep
+    while (!done.load()) {
+      pool.TrimIdle();
+      pool.KeepSpare();
+    }
   });
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t) {
@@ -950,6 +953,78 @@ TEST(BufferPoolTest, ABufferUsedWithinThePeriodIsNotIdle) {
   for (uint8_t* b : all) pool.Release(b);
   EXPECT_EQ(pool.TrimIdle(), 0u);
   EXPECT_EQ(pool.TrimIdle(), 3u);  // idle a whole period now: all but the two warm ones
+}
+
+TEST(BufferPoolTest, OnceTwoBuffersWereNeededASpareIsMadeResidentOnce) {
+  const size_t bytes = 1 << 20;
+  const size_t pages = bytes / static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  BufferPool pool(bytes, 8 << 20);
+  uint8_t* a = pool.Acquire();
+  EXPECT_FALSE(pool.KeepSpare());  // one buffer has sufficed so far
+  EXPECT_EQ(pool.allocated(), 1u);
+  uint8_t* b = pool.Acquire();  // CUPTI filled one while the other was out
+  pool.Release(a);
+  EXPECT_TRUE(pool.KeepSpare());
+  EXPECT_FALSE(pool.KeepSpare());  // once only
+  EXPECT_EQ(pool.allocated(), 3u);
+  pool.Release(b);
+  // The spare is the last free buffer taken, and its pages are already in memory.
+  EXPECT_EQ(pool.Acquire(), b);
+  EXPECT_EQ(pool.Acquire(), a);
+  uint8_t* spare = pool.Acquire();
+  ASSERT_NE(spare, nullptr);
+  EXPECT_NE(spare, a);
+  EXPECT_NE(spare, b);
+  EXPECT_EQ(ResidentPages(spare, bytes), pages);
+  EXPECT_EQ(pool.allocated(), 3u);
+  // The usual depth (two free, one out) is never trimmed.
+  pool.Release(a);
+  pool.Release(b);
+  EXPECT_EQ(pool.TrimIdle(), 0u);
+  EXPECT_EQ(pool.TrimIdle(), 0u);
+  EXPECT_EQ(ResidentPages(spare, bytes), pages);
+  pool.Release(spare);
+}
+
+TEST(BufferPoolTest, NoSpareForAPoolThatGrewFurtherAndAnIdleSpareIsTrimmed) {
+  const size_t bytes = 1 << 20;
+  {
+    BufferPool pool(bytes, 8 << 20);  // a burst took three before the first period ended
+    std::vector<uint8_t*> three;
+    for (int i = 0; i < 3; ++i) three.push_back(pool.Acquire());
+    for (uint8_t* b : three) pool.Release(b);
+    EXPECT_FALSE(pool.KeepSpare());
+    EXPECT_EQ(pool.allocated(), 3u);
+  }
+  BufferPool pool(bytes, 8 << 20);
+  uint8_t* a = pool.Acquire();
+  uint8_t* b = pool.Acquire();
+  pool.Release(a);
+  EXPECT_TRUE(pool.KeepSpare());  // made right after a TrimIdle, as the encoder thread does
+  pool.Release(b);
+  // All three free for the whole next period (the program idle): the spare, at the bottom,
+  // gives its pages back like any buffer beyond the two warm ones.
+  EXPECT_EQ(pool.TrimIdle(), 1u);
+  EXPECT_EQ(pool.Acquire(), b);
+  EXPECT_EQ(pool.Acquire(), a);
+  uint8_t* cold = pool.Acquire();
+  ASSERT_NE(cold, nullptr);
+  EXPECT_EQ(ResidentPages(cold, bytes), 0u);
+  EXPECT_FALSE(pool.KeepSpare());  // once in the pool's life
+  pool.Release(cold);
+  pool.Release(a);
+  pool.Release(b);
+}
+
+TEST(BufferPoolTest, NoSpareBeyondTheCap) {
+  BufferPool pool(1 << 20, 2 << 20);  // room for two buffers only
+  uint8_t* a = pool.Acquire();
+  uint8_t* b = pool.Acquire();
+  EXPECT_FALSE(pool.KeepSpare());
+  EXPECT_EQ(pool.allocated(), 2u);
+  EXPECT_EQ(pool.Acquire(), nullptr);
+  pool.Release(a);
+  pool.Release(b);
 }
 
 // Buffers captured on the GPU with KP_DUMP_BUFFERS. Pointers inside them (names) are dead, so
