@@ -75,7 +75,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS = 90
 FIRST, COUNT = 30, 30
 TOOLS = ("none", "kp", "kp_kernel", "floor", "floor_kernel", "torch_prof")
-FLOOR_VARIANTS = {}  # --floor-variant: tool name -> KPFLOOR_KINDS (appended to TOOLS)
+# The floor tools' KPFLOOR_KINDS; --floor-variant adds to it (and to TOOLS).
+FLOOR_KINDS = {"floor": FLOOR_KINDS_OF_KP_DEFAULTS, "floor_kernel": "kernel"}
 WORKLOADS = ("launch", "tiny", "train")
 UNITS = {"launch": ("us/launch", 3000), "tiny": ("us/iter", 50), "train": ("ms/step", 1e-3)}
 
@@ -165,12 +166,10 @@ def command(args, work, workload, tool):
         argv = [os.path.join(args.dist, "bin", "kptrace"), "run", "-o",
                 os.path.join(work, "%s.kptrace" % workload), "--force", "--log", "quiet",
                 "--capture-schedule", schedule()] + kinds + ["--"] + argv
-    elif tool in ("floor", "floor_kernel") or tool in FLOOR_VARIANTS:
+    elif tool in FLOOR_KINDS:
         floor_lib = os.path.join(args.dist, "lib", "libkpfloor.so")
-        kinds = FLOOR_VARIANTS.get(tool) or (FLOOR_KINDS_OF_KP_DEFAULTS if tool == "floor"
-                                             else "kernel")
         env.update(CUDA_INJECTION64_PATH=floor_lib, NVTX_INJECTION64_PATH=floor_lib,
-                   KPFLOOR_KINDS=kinds)
+                   KPFLOOR_KINDS=FLOOR_KINDS[tool])
         if ALTERNATE:
             env["KPFLOOR_WINDOW"] = "%d,%d,%d" % (FIRST, COUNT, 2 * ALTERNATE)
         else:
@@ -655,7 +654,7 @@ def main(argv=None):
         name, _, kinds = variant.partition("=")
         if not name.startswith("floor_") or name in TOOLS or not kinds:
             parser.error("--floor-variant %r is not floor_NAME=KINDS with a new NAME" % variant)
-        FLOOR_VARIANTS[name] = kinds
+        FLOOR_KINDS[name] = kinds
         TOOLS = TOOLS + (name,)
     workloads = [w for w in args.workloads.split(",") if w]
     tools = [t for t in (args.tools or ",".join(TOOLS)).split(",") if t]

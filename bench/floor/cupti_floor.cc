@@ -325,6 +325,22 @@ bool Has(const std::string& list, const char* word) {
   return false;
 }
 
+// Whether the list names a callback word (they all start with "cb_").
+bool HasCallbackWord(const std::string& list) {
+  return list.compare(0, 3, "cb_") == 0 || list.find(",cb_") != std::string::npos;
+}
+
+// cb_launch and its one-domain forms: the domain each takes callbacks in (INVALID: both).
+struct LaunchCallbackWord {
+  const char* word;
+  CUpti_CallbackDomain domain;
+};
+constexpr LaunchCallbackWord kLaunchCallbackWords[] = {
+    {"cb_launch", CUPTI_CB_DOMAIN_INVALID},
+    {"cb_launch_runtime", CUPTI_CB_DOMAIN_RUNTIME_API},
+    {"cb_launch_driver", CUPTI_CB_DOMAIN_DRIVER_API},
+};
+
 // The kinds and callbacks of g_kinds on (or off again at a window's end).
 void SwitchKinds(bool on) {
   const uint32_t flag = on ? 1 : 0;
@@ -333,20 +349,15 @@ void SwitchKinds(bool on) {
   };
   const std::string& kinds = g_kinds;
   if (g_subscriber != nullptr) {
-    if (Has(kinds, "cb_launch")) {
-      EnableCallbacksWhere(g_subscriber, IsLaunchName, on, CUPTI_CB_DOMAIN_INVALID);
-    }
-    if (Has(kinds, "cb_launch_runtime")) {
-      EnableCallbacksWhere(g_subscriber, IsLaunchName, on, CUPTI_CB_DOMAIN_RUNTIME_API);
-    }
-    if (Has(kinds, "cb_launch_driver")) {
-      EnableCallbacksWhere(g_subscriber, IsLaunchName, on, CUPTI_CB_DOMAIN_DRIVER_API);
+    for (const LaunchCallbackWord& w : kLaunchCallbackWords) {
+      if (Has(kinds, w.word)) EnableCallbacksWhere(g_subscriber, IsLaunchName, on, w.domain);
     }
     if (Has(kinds, "cb_copy") || Has(kinds, "lazy_copy")) {
       EnableCallbacksWhere(g_subscriber, IsCopyName, on, g_callback_domain);
     }
-    if (Has(kinds, "cb_sync"))
+    if (Has(kinds, "cb_sync")) {
       EnableCallbacksWhere(g_subscriber, IsSyncName, on, g_callback_domain);
+    }
     if (Has(kinds, "cb_api")) {
       EnableCallbacksWhere(g_subscriber, IsSelectedName, on, g_callback_domain);
     }
@@ -493,11 +504,8 @@ void StartTracing() {
   if (Has(kinds, "latency")) {
     Check(cuptiActivityEnableLatencyTimestamps(1), "cuptiActivityEnableLatencyTimestamps");
   }
-  const bool wants_callbacks = Has(kinds, "cb_launch") || Has(kinds, "cb_launch_runtime") ||
-                               Has(kinds, "cb_launch_driver") || Has(kinds, "cb_copy") ||
-                               Has(kinds, "cb_sync") || Has(kinds, "cb_api") ||
-                               Has(kinds, "cb_nvtx") || Has(kinds, "lazy_copy") ||
-                               g_window_first >= 0;
+  const bool wants_callbacks =
+      HasCallbackWord(kinds) || Has(kinds, "lazy_copy") || g_window_first >= 0;
   if (wants_callbacks &&
       !Check(cuptiSubscribe(&g_subscriber, &kpfloor::OnCallback, nullptr), "cuptiSubscribe")) {
     return;

@@ -86,11 +86,11 @@ class CommandTest(unittest.TestCase):
         self.assertEqual(env["KPFLOOR_KINDS"], "kernel")
 
     def test_floor_variant_is_the_floor_with_its_own_kinds(self):
-        pc.FLOOR_VARIANTS["floor_drv"] = "kernel,cb_launch_driver"
+        pc.FLOOR_KINDS["floor_drv"] = "kernel,cb_launch_driver"
         try:
             _, env = pc.command(args_for("/d"), "/w", "tiny", "floor_drv")
         finally:
-            del pc.FLOOR_VARIANTS["floor_drv"]
+            del pc.FLOOR_KINDS["floor_drv"]
         self.assertEqual(env["KPFLOOR_KINDS"], "kernel,cb_launch_driver")
         self.assertEqual(env["CUDA_INJECTION64_PATH"], "/d/lib/libkpfloor.so")
         self.assertEqual(env["KPFLOOR_WINDOW"], "%d,%d" % (pc.FIRST, pc.COUNT))

@@ -2,11 +2,11 @@
 //
 // KP_API=launch (the default) keeps the calls that explain GPU work -- launches, copies,
 // memsets, synchronization, allocation, events and graph launches -- here named in both runtime
-// and driver form (which form is recorded: api_call_recorder.h). Tracing every API call taxes hot
-// no-op calls (cudaGetDevice, cuCtxGetCurrent ...) that PyTorch makes hundreds of times per step
-// (docs/cupti.md). The selection is made by name, by walking every callback id of a domain, so new
-// versions of a call (cudaLaunchKernel_v7000,
-// __cudaLaunchKernel_v13000, *_ptsz) are picked up without a hand-kept cbid list.
+// and driver form (which form is recorded: api_call_recorder.h). Tracing every API call taxes
+// hot no-op calls (cudaGetDevice, cuCtxGetCurrent ...) that PyTorch makes hundreds of times per
+// step (docs/cupti.md). The selection is made by name, by walking every callback id of a domain,
+// so new versions of a call (cudaLaunchKernel_v7000, __cudaLaunchKernel_v13000, *_ptsz) are
+// picked up without a hand-kept cbid list.
 #pragma once
 
 #include <cupti.h>

@@ -19,6 +19,11 @@ size_t RoundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
 
+// Page-aligned, so that a trimmed buffer gives back all its pages; nullptr when out of memory.
+uint8_t* BufferPool::NewBuffer() const {
+  return static_cast<uint8_t*>(std::aligned_alloc(PageBytes(), alloc_bytes_));
+}
+
 BufferPool::BufferPool(size_t buffer_bytes, size_t cap_bytes)
     : buffer_bytes_(RoundUp(buffer_bytes > 0 ? buffer_bytes : 1, 8)),
       alloc_bytes_(RoundUp(buffer_bytes_, PageBytes())),
@@ -49,9 +54,7 @@ uint8_t* BufferPool::Acquire() {
     // A buffer whose pages are being given back is free but in no list: allocating in its
     // stead keeps a request from being refused while a free buffer exists.
     if (all_.size() < max_buffers_ + trimming_) {
-      // Page-aligned, so that a trimmed buffer gives back all its pages.
-      auto* buffer = static_cast<uint8_t*>(std::aligned_alloc(PageBytes(), alloc_bytes_));
-      if (buffer != nullptr) {
+      if (uint8_t* buffer = NewBuffer(); buffer != nullptr) {
         all_.push_back(buffer);
         return buffer;
       }
@@ -111,7 +114,7 @@ bool BufferPool::KeepSpare() {
   }
   spare_made_ = true;
   // Out of the lock: touching 8 MB of pages takes about a millisecond.
-  auto* buffer = static_cast<uint8_t*>(std::aligned_alloc(PageBytes(), alloc_bytes_));
+  uint8_t* buffer = NewBuffer();
   if (buffer == nullptr) return false;
   std::memset(buffer, 0, alloc_bytes_);
   {

@@ -61,6 +61,8 @@ class BufferPool {
   size_t allocated() const;
 
  private:
+  uint8_t* NewBuffer() const;
+
   const size_t buffer_bytes_;
   const size_t alloc_bytes_;  // buffer_bytes_ rounded up to whole pages
   const size_t max_buffers_;
