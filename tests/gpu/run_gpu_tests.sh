@@ -167,7 +167,7 @@ main() {
   fi
 
   # KP_API=launch-runtime: the calls under their runtime names, each launch once.
-  for p in multistream graph; do
+  for p in multistream memcpy_kinds graph; do
     [[ -x "$bin/$p" ]] || continue
     run_case "$p-launch-runtime" 0 "$KPTRACE" run --api launch-runtime \
       -o "$traces/$p-launch-runtime.kptrace" -- "$bin/$p" &&

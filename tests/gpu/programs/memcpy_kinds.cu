@@ -1,7 +1,10 @@
 // memcpy_kinds.cu: every copy kind with known byte counts: host-to-device and device-to-host
 // from pageable and pinned memory, sync and async; device-to-device; host-to-host through
 // cudaMemcpy; a 2D copy; a peer copy when a second GPU is there; cudaMemset and cudaMemsetAsync.
-// Each copy size is distinct so a wrong byte count shows which copy it came from.
+// Each copy size is distinct so a wrong byte count shows which copy it came from. The program
+// also names each API call it makes, so the trace must hold each call once: as the driver call it
+// reaches by default (cuMemcpy*, cuMemAlloc* ...), under its runtime name with
+// KP_API=launch-runtime.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -9,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "expect_lines.h"
 
@@ -32,6 +36,51 @@ void Count(const std::string& kind, const char* host_memory, bool async, size_t 
   }
 }
 
+// The driver call each runtime call reaches, as a prefix of its CUPTI name (which carries a
+// version suffix such as _v2).
+struct Reaches {
+  const char* runtime;
+  const char* driver;
+};
+constexpr Reaches kReaches[] = {
+    {"cudaMemcpy", "cuMemcpy"},
+    {"cudaMemcpyAsync", "cuMemcpy"},
+    {"cudaMemcpy2D", "cuMemcpy2D"},
+    {"cudaMemcpyPeer", "cuMemcpyPeer"},
+    {"cudaMemset", "cuMemset"},
+    {"cudaMemsetAsync", "cuMemset"},
+    {"cudaStreamSynchronize", "cuStreamSynchronize"},
+    {"cudaDeviceSynchronize", "cuCtxSynchronize"},
+    {"cudaMalloc", "cuMemAlloc"},
+    {"cudaMallocPitch", "cuMemAlloc"},
+    {"cudaMallocHost", "cuMemHostAlloc"},
+    {"cudaFree", "cuMemFree"},
+    {"cudaFreeHost", "cuMemFreeHost"},
+};
+std::vector<const Reaches*> made;  // the recorded calls the program made, in order
+
+const Reaches& Made(const char* runtime_name) {
+  for (const Reaches& r : kReaches) {
+    if (std::strcmp(r.runtime, runtime_name) == 0) {
+      made.push_back(&r);
+      return r;
+    }
+  }
+  std::fprintf(stderr, "memcpy_kinds: %s has no entry in kReaches\n", runtime_name);
+  std::exit(2);
+}
+// A call kp records: the program notes it, then makes it.
+#define RECORDED(fn, args) (Made(#fn), fn args)
+
+// api_count[KEY] counts the trace's API names that contain KEY, so the expectation counts the
+// same way over the names of the calls made.
+void ExpectApiCount(const char* key, bool runtime_names) {
+  int n = 0;
+  for (const Reaches* r : made)
+    n += std::strstr(runtime_names ? r->runtime : r->driver, key) != nullptr;
+  Expect("api_count[%s]=%d", key, n);
+}
+
 }  // namespace
 
 int main() {
@@ -46,63 +95,64 @@ int main() {
   std::memset(pageable, 1, kBig);
   std::memset(pageable2, 2, kBig);
   char *pinned, *pinned2;
-  KP_CHECK(cudaMallocHost(&pinned, kBig));
-  KP_CHECK(cudaMallocHost(&pinned2, kBig));
+  KP_CHECK(RECORDED(cudaMallocHost, (&pinned, kBig)));
+  KP_CHECK(RECORDED(cudaMallocHost, (&pinned2, kBig)));
   char *dev, *dev2;
-  KP_CHECK(cudaMalloc(&dev, kBig));
-  KP_CHECK(cudaMalloc(&dev2, kBig));
+  KP_CHECK(RECORDED(cudaMalloc, (&dev, kBig)));
+  KP_CHECK(RECORDED(cudaMalloc, (&dev2, kBig)));
 
   // Host to device.
   size_t n = 1 * kMiB + 4096;
-  KP_CHECK(cudaMemcpy(dev, pageable, n, cudaMemcpyHostToDevice));
+  KP_CHECK(RECORDED(cudaMemcpy, (dev, pageable, n, cudaMemcpyHostToDevice)));
   Count("HTOD", "PAGEABLE", false, n);
   n = 2 * kMiB + 8192;
-  KP_CHECK(cudaMemcpy(dev, pinned, n, cudaMemcpyHostToDevice));
+  KP_CHECK(RECORDED(cudaMemcpy, (dev, pinned, n, cudaMemcpyHostToDevice)));
   Count("HTOD", "PINNED", false, n);
   n = 3 * kMiB + 512;
-  KP_CHECK(cudaMemcpyAsync(dev, pinned, n, cudaMemcpyHostToDevice, stream));
+  KP_CHECK(RECORDED(cudaMemcpyAsync, (dev, pinned, n, cudaMemcpyHostToDevice, stream)));
   Count("HTOD", "PINNED", true, n);
   n = 512 * 1024 + 256;
-  KP_CHECK(cudaMemcpyAsync(dev, pageable, n, cudaMemcpyHostToDevice, stream));
+  KP_CHECK(RECORDED(cudaMemcpyAsync, (dev, pageable, n, cudaMemcpyHostToDevice, stream)));
   // Async from pageable memory is staged by the driver; whether CUPTI flags it async is not
   // ours to promise, so it is counted by kind and memory only.
   Count("HTOD", "PAGEABLE", false, n);
-  KP_CHECK(cudaStreamSynchronize(stream));
+  KP_CHECK(RECORDED(cudaStreamSynchronize, (stream)));
 
   // Device to host.
   n = 1 * kMiB + 12288;
-  KP_CHECK(cudaMemcpy(pageable2, dev, n, cudaMemcpyDeviceToHost));
+  KP_CHECK(RECORDED(cudaMemcpy, (pageable2, dev, n, cudaMemcpyDeviceToHost)));
   Count("DTOH", "PAGEABLE", false, n);
   n = 2 * kMiB + 16384;
-  KP_CHECK(cudaMemcpy(pinned2, dev, n, cudaMemcpyDeviceToHost));
+  KP_CHECK(RECORDED(cudaMemcpy, (pinned2, dev, n, cudaMemcpyDeviceToHost)));
   Count("DTOH", "PINNED", false, n);
   n = 3 * kMiB + 1024;
-  KP_CHECK(cudaMemcpyAsync(pinned2, dev, n, cudaMemcpyDeviceToHost, stream));
+  KP_CHECK(RECORDED(cudaMemcpyAsync, (pinned2, dev, n, cudaMemcpyDeviceToHost, stream)));
   Count("DTOH", "PINNED", true, n);
   n = 256 * 1024 + 128;
-  KP_CHECK(cudaMemcpyAsync(pageable2, dev, n, cudaMemcpyDeviceToHost, stream));
+  KP_CHECK(RECORDED(cudaMemcpyAsync, (pageable2, dev, n, cudaMemcpyDeviceToHost, stream)));
   Count("DTOH", "PAGEABLE", false, n);
-  KP_CHECK(cudaStreamSynchronize(stream));
+  KP_CHECK(RECORDED(cudaStreamSynchronize, (stream)));
 
   // Device to device.
   n = 4 * kMiB;
-  KP_CHECK(cudaMemcpy(dev2, dev, n, cudaMemcpyDeviceToDevice));
+  KP_CHECK(RECORDED(cudaMemcpy, (dev2, dev, n, cudaMemcpyDeviceToDevice)));
   Count("DTOD", nullptr, false, n);
   n = 5 * kMiB + 64;
-  KP_CHECK(cudaMemcpyAsync(dev2, dev, n, cudaMemcpyDeviceToDevice, stream));
+  KP_CHECK(RECORDED(cudaMemcpyAsync, (dev2, dev, n, cudaMemcpyDeviceToDevice, stream)));
   Count("DTOD", nullptr, false, n);
-  KP_CHECK(cudaStreamSynchronize(stream));
+  KP_CHECK(RECORDED(cudaStreamSynchronize, (stream)));
 
   // Host to host through the CUDA API (pinned to pinned).
   n = 640 * 1024;
-  KP_CHECK(cudaMemcpy(pinned2, pinned, n, cudaMemcpyHostToHost));
+  KP_CHECK(RECORDED(cudaMemcpy, (pinned2, pinned, n, cudaMemcpyHostToHost)));
   Count("HTOH", nullptr, false, n);
 
   // 2D: 64 rows of 1000 bytes from a pinned buffer (pitch 1024) into a pitched allocation.
   char* pitched;
   size_t pitch = 0;
-  KP_CHECK(cudaMallocPitch(reinterpret_cast<void**>(&pitched), &pitch, 1000, 64));
-  KP_CHECK(cudaMemcpy2D(pitched, pitch, pinned, 1024, 1000, 64, cudaMemcpyHostToDevice));
+  KP_CHECK(RECORDED(cudaMallocPitch, (reinterpret_cast<void**>(&pitched), &pitch, 1000, 64)));
+  KP_CHECK(
+      RECORDED(cudaMemcpy2D, (pitched, pitch, pinned, 1024, 1000, 64, cudaMemcpyHostToDevice)));
   Count("HTOD", "PINNED", false, 1000 * 64);
 
   // Peer copy when a second GPU can reach the first.
@@ -115,14 +165,14 @@ int main() {
     KP_CHECK(cudaDeviceEnablePeerAccess(1, 0));
     char* remote;
     KP_CHECK(cudaSetDevice(1));
-    KP_CHECK(cudaMalloc(&remote, kMiB));
+    KP_CHECK(RECORDED(cudaMalloc, (&remote, kMiB)));
     KP_CHECK(cudaSetDevice(0));
     n = 1 * kMiB;
-    KP_CHECK(cudaMemcpyPeer(remote, 1, dev, 0, n));
+    KP_CHECK(RECORDED(cudaMemcpyPeer, (remote, 1, dev, 0, n)));
     Count("PTOP", nullptr, false, n);
-    KP_CHECK(cudaDeviceSynchronize());
+    KP_CHECK(RECORDED(cudaDeviceSynchronize, ()));
     KP_CHECK(cudaSetDevice(1));
-    KP_CHECK(cudaFree(remote));
+    KP_CHECK(RECORDED(cudaFree, (remote)));
     KP_CHECK(cudaSetDevice(0));
     did_peer = true;
     std::printf("info memcpy_kinds: peer copy done (device 0 -> 1, %zu bytes)\n", n);
@@ -133,18 +183,18 @@ int main() {
 
   // Memsets.
   unsigned long long memset_bytes = 0;
-  KP_CHECK(cudaMemset(dev, 0x5a, 1 * kMiB + 32));
+  KP_CHECK(RECORDED(cudaMemset, (dev, 0x5a, 1 * kMiB + 32)));
   memset_bytes += 1 * kMiB + 32;
-  KP_CHECK(cudaMemsetAsync(dev2, 0x11, 768 * 1024, stream));
+  KP_CHECK(RECORDED(cudaMemsetAsync, (dev2, 0x11, 768 * 1024, stream)));
   memset_bytes += 768 * 1024;
-  KP_CHECK(cudaStreamSynchronize(stream));
-  KP_CHECK(cudaDeviceSynchronize());
+  KP_CHECK(RECORDED(cudaStreamSynchronize, (stream)));
+  KP_CHECK(RECORDED(cudaDeviceSynchronize, ()));
 
-  KP_CHECK(cudaFree(pitched));
-  KP_CHECK(cudaFree(dev));
-  KP_CHECK(cudaFree(dev2));
-  KP_CHECK(cudaFreeHost(pinned));
-  KP_CHECK(cudaFreeHost(pinned2));
+  KP_CHECK(RECORDED(cudaFree, (pitched)));
+  KP_CHECK(RECORDED(cudaFree, (dev)));
+  KP_CHECK(RECORDED(cudaFree, (dev2)));
+  KP_CHECK(RECORDED(cudaFreeHost, (pinned)));
+  KP_CHECK(RECORDED(cudaFreeHost, (pinned2)));
   std::free(pageable);
   std::free(pageable2);
   KP_CHECK(cudaStreamDestroy(stream));
@@ -161,5 +211,21 @@ int main() {
   Expect("memsets=2");
   Expect("memset_bytes=%llu", memset_bytes);
   Expect("kernels=0");
+  const bool runtime_names = RuntimeApiNames();
+  if (runtime_names) {
+    for (const char* key :
+         {"cudaMemcpy", "cudaMemset", "cudaStreamSynchronize", "cudaDeviceSynchronize",
+          "cudaMalloc", "cudaMallocHost", "cudaFree", "cudaFreeHost"}) {
+      ExpectApiCount(key, true);
+    }
+    // The driver calls they reach are not recorded a second time.
+    for (const char* key : {"cuMem", "cuStream", "cuCtx"}) Expect("api_count[%s]=0", key);
+  } else {
+    for (const char* key : {"cuMemcpy", "cuMemset", "cuStreamSynchronize", "cuCtxSynchronize",
+                            "cuMemAlloc", "cuMemHostAlloc", "cuMemFree", "cuMemFreeHost"}) {
+      ExpectApiCount(key, false);
+    }
+    Expect("api_count[cuda]=0");
+  }
   return 0;
 }
