@@ -53,7 +53,7 @@ constexpr Reaches kReaches[] = {
     {"cudaDeviceSynchronize", "cuCtxSynchronize"},
     {"cudaMalloc", "cuMemAlloc"},
     {"cudaMallocPitch", "cuMemAlloc"},
-    {"cudaMallocHost", "cuMemHostAlloc"},
+    {"cudaHostAlloc", "cuMemHostAlloc"},
     {"cudaFree", "cuMemFree"},
     {"cudaFreeHost", "cuMemFreeHost"},
 };
@@ -95,8 +95,8 @@ int main() {
   std::memset(pageable, 1, kBig);
   std::memset(pageable2, 2, kBig);
   char *pinned, *pinned2;
-  KP_CHECK(RECORDED(cudaMallocHost, (&pinned, kBig)));
-  KP_CHECK(RECORDED(cudaMallocHost, (&pinned2, kBig)));
+  KP_CHECK(RECORDED(cudaHostAlloc, (&pinned, kBig, cudaHostAllocDefault)));
+  KP_CHECK(RECORDED(cudaHostAlloc, (&pinned2, kBig, cudaHostAllocDefault)));
   char *dev, *dev2;
   KP_CHECK(RECORDED(cudaMalloc, (&dev, kBig)));
   KP_CHECK(RECORDED(cudaMalloc, (&dev2, kBig)));
@@ -215,7 +215,7 @@ int main() {
   if (runtime_names) {
     for (const char* key :
          {"cudaMemcpy", "cudaMemset", "cudaStreamSynchronize", "cudaDeviceSynchronize",
-          "cudaMalloc", "cudaMallocHost", "cudaFree", "cudaFreeHost"}) {
+          "cudaMalloc", "cudaHostAlloc", "cudaFree", "cudaFreeHost"}) {
       ExpectApiCount(key, true);
     }
     // The driver calls they reach are not recorded a second time.
