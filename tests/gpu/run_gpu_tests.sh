@@ -166,7 +166,7 @@ main() {
       "$bin/nvtx_early" && check_trace nvtx_early "$traces/nvtx_early.kptrace" "$WORK/nvtx_early.out"
   fi
 
-  # KP_API=launch-runtime: the calls under their runtime names, each launch once.
+  # KP_API=launch-runtime: the calls under their runtime names, none of the driver calls they reach.
   for p in multistream memcpy_kinds graph; do
     [[ -x "$bin/$p" ]] || continue
     run_case "$p-launch-runtime" 0 "$KPTRACE" run --api launch-runtime \

@@ -2,9 +2,10 @@
 // from pageable and pinned memory, sync and async; device-to-device; host-to-host through
 // cudaMemcpy; a 2D copy; a peer copy when a second GPU is there; cudaMemset and cudaMemsetAsync.
 // Each copy size is distinct so a wrong byte count shows which copy it came from. The program
-// also names each API call it makes, so the trace must hold each call once: as the driver call it
-// reaches by default (cuMemcpy*, cuMemAlloc* ...), under its runtime name with
-// KP_API=launch-runtime.
+// also names each API call it makes, and the trace must hold as many calls of each family (copies,
+// memsets, each kind of synchronization, allocation and free) and as many in all: by default as
+// the driver calls they reach (cuMemcpy*, cuMemAlloc* ...) with no runtime name, with
+// KP_API=launch-runtime under their runtime names with none of those driver calls.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -36,8 +37,9 @@ void Count(const std::string& kind, const char* host_memory, bool async, size_t 
   }
 }
 
-// The driver call each runtime call reaches, as a prefix of its CUPTI name (which carries a
-// version suffix such as _v2).
+// The driver call each runtime call reaches, as the start of its CUPTI name (which may go on
+// with a variant and a version: cuMemcpyHtoD_v2, cuMemcpy2DUnaligned_v2, cuMemAllocPitch_v2).
+// cudaMemcpyPeer's (2+ GPUs only) is checked by its family alone.
 struct Reaches {
   const char* runtime;
   const char* driver;
@@ -72,8 +74,9 @@ const Reaches& Made(const char* runtime_name) {
 // A call kp records: the program notes it, then makes it.
 #define RECORDED(fn, args) (Made(#fn), fn args)
 
-// api_count[KEY] counts the trace's API names that contain KEY, so the expectation counts the
-// same way over the names of the calls made.
+// api_count[KEY] counts the trace's API names that contain KEY; the expectation counts the
+// same way over the names above. That agrees only for keys no longer than those names (a key
+// such as cuMemcpyHtoD would expect 0), which every key below is.
 void ExpectApiCount(const char* key, bool runtime_names) {
   int n = 0;
   for (const Reaches* r : made)
@@ -227,5 +230,7 @@ int main() {
     }
     Expect("api_count[cuda]=0");
   }
+  // In all: no other call recorded (every runtime and driver name contains "cu").
+  Expect("api_count[cu]=%zu", made.size());
   return 0;
 }
