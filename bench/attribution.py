@@ -25,7 +25,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from run_bench import median, parse_cpu_list, parse_floor_line, parse_json_lines  # noqa: E402
+from run_bench import (FLOOR_KINDS_OF_KP_DEFAULTS, median, parse_cpu_list,  # noqa: E402
+                       parse_floor_line, parse_json_lines)
 
 # name -> (kind of tool, setting). Floor settings are KPFLOOR_KINDS; kp settings KP_* pairs.
 PRESETS = {
@@ -44,8 +45,8 @@ PRESETS = {
     "f_cb_sync": ("floor", "kernel,cb_sync"),
     "f_lazy_copy": ("floor", "kernel,lazy_copy"),
     "f_old_default": ("floor", "kernel,memcpy,memset,api_launch,nvtx,sync,overhead"),
-    # What kp enables by default (run_bench.FLOOR_KINDS_OF_KP_DEFAULTS).
-    "f_default": ("floor", "kernel,nvtx,cb_api,lazy_copy,driver_only"),
+    # What kp enables by default.
+    "f_default": ("floor", FLOOR_KINDS_OF_KP_DEFAULTS),
     "kp_kernel": ("kp", {"KP_ACTIVITIES": "kernel"}),
     "kp_default": ("kp", {}),
     "kp_old_default": ("kp", {"KP_ACTIVITIES": "kernel,memcpy,memset,api,nvtx,sync,overhead",

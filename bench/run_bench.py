@@ -555,7 +555,7 @@ class Bench:
             # the launch calls, kp without API records (copy kinds then on from the start, as
             # without callbacks kp cannot wait for the first copy), kp injected directly, and kp
             # without the periodic CUPTI flush and chunk.
-            "floor_no_cb_api": dict(floor("kernel,nvtx,lazy_copy,driver_only"), workloads=("launch_loop",)),
+            "floor_no_cb_api": dict(floor(FLOOR_KINDS_WITHOUT_CB_API), workloads=("launch_loop",)),
             "kp_api_none": {"env": {"KP_API": "none"}, "kp": True, "workloads": ("launch_loop",)},
             "kp_direct": {"env": {}, "kp": True, "direct": True, "workloads": ("launch_loop",)},
             "kp_flush_off": {"env": {"KP_FLUSH_MS": "600000"}, "kp": True,
@@ -870,6 +870,9 @@ LAUNCH_ATTRIBUTION = (
 # NVTX marker activity, callbacks on the driver form of the launch-related calls, copy kinds at
 # the first copy) and for kp's former defaults (KP_API=launch-activity, sync and overhead on).
 FLOOR_KINDS_OF_KP_DEFAULTS = "kernel,nvtx,cb_api,lazy_copy,driver_only"
+# The same without the callbacks on the launch calls (the floor_no_cb_api tool).
+FLOOR_KINDS_WITHOUT_CB_API = ",".join(
+    k for k in FLOOR_KINDS_OF_KP_DEFAULTS.split(",") if k != "cb_api")
 # bench/paired_cost.py --alternate 10 --cycles 20 --lead 10 --probes with the tools the targets
 # name: ten lead blocks (about a second of training steps) and the CPU probes let what a tool
 # leaves on while off be read from the steps taken in the machine's fast state on both sides.
@@ -1167,7 +1170,7 @@ def build_report(setup, runs, soak, convert, phases, notes, launch_mode, total_s
         for label, kp_part, floor_part in attribution:
             lines.append("| %s | %s | %s |" % (label, _fmt(kp_part), _fmt(floor_part)))
         lines += ["", "floor_no_cb_api = the floor without callbacks on the launch calls "
-                  "(KPFLOOR_KINDS=kernel,nvtx,lazy_copy,driver_only); kp_api_none = kp with KP_API=none; "
+                  "(KPFLOOR_KINDS=" + FLOOR_KINDS_WITHOUT_CB_API + "); kp_api_none = kp with KP_API=none; "
                   "kp_direct = kp through CUDA_INJECTION64_PATH; kp_flush_off = KP_FLUSH_MS=600000."]
     default_bpk = table.get(("launch_loop", "us_per_launch", "kp"), {}).get("bytes_per_kernel")
     lines.append("")

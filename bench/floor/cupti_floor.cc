@@ -473,12 +473,11 @@ void StartTracing() {
     bool known = false;
     for (const char* k : kKnown) known = known || word == k;
     if (!known) {
-      std::fprintf(stderr,
-                   "kpfloor: KPFLOOR_KINDS: unknown '%s'; accepted: kernel, memcpy, memset, sync, "
-                   "overhead, nvtx, graph, runtime, driver, api_launch, cb_launch, "
-                   "cb_launch_runtime, cb_launch_driver, cb_copy, cb_sync, cb_api, cb_nvtx, "
-                   "lazy_copy, latency, driver_only, none; the floor records nothing\n",
-                   word.c_str());
+      std::string accepted;
+      for (const char* k : kKnown) accepted += (accepted.empty() ? "" : ", ") + std::string(k);
+      std::fprintf(
+          stderr, "kpfloor: KPFLOOR_KINDS: unknown '%s'; accepted: %s; the floor records nothing\n",
+          word.c_str(), accepted.c_str());
       return;
     }
     start = end + 1;
