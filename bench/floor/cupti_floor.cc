@@ -14,7 +14,8 @@
 //   cb_launch (callbacks on the kernel-launch cbids), cb_launch_runtime / cb_launch_driver (the
 //   same in the runtime or the driver domain only), cb_copy (callbacks on memcpy/memset cbids),
 //   cb_sync (callbacks on the synchronization cbids), cb_api (callbacks on kp's whole
-//   launch-related selection), cb_nvtx (the NVTX callback domain),
+//   launch-related selection), cb_nvtx (the NVTX callback domain), cb_reset (the runtime
+//   domain's cudaDeviceReset callback alone: what one enabled runtime cbid costs the other calls),
 //   lazy_copy (memcpy/memset kinds enabled at the first copy/memset API callback; implies
 //   callbacks on those cbids), latency (cuptiActivityEnableLatencyTimestamps: kernel records
 //   carry `queued` and `submitted`; on from start-up, windows or not),
@@ -362,6 +363,10 @@ void SwitchKinds(bool on) {
       EnableCallbacksWhere(g_subscriber, IsSelectedName, on, g_callback_domain);
     }
     if (Has(kinds, "cb_nvtx")) cuptiEnableDomain(flag, g_subscriber, CUPTI_CB_DOMAIN_NVTX);
+    if (Has(kinds, "cb_reset")) {
+      cuptiEnableCallback(flag, g_subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
+                          CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
+    }
     g_lazy_copy = Has(kinds, "lazy_copy");
   }
   if (Has(kinds, "kernel")) kind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "switch CONCURRENT_KERNEL");
@@ -445,27 +450,13 @@ void StartTracing() {
   const char* memcpy_setting = std::getenv("KPFLOOR_MEMCPY");
   if (memcpy_setting != nullptr && std::strcmp(memcpy_setting, "0") == 0) kinds = "kernel";
   if (const char* setting = std::getenv("KPFLOOR_KINDS")) kinds = setting;
-  static constexpr const char* kKnown[] = {"kernel",
-                                           "memcpy",
-                                           "memset",
-                                           "sync",
-                                           "overhead",
-                                           "nvtx",
-                                           "graph",
-                                           "runtime",
-                                           "driver",
-                                           "api_launch",
-                                           "cb_launch",
-                                           "cb_launch_runtime",
-                                           "cb_launch_driver",
-                                           "cb_copy",
-                                           "cb_sync",
-                                           "cb_api",
-                                           "cb_nvtx",
-                                           "lazy_copy",
-                                           "latency",
-                                           "driver_only",
-                                           "none"};
+  static constexpr const char* kKnown[] = {
+      "kernel",           "memcpy",     "memset",    "sync",
+      "overhead",         "nvtx",       "graph",     "runtime",
+      "driver",           "api_launch", "cb_launch", "cb_launch_runtime",
+      "cb_launch_driver", "cb_copy",    "cb_sync",   "cb_api",
+      "cb_nvtx",          "cb_reset",   "lazy_copy", "latency",
+      "driver_only",      "none"};
   for (size_t start = 0; start <= kinds.size();) {
     size_t end = kinds.find(',', start);
     if (end == std::string::npos) end = kinds.size();
