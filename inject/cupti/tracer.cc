@@ -46,9 +46,9 @@ namespace {
 
 constexpr size_t kBufferBytes = 8u << 20;
 constexpr size_t kDeviceBufferPoolLimit = 1024;
-// A terminating signal waits at most this long for the trace to be finished (issue: <= 1 s),
-// plus at most kSignalLockWaitMs for a cudaDeviceReset flush holding the shutdown lock: the two
-// waits have separate budgets, so a slow lock never eats the finish's time.
+// A terminating signal waits at most this long for the trace to be finished (<= 1 s), plus at
+// most kSignalLockWaitMs for an exit finish or a detach holding the shutdown lock: the two waits
+// have separate budgets, so a slow lock never eats the finish's time.
 constexpr uint32_t kSignalFinishTimeoutMs = 1000;
 constexpr uint32_t kSignalLockWaitMs = 500;
 // Within a signal's finish: how long a PM sampler still in its set-up is waited for (it ends its
@@ -78,7 +78,7 @@ std::once_flag g_init_once;
 std::atomic<bool> g_active{false};         // tracing runs; cleared at exit or on a fatal error
 std::atomic<bool> g_in_fork_child{false};  // CUPTI calls hang in a fork child (docs/cupti.md)
 std::atomic<bool> g_exit_done{false};
-std::mutex g_shutdown_mutex;  // serializes exit-time shutdown with cudaDeviceReset's flush
+std::mutex g_shutdown_mutex;  // serializes exit-time shutdown, a signal's finish and the detach
 thread_local bool t_in_callback = false;
 // Set when the process creates its first CUDA context: only then is the trace file created, so
 // a process that never uses the GPU (a launcher, a compile worker that only queries the device)
@@ -197,15 +197,6 @@ void CUPTIAPI BufferCompleted(CUcontext context, uint32_t stream_id, uint8_t* bu
   }
 }
 
-// cudaDeviceReset: flush what CUPTI holds. Metrics of the reset device's context are flushed by
-// its CONTEXT_DESTROY_STARTING callback; other devices' profilers stay on.
-void FlushForReset() {
-  if (Detach().quiet()) return;  // before the lock: the finalize may hold it
-  std::lock_guard<std::mutex> lock(g_shutdown_mutex);
-  if (!CuptiUsable() || g_exit_done.load() || Detach().quiet()) return;
-  cuptiActivityFlushAll(0);
-}
-
 void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
   if (Detach().quiet()) return;  // CUPTI is being detached: nothing more is traced
   if (g_state->pc_sampler) g_state->pc_sampler->OnResource(cbid, data);
@@ -220,6 +211,7 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
     if (g_state->collector) g_state->collector->OnContextCreated(data->context, device);
     if (g_state->pm_sampling) g_state->pm_sampling->OnContextCreated(data->context, device);
   } else if (cbid == CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING) {
+    // Also how cudaDeviceReset's records are flushed: the reset destroys the context.
     if (g_state->collector) g_state->collector->OnContextDestroying(data->context);
     if (g_state->pm_sampling) g_state->pm_sampling->OnContextDestroying(data->context);
     cuptiActivityFlushAll(0);
@@ -244,10 +236,7 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
       case CUPTI_CB_DOMAIN_DRIVER_API: {
         const auto* data = static_cast<const CUpti_CallbackData*>(cbdata);
         if (g_state->api_calls != nullptr) g_state->api_calls->OnCallback(domain, cbid, data);
-        if (domain == CUPTI_CB_DOMAIN_RUNTIME_API &&
-            cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020) {
-          if (data->callbackSite == CUPTI_API_ENTER) FlushForReset();
-        } else if (g_state->collector && MetricsCollector::IsCaptureCbid(domain, cbid)) {
+        if (g_state->collector && MetricsCollector::IsCaptureCbid(domain, cbid)) {
           g_state->collector->OnStreamCapture(domain, cbid, data);
         } else if (g_state->collector && g_state->collector->wants_launch_callbacks()) {
           g_state->collector->OnLaunch(domain, cbid, data);
@@ -343,7 +332,7 @@ void AtExit() {
 }
 
 // On kp's signal thread (termination_signals.h). The signal may have interrupted a thread that
-// holds g_shutdown_mutex (exit or cudaDeviceReset in progress): try for a bounded time only.
+// holds g_shutdown_mutex (an exit finish or the detach in progress): try for a bounded time only.
 void FinishOnSignal(int signo) {
   try {
     using Clock = std::chrono::steady_clock;
@@ -450,13 +439,16 @@ void EnableActivities(const Config& c, bool on = true) {
   if (on) DumpDevicesOnce();
 }
 
+// No runtime-API callback unless something asks for one (KP_API=launch-runtime, metrics, the
+// cudaProfilerStart trigger): one enabled runtime cbid, even on a call the program never makes,
+// costs on PyTorch's tiny ops (bench/results/paired_cost_h200.md, run 22), presumably because
+// every runtime call then passes through CUPTI's runtime hook. The defaults' callbacks are
+// exactly the benchmark floor's.
 void EnableCallbacks(CUpti_SubscriberHandle sub, MetricsCollector* collector) {
   if (g_state->api_calls != nullptr) g_state->api_calls->EnableCallbacks(sub);
   cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
   cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE,
                       CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
-  cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API,
-                      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceReset_v3020);
   cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
   if (collector == nullptr) return;
   if (collector->wants_nvtx_callbacks()) cuptiEnableDomain(1, sub, CUPTI_CB_DOMAIN_NVTX);
