@@ -568,10 +568,12 @@ std::string OneShapeTrace(const std::string& path, int pid, const std::string& n
 }
 
 // Each kernel event of the conversion of `files` as "pid name mangled-name grid" (Chrome JSON),
-// and as "name mangled-name grid" (Perfetto).
-std::multiset<std::string> ChromeKernels(const std::vector<std::string>& files) {
+// and as "name mangled-name grid" (Perfetto), written to `stem`.json / `stem`.pftrace. Each test
+// names its own files: ctest runs the tests of this file as parallel processes in one directory.
+std::multiset<std::string> ChromeKernels(const std::vector<std::string>& files,
+                                         const std::string& stem) {
   kp::ExportOptions opt;
-  opt.output = "shapes.json";
+  opt.output = stem + ".json";
   kp::ChromeExporter exporter(opt);
   EXPECT_TRUE(IsOk(ExportFiles(exporter, files)));
   std::multiset<std::string> seen;
@@ -585,9 +587,10 @@ std::multiset<std::string> ChromeKernels(const std::vector<std::string>& files) 
   return seen;
 }
 
-std::multiset<std::string> PerfettoKernels(const std::vector<std::string>& files) {
+std::multiset<std::string> PerfettoKernels(const std::vector<std::string>& files,
+                                           const std::string& stem) {
   kp::ExportOptions opt;
-  opt.output = "shapes.pftrace";
+  opt.output = stem + ".pftrace";
   kp::PerfettoExporter exporter(opt);
   EXPECT_TRUE(IsOk(ExportFiles(exporter, files)));
   kp_test::perfetto::Trace trace;
@@ -620,10 +623,10 @@ TEST(ShapeCaches, EachFileKeepsItsOwnShapes) {
   const std::string a = OneShapeTrace("shape_a.kptrace", 11, "_Z5alphav", 128);
   const std::string b = OneShapeTrace("shape_b.kptrace", 22, "_Z4betav", 64);
   const std::string alpha = "_Z5alphav _Z5alphav (128,1,1)", beta = "_Z4betav _Z4betav (64,1,1)";
-  EXPECT_EQ(ChromeKernels({a, b}),
+  EXPECT_EQ(ChromeKernels({a, b}, "shapes"),
             (std::multiset<std::string>{"11 " + alpha, "11 " + alpha, "11 " + alpha, "22 " + beta,
                                         "22 " + beta, "22 " + beta}));
-  EXPECT_EQ(PerfettoKernels({a, b}),
+  EXPECT_EQ(PerfettoKernels({a, b}, "shapes"),
             (std::multiset<std::string>{alpha, alpha, alpha, beta, beta, beta}));
 }
 
@@ -634,14 +637,14 @@ TEST(ShapeCaches, ASecondTraceInOneFileKeepsItsOwnNames) {
   const std::string both = "shape_ab.kptrace";
   {
     std::ofstream out(both, std::ios::binary);
-    out << ReadFile(OneShapeTrace("shape_a.kptrace", 11, "_Z5alphav", 128))
-        << ReadFile(OneShapeTrace("shape_b.kptrace", 11, "_Z4betav", 64));
+    out << ReadFile(OneShapeTrace("shape_ab_1.kptrace", 11, "_Z5alphav", 128))
+        << ReadFile(OneShapeTrace("shape_ab_2.kptrace", 11, "_Z4betav", 64));
   }
   const std::string alpha = "_Z5alphav _Z5alphav (128,1,1)", beta = "_Z4betav _Z4betav (64,1,1)";
-  EXPECT_EQ(ChromeKernels({both}),
+  EXPECT_EQ(ChromeKernels({both}, "shapes_ab"),
             (std::multiset<std::string>{"11 " + alpha, "11 " + alpha, "11 " + alpha, "11 " + beta,
                                         "11 " + beta, "11 " + beta}));
-  EXPECT_EQ(PerfettoKernels({both}),
+  EXPECT_EQ(PerfettoKernels({both}, "shapes_ab"),
             (std::multiset<std::string>{alpha, alpha, alpha, beta, beta, beta}));
 }
 
