@@ -440,10 +440,9 @@ void EnableActivities(const Config& c, bool on = true) {
 }
 
 // No runtime-API callback unless something asks for one (KP_API=launch-runtime, metrics, the
-// cudaProfilerStart trigger): one enabled runtime cbid, even on a call the program never makes,
-// costs on PyTorch's tiny ops (bench/results/paired_cost_h200.md, run 22), presumably because
-// every runtime call then passes through CUPTI's runtime hook. The defaults' callbacks are
-// exactly the benchmark floor's.
+// cudaProfilerStart trigger): a bare subscriber with one runtime cbid on, a call the program
+// never makes, read more on PyTorch's tiny ops (bench/results/paired_cost_h200.md, run 22; not
+// settled). The defaults' API-domain callbacks are the benchmark floor's.
 void EnableCallbacks(CUpti_SubscriberHandle sub, MetricsCollector* collector) {
   if (g_state->api_calls != nullptr) g_state->api_calls->EnableCallbacks(sub);
   cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RESOURCE, CUPTI_CBID_RESOURCE_CONTEXT_CREATED);

@@ -102,7 +102,8 @@ class MetricsCollector {
            cbid != CUPTI_DRIVER_TRACE_CBID_cuStreamEndCapture_ptsz;
   }
 
-  // At exit or cudaDeviceReset, before the final activity flush: stop, decode, post results.
+  // At the trace's finish (exit, signal), before the final activity flush: stop, decode, post
+  // results. (A context's destruction, cudaDeviceReset's too, goes to OnContextDestroying.)
   virtual void Shutdown() = 0;
 };
 
