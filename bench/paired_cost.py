@@ -21,6 +21,8 @@ Tools (each run pinned to the same CPUs, tools interleaved in a rotating order p
                outside the timed steps (PyTorch workloads only)
   floor_NAME   --floor-variant floor_NAME=KINDS: the floor with KPFLOOR_KINDS=KINDS (e.g.
                floor_rt=kernel,cb_launch_runtime), windowed like the floor
+  kp_NAME      --kp-variant kp_NAME=KP_VAR=VALUE[,KP_VAR=VALUE...]: kp as `kp` with these
+               settings in its environment (e.g. kp_noflush=KP_FLUSH_MS=600000)
 Workloads: launch (bench/workloads/launch_loop.cu, 3,000 empty-kernel launches per step), tiny
 (250 tiny PyTorch ops per step), train (one transformer training step per step).
 
@@ -77,6 +79,8 @@ FIRST, COUNT = 30, 30
 TOOLS = ("none", "kp", "kp_kernel", "floor", "floor_kernel", "torch_prof")
 # The floor tools' KPFLOOR_KINDS; --floor-variant adds to it (and to TOOLS).
 FLOOR_KINDS = {"floor": FLOOR_KINDS_OF_KP_DEFAULTS, "floor_kernel": "kernel"}
+# --kp-variant tools: kp with extra KP_* settings in its environment.
+KP_SETTINGS = {}
 WORKLOADS = ("launch", "tiny", "train")
 UNITS = {"launch": ("us/launch", 3000), "tiny": ("us/iter", 50), "train": ("ms/step", 1e-3)}
 
@@ -161,7 +165,8 @@ def command(args, work, workload, tool):
             return None
         argv += ["--torch-profiler-window", "%d,%d" % (FIRST, COUNT) if not ALTERNATE else
                  "%d,%d,%d" % (FIRST, COUNT, 2 * ALTERNATE)]
-    elif tool in ("kp", "kp_kernel"):
+    elif tool in ("kp", "kp_kernel") or tool in KP_SETTINGS:
+        env.update(KP_SETTINGS.get(tool, {}))
         kinds = ["--activities", "kernel"] if tool == "kp_kernel" else []
         argv = [os.path.join(args.dist, "bin", "kptrace"), "run", "-o",
                 os.path.join(work, "%s.kptrace" % workload), "--force", "--log", "quiet",
@@ -253,7 +258,7 @@ def run_one(args, work, workload, tool, pass_index):
         series = data.get(key)
         if series and len(series) == STEPS:
             row[key] = series
-    if tool in ("kp", "kp_kernel"):
+    if tool in ("kp", "kp_kernel") or tool in KP_SETTINGS:
         row["kp_kernels"] = kp_kernels(args, work, workload)
     floor_lines = [l for l in proc.stderr.splitlines() if l.startswith("kpfloor: ")]
     if floor_lines:
@@ -606,7 +611,7 @@ def tables(rows):
 
 
 def main(argv=None):
-    global TOOLS  # --floor-variant appends to it
+    global TOOLS  # --floor-variant and --kp-variant append to it
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dist", help="kp install prefix (bin/kptrace, lib/libkpinject.so)")
@@ -619,9 +624,14 @@ def main(argv=None):
     parser.add_argument("--arch", default="sm_90", help="nvcc -arch for the launch loop")
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--tools", default=None,
-                        help="comma list (default: every tool, --floor-variant ones included)")
+                        help="comma list (default: every tool, --floor-variant and --kp-variant "
+                        "ones included)")
     parser.add_argument("--floor-variant", action="append", default=[], metavar="floor_NAME=KINDS",
                         help="one more tool: the floor with these KPFLOOR_KINDS (repeatable)")
+    parser.add_argument("--kp-variant", action="append", default=[],
+                        metavar="kp_NAME=KP_VAR=VALUE[,KP_VAR=VALUE...]",
+                        help="one more tool: kp with these settings in its environment "
+                        "(repeatable)")
     parser.add_argument("--segment", type=int, default=30,
                         help="steps before, inside and after the window (each)")
     parser.add_argument("--alternate", type=int, default=0, metavar="BLOCK",
@@ -655,6 +665,15 @@ def main(argv=None):
         if not name.startswith("floor_") or name in TOOLS or not kinds:
             parser.error("--floor-variant %r is not floor_NAME=KINDS with a new NAME" % variant)
         FLOOR_KINDS[name] = kinds
+        TOOLS = TOOLS + (name,)
+    for variant in args.kp_variant:
+        name, _, settings = variant.partition("=")
+        pairs = [p.partition("=") for p in settings.split(",")]
+        if (not name.startswith("kp_") or name in TOOLS or not settings or
+                any(not var.startswith("KP_") or not eq for var, eq, _ in pairs)):
+            parser.error("--kp-variant %r is not kp_NAME=KP_VAR=VALUE[,KP_VAR=VALUE...] with a "
+                         "new NAME" % variant)
+        KP_SETTINGS[name] = {var: value for var, _, value in pairs}
         TOOLS = TOOLS + (name,)
     workloads = [w for w in args.workloads.split(",") if w]
     tools = [t for t in (args.tools or ",".join(TOOLS)).split(",") if t]

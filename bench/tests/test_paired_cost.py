@@ -99,6 +99,23 @@ class CommandTest(unittest.TestCase):
                 with self.assertRaises(SystemExit):
                     pc.main(["/d", "--floor-variant", bad])
 
+    def test_kp_variant_is_kp_with_its_own_settings(self):
+        pc.KP_SETTINGS["kp_noflush"] = {"KP_FLUSH_MS": "600000", "KP_COMPRESSION": "none"}
+        try:
+            argv, env = pc.command(args_for("/d"), "/w", "tiny", "kp_noflush")
+            kp_argv, kp_env = pc.command(args_for("/d"), "/w", "tiny", "kp")
+        finally:
+            del pc.KP_SETTINGS["kp_noflush"]
+        self.assertEqual(argv, kp_argv)  # the same kptrace run, window and workload
+        self.assertEqual(env["KP_FLUSH_MS"], "600000")
+        self.assertEqual(env["KP_COMPRESSION"], "none")
+        self.assertNotEqual(kp_env.get("KP_FLUSH_MS"), "600000")
+        with contextlib.redirect_stderr(io.StringIO()):
+            for bad in ("noflush=KP_FLUSH_MS=1", "kp_kernel=KP_FLUSH_MS=1", "kp_x=",
+                        "kp_x=FLUSH_MS=1", "kp_x=KP_FLUSH_MS"):
+                with self.assertRaises(SystemExit):
+                    pc.main(["/d", "--kp-variant", bad])
+
     def test_torch_profiler_only_for_pytorch(self):
         self.assertIsNone(pc.command(args_for("/d"), "/w", "launch", "torch_prof"))
         argv, _ = pc.command(args_for("/d"), "/w", "tiny", "torch_prof")
