@@ -22,7 +22,8 @@ Tools (each run pinned to the same CPUs, tools interleaved in a rotating order p
   floor_NAME   --floor-variant floor_NAME=KINDS: the floor with KPFLOOR_KINDS=KINDS (e.g.
                floor_rt=kernel,cb_launch_runtime), windowed like the floor
   kp_NAME      --kp-variant kp_NAME=KP_VAR=VALUE[,KP_VAR=VALUE...]: kp as `kp` with these
-               settings in its environment (e.g. kp_noflush=KP_FLUSH_MS=600000)
+               settings in its environment (e.g. kp_noflush=KP_FLUSH_MS=600000; a value may
+               be a list: kp_kn=KP_ACTIVITIES=kernel,nvtx,KP_FLUSH_MS=5000)
 Workloads: launch (bench/workloads/launch_loop.cu, 3,000 empty-kernel launches per step), tiny
 (250 tiny PyTorch ops per step), train (one transformer training step per step).
 
@@ -64,6 +65,7 @@ Writes paired_cost.md and paired_cost_raw.jsonl under --out; prints the tables a
 import argparse
 import json
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -668,7 +670,8 @@ def main(argv=None):
         TOOLS = TOOLS + (name,)
     for variant in args.kp_variant:
         name, _, settings = variant.partition("=")
-        pairs = [p.partition("=") for p in settings.split(",")]
+        # A comma starts the next setting only before "KP_": values may be lists themselves.
+        pairs = [p.partition("=") for p in re.split(r",(?=KP_)", settings)]
         if (not name.startswith("kp_") or name in TOOLS or not settings or
                 any(not var.startswith("KP_") or not eq for var, eq, _ in pairs)):
             parser.error("--kp-variant %r is not kp_NAME=KP_VAR=VALUE[,KP_VAR=VALUE...] with a "

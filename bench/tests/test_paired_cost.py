@@ -116,6 +116,19 @@ class CommandTest(unittest.TestCase):
                 with self.assertRaises(SystemExit):
                     pc.main(["/d", "--kp-variant", bad])
 
+    def test_kp_variant_settings_may_hold_lists(self):
+        tools = pc.TOOLS
+        try:
+            with contextlib.redirect_stderr(io.StringIO()), self.assertRaises(SystemExit):
+                # Parsed, then refused for the unknown workload: the variant was taken.
+                pc.main(["/d", "--kp-variant", "kp_kn=KP_ACTIVITIES=kernel,nvtx,KP_FLUSH_MS=5",
+                         "--workloads", "nope"])
+            self.assertEqual(pc.KP_SETTINGS["kp_kn"],
+                             {"KP_ACTIVITIES": "kernel,nvtx", "KP_FLUSH_MS": "5"})
+        finally:
+            pc.KP_SETTINGS.pop("kp_kn", None)
+            pc.TOOLS = tools
+
     def test_torch_profiler_only_for_pytorch(self):
         self.assertIsNone(pc.command(args_for("/d"), "/w", "launch", "torch_prof"))
         argv, _ = pc.command(args_for("/d"), "/w", "tiny", "torch_prof")
