@@ -135,12 +135,13 @@ main() {
     fi
   done
 
-  # Launcher runs; the first three also save their raw CUPTI buffers for the decoder tests.
+  # Launcher runs; multistream, memcpy_kinds and nvtx_threads also save their raw CUPTI buffers
+  # for the decoder tests. device_reset: the records of a context cudaDeviceReset destroys.
   local p
-  for p in multistream memcpy_kinds graph nvtx_threads; do
+  for p in multistream memcpy_kinds graph nvtx_threads device_reset; do
     [[ -x "$bin/$p" ]] || continue
     local dump=()
-    if [[ $p != graph ]]; then
+    if [[ $p != graph && $p != device_reset ]]; then
       mkdir -p "$WORK/cupti_buffers/$p"
       dump=(env "KP_DUMP_BUFFERS=$WORK/cupti_buffers/$p")
     fi
