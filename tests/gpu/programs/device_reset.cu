@@ -1,5 +1,5 @@
 // device_reset.cu: work before and after cudaDeviceReset. The reset destroys the primary context
-// while its records may still sit in CUPTI's buffers; kp flushes them when the context's
+// while its records still sit in CUPTI's buffers; kp flushes them when the context's
 // destruction starts, so the trace must hold the kernels and copies of both contexts, each
 // linked to its launch or copy call, with nothing dropped.
 #include <cuda_runtime.h>
@@ -32,7 +32,9 @@ int main() {
   KP_CHECK(cudaMemcpy(data, host.data(), kBytes, cudaMemcpyHostToDevice));
   for (int i = 0; i < kBefore; ++i) reset_before_kernel<<<grid, block>>>(data, kN);
   KP_CHECK(cudaGetLastError());
-  // No synchronization and no free: the reset itself waits for the work and drops the context.
+  // Finished but not freed: the reset drops the context with the records still in CUPTI's
+  // buffers (a buffer is handed over only when full, flushed, or at exit).
+  KP_CHECK(cudaDeviceSynchronize());
   KP_CHECK(cudaDeviceReset());
 
   KP_CHECK(cudaMalloc(&data, kBytes));
