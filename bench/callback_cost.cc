@@ -2,15 +2,17 @@
 // (inject/cupti/api_call_recorder.cc) beside the floor's (bench/floor/cupti_floor.cc), without a
 // GPU: both functions are called directly with CUpti_CallbackData as CUPTI fills it.
 //
-// One "launch" is what CUPTI delivers for one cudaLaunchKernel with kp's default callbacks:
-// runtime ENTER, the nested cuLaunchKernel's driver ENTER and EXIT (same correlation id), runtime
-// EXIT. kp's rings are drained between blocks of 4096 launches, untimed, through the real
-// ActivityDecoder and TraceEncoder (zstd:3), so what is timed is the callbacks alone on a warm
-// ring; the cross-core traffic of libkpinject's separate encoder thread is not in it. Rounds
-// alternate floor and kp; the medians over rounds are printed in ns per launch, with the cost
-// of the timestamp sources beside them and the offset between cuptiGetTimestamp and
-// CLOCK_REALTIME (the same clock when it is within the bracketing window printed beside it).
-// The loops themselves are in libkp_callback_cost_rounds.so (callback_cost_rounds.cc).
+// One "launch" is what CUPTI delivers for one cudaLaunchKernel: with kp's default callbacks
+// (KP_API=launch, the floor's driver_only) the cuLaunchKernel it reaches, ENTER and EXIT; with
+// KP_API=launch-runtime also the runtime call's ENTER before and EXIT after (same correlation
+// id). Both are timed, the default first. kp's rings are drained between blocks of 4096 launches,
+// untimed, through the real ActivityDecoder and TraceEncoder (zstd:3), so what is timed is the
+// callbacks alone on a warm ring; the cross-core traffic of libkpinject's separate encoder thread
+// is not in it. Rounds alternate floor and kp; the medians over rounds are printed in ns per
+// launch, with the cost of the timestamp sources beside them and the offset between
+// cuptiGetTimestamp and CLOCK_REALTIME (the same clock when it is within the bracketing window
+// printed beside it). The loops themselves are in libkp_callback_cost_rounds.so
+// (callback_cost_rounds.cc).
 //
 // Usage: kp_callback_cost [--launches N] [--rounds R]   (ctest: callback_cost, disabled by default)
 #include <cupti.h>
@@ -104,41 +106,48 @@ int main(int argc, char** argv) {
     }
   }
 
-  KpSide* kp = NewKpSide();
-  KpSide& kp_side = *kp;
+  std::printf("callback cost, %ld launches x %d rounds (medians; load average %s)\n", launches,
+              rounds, LoadAverage().c_str());
+  uint64_t dropped = 0;
   uint32_t correlation = 0;
-  std::vector<double> floor_ns, kp_ns, kp_off_ns, empty_ns, cupti_ts, realtime_ts;
-  FloorRound(launches / 10);  // warm-up: code, rings, caches
-  KpRound(kp_side, launches / 10, &correlation);
-  for (int r = 0; r < rounds; ++r) {
-    if (r % 2 == 0) {
-      floor_ns.push_back(FloorRound(launches));
-      kp_ns.push_back(KpRound(kp_side, launches, &correlation));
-    } else {
-      kp_ns.push_back(KpRound(kp_side, launches, &correlation));
-      floor_ns.push_back(FloorRound(launches));
+  // The default first (driver callbacks only), then KP_API=launch-runtime's four per launch.
+  for (const bool driver_only : {true, false}) {
+    KpSide* kp = NewKpSide(driver_only);
+    std::vector<double> floor_ns, kp_ns, kp_off_ns, empty_ns;
+    FloorRound(launches / 10, driver_only);  // warm-up: code, rings, caches
+    KpRound(*kp, launches / 10, &correlation);
+    for (int r = 0; r < rounds; ++r) {
+      if (r % 2 == 0) {
+        floor_ns.push_back(FloorRound(launches, driver_only));
+        kp_ns.push_back(KpRound(*kp, launches, &correlation));
+      } else {
+        kp_ns.push_back(KpRound(*kp, launches, &correlation));
+        floor_ns.push_back(FloorRound(launches, driver_only));
+      }
+      kp_off_ns.push_back(KpOffRound(*kp, launches, &correlation));
+      empty_ns.push_back(EmptyRound(launches, driver_only));
     }
-    kp_off_ns.push_back(KpOffRound(kp_side, launches, &correlation));
-    empty_ns.push_back(EmptyRound(launches));
+    const uint64_t side_dropped = KpDropped(kp);
+    dropped += side_dropped;
+    DeleteKpSide(kp);
+    const int callbacks = driver_only ? 2 : 4;
+    std::printf("%s (%d callbacks per launch):\n",
+                driver_only ? "driver callbacks only (KP_API=launch, floor driver_only)"
+                            : "runtime and driver callbacks (KP_API=launch-runtime)",
+                callbacks);
+    std::printf("  floor (bench/floor OnCallback):         %7.1f ns/launch\n", Median(floor_ns));
+    std::printf("  kp (ApiCallRecorder::OnCallback):       %7.1f ns/launch, %llu dropped\n",
+                Median(kp_ns), static_cast<unsigned long long>(side_dropped));
+    std::printf("  kp, recording off (outside a window):   %7.1f ns/launch\n", Median(kp_off_ns));
+    std::printf("  empty callback (loop + call only):      %7.1f ns/launch\n", Median(empty_ns));
+    std::printf("  kp - floor:                             %+7.1f ns/launch\n",
+                Median(kp_ns) - Median(floor_ns));
+  }
+  std::vector<double> cupti_ts, realtime_ts;
+  for (int r = 0; r < rounds; ++r) {
     cupti_ts.push_back(TimestampRound(launches, true));
     realtime_ts.push_back(TimestampRound(launches, false));
   }
-  const uint64_t dropped = KpDropped(kp);
-  DeleteKpSide(kp);
-  std::printf("callback cost, %ld launches x %d rounds (medians; load average %s)\n", launches,
-              rounds, LoadAverage().c_str());
-  std::printf("  floor (bench/floor OnCallback):         %7.1f ns/launch (4 callbacks)\n",
-              Median(floor_ns));
-  std::printf(
-      "  kp (ApiCallRecorder::OnCallback):       %7.1f ns/launch (4 callbacks), %llu "
-      "dropped\n",
-      Median(kp_ns), static_cast<unsigned long long>(dropped));
-  std::printf("  kp, recording off (outside a window):   %7.1f ns/launch (4 callbacks)\n",
-              Median(kp_off_ns));
-  std::printf("  empty callback (loop + call only):      %7.1f ns/launch (4 callbacks)\n",
-              Median(empty_ns));
-  std::printf("  kp - floor:                             %+7.1f ns/launch\n",
-              Median(kp_ns) - Median(floor_ns));
   std::printf("  cuptiGetTimestamp:                      %7.1f ns/call\n", Median(cupti_ts));
   std::printf("  clock_gettime(CLOCK_REALTIME):          %7.1f ns/call\n", Median(realtime_ts));
   std::printf("  cuptiGetTimestamp - CLOCK_REALTIME:     %+.0f ns (+-%.0f)\n", offset,

@@ -23,7 +23,9 @@ double NsPer(Clock::time_point start, long n) {
          static_cast<double>(n);
 }
 
-// One launch's four callbacks, as CUPTI makes them.
+// One launch's callbacks, as CUPTI makes them: four (runtime ENTER, the nested driver call's
+// ENTER and EXIT, runtime EXIT) with callbacks in both domains (KP_API=launch-runtime), or the
+// driver call's two with callbacks in the driver domain only (the default, KP_API=launch).
 struct Launch {
   uint64_t runtime_slot = 0, driver_slot = 0;
   int result = 0;
@@ -37,31 +39,35 @@ struct Launch {
     driver.functionName = "cuLaunchKernel";
   }
   template <typename Callback>
-  void Run(uint32_t correlation, Callback callback) {
+  void Run(uint32_t correlation, bool driver_only, Callback callback) {
     runtime.correlationId = driver.correlationId = correlation;
-    runtime.callbackSite = CUPTI_API_ENTER;
-    callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-             &runtime);
+    if (!driver_only) {
+      runtime.callbackSite = CUPTI_API_ENTER;
+      callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+               &runtime);
+    }
     driver.callbackSite = CUPTI_API_ENTER;
     callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &driver);
     driver.callbackSite = CUPTI_API_EXIT;
     callback(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &driver);
-    runtime.callbackSite = CUPTI_API_EXIT;
-    callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-             &runtime);
+    if (!driver_only) {
+      runtime.callbackSite = CUPTI_API_EXIT;
+      callback(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+               &runtime);
+    }
   }
 };
 
 }  // namespace
 
-double FloorRound(long launches) {
+double FloorRound(long launches, bool driver_only) {
   Launch launch;
   double ns = 0;
   for (long done = 0; done < launches; done += 4096) {  // blocks, as kp's side (KpRound)
     const long n = std::min(4096L, launches - done);
     const auto start = Clock::now();
     for (long i = 0; i < n; ++i) {
-      launch.Run(static_cast<uint32_t>(done + i + 1),
+      launch.Run(static_cast<uint32_t>(done + i + 1), driver_only,
                  [](CUpti_CallbackDomain d, CUpti_CallbackId c, const CUpti_CallbackData* data) {
                    kpfloor::OnCallback(nullptr, d, c, data);
                  });
@@ -76,8 +82,12 @@ struct KpSide {
   kp::MemoryChunkSink sink{3};
   kp::TraceEncoder encoder{&sink, kp::TraceEncoder::Options()};
   kp::ActivityDecoder decoder{&encoder, nullptr, kp::ActivityDecoder::Options()};
-  kp::ApiCallRecorder recorder{nullptr, kp::ApiLevel::kRuntimeAndDriver};  // both forms, as timed
-  KpSide() {
+  const bool driver_only;
+  kp::ApiCallRecorder recorder;
+  explicit KpSide(bool driver_only_calls)
+      : driver_only(driver_only_calls),
+        recorder(nullptr,
+                 driver_only_calls ? kp::ApiLevel::kDriver : kp::ApiLevel::kRuntimeAndDriver) {
     kp::HeaderInfo header;
     header.kp_version = "callback_cost";
     encoder.SetHeader(header);
@@ -104,7 +114,7 @@ double KpRound(KpSide& kp_side, long launches, uint32_t* correlation) {
     const long n = std::min(kBlock, launches - done);
     const auto start = Clock::now();
     for (long i = 0; i < n; ++i) {
-      launch.Run(++*correlation,
+      launch.Run(++*correlation, kp_side.driver_only,
                  [&recorder](CUpti_CallbackDomain d, CUpti_CallbackId c,
                              const CUpti_CallbackData* data) { recorder.OnCallback(d, c, data); });
     }
@@ -125,7 +135,7 @@ double KpOffRound(KpSide& kp_side, long launches, uint32_t* correlation) {
 
 // Only the dispatch into the recorder, a callback that returns at once (a lower bound for
 // kp's part of a subscribed callback, what remains if the body were empty).
-double EmptyRound(long launches) {
+double EmptyRound(long launches, bool driver_only) {
   Launch launch;
   double ns = 0;
   for (long done = 0; done < launches; done += kBlock) {
@@ -133,7 +143,7 @@ double EmptyRound(long launches) {
     const auto start = Clock::now();
     for (long i = 0; i < n; ++i) {
       launch.Run(
-          static_cast<uint32_t>(done + i + 1),
+          static_cast<uint32_t>(done + i + 1), driver_only,
           [](CUpti_CallbackDomain d, CUpti_CallbackId, const CUpti_CallbackData*) { g_sink = d; });
     }
     ns += NsPer(start, 1);
@@ -141,6 +151,6 @@ double EmptyRound(long launches) {
   return ns / static_cast<double>(launches);
 }
 
-KpSide* NewKpSide() { return new KpSide(); }
+KpSide* NewKpSide(bool driver_only) { return new KpSide(driver_only); }
 void DeleteKpSide(KpSide* kp_side) { delete kp_side; }
 uint64_t KpDropped(const KpSide* kp_side) { return kp_side->recorder.dropped(); }

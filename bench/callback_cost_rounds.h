@@ -8,12 +8,14 @@
 
 struct KpSide;  // kp's recorder with its decoder and encoder
 
-// ns per launch (4 callbacks) of the floor's callback, over `launches` launches.
-KP_CALLBACK_COST_API double FloorRound(long launches);
-KP_CALLBACK_COST_API KpSide* NewKpSide();
+// ns per launch of the floor's callback, over `launches` launches: 4 callbacks, or with
+// `driver_only` the driver call's 2 (kp's default KP_API=launch and the floor's driver_only).
+KP_CALLBACK_COST_API double FloorRound(long launches, bool driver_only);
+// kp's recorder as KP_API=launch-runtime takes calls, or with `driver_only` as KP_API=launch.
+KP_CALLBACK_COST_API KpSide* NewKpSide(bool driver_only);
 KP_CALLBACK_COST_API void DeleteKpSide(KpSide* kp_side);
 KP_CALLBACK_COST_API uint64_t KpDropped(const KpSide* kp_side);
-// ns per launch (4 callbacks) of kp's recorder; `correlation` carries on between rounds.
+// ns per launch of kp's recorder (its side's callbacks); `correlation` carries on between rounds.
 KP_CALLBACK_COST_API double KpRound(KpSide& kp_side, long launches, uint32_t* correlation);
 KP_CALLBACK_COST_API double KpOffRound(KpSide& kp_side, long launches, uint32_t* correlation);
-KP_CALLBACK_COST_API double EmptyRound(long launches);
+KP_CALLBACK_COST_API double EmptyRound(long launches, bool driver_only);
