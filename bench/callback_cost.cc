@@ -5,13 +5,14 @@
 // One "launch" is what CUPTI delivers for one cudaLaunchKernel: with kp's default callbacks
 // (KP_API=launch, the floor's driver_only) the cuLaunchKernel it reaches, ENTER and EXIT; with
 // KP_API=launch-runtime also the runtime call's ENTER before and EXIT after (same correlation
-// id). Both are timed, the default first. kp's rings are drained between blocks of 4096 launches,
-// untimed, through the real ActivityDecoder and TraceEncoder (zstd:3), so what is timed is the
-// callbacks alone on a warm ring; the cross-core traffic of libkpinject's separate encoder thread
-// is not in it. Rounds alternate floor and kp; the medians over rounds are printed in ns per
-// launch, with the cost of the timestamp sources beside them and the offset between
-// cuptiGetTimestamp and CLOCK_REALTIME (the same clock when it is within the bracketing window
-// printed beside it). The loops themselves are in libkp_callback_cost_rounds.so
+// id). Both are timed, the default first; then the default at a program's pace, with kp's rings
+// drained by a thread of their own as kp's encoder thread does. kp's rings are drained between
+// blocks of 4096 launches, untimed, through the real ActivityDecoder and TraceEncoder (zstd:3), so
+// what is timed is the callbacks alone on a warm ring; the cross-core traffic of libkpinject's
+// separate encoder thread is not in it. Rounds alternate floor and kp; the medians over rounds are
+// printed in ns per launch, with the cost of the timestamp sources beside them and the offset
+// between cuptiGetTimestamp and CLOCK_REALTIME (the same clock when it is within the bracketing
+// window printed beside it). The loops themselves are in libkp_callback_cost_rounds.so
 // (callback_cost_rounds.cc).
 //
 // Usage: kp_callback_cost [--launches N] [--rounds R]   (ctest: callback_cost, disabled by default)
@@ -142,6 +143,32 @@ int main(int argc, char** argv) {
     std::printf("  empty callback (loop + call only):      %7.1f ns/launch\n", Median(empty_ns));
     std::printf("  kp - floor:                             %+7.1f ns/launch\n",
                 Median(kp_ns) - Median(floor_ns));
+  }
+  // At a program's pace, kp's rings drained by a thread of their own: what each side's callbacks
+  // add to a loop that does other work between launches (the default, driver callbacks only).
+  {
+    KpSide* kp = NewKpSide(true);
+    const long paced = std::max(1L, launches / 2);
+    for (const long spin_ns : {1000L, 3000L}) {
+      std::vector<double> none_ns, floor_ns, kp_ns;
+      for (int r = 0; r < rounds; ++r) {
+        none_ns.push_back(PacedRound(kp, paced, spin_ns, PacedCallbacks::kNone, &correlation));
+        floor_ns.push_back(PacedRound(kp, paced, spin_ns, PacedCallbacks::kFloor, &correlation));
+        kp_ns.push_back(PacedRound(kp, paced, spin_ns, PacedCallbacks::kKp, &correlation));
+      }
+      std::printf(
+          "paced, %ld ns of work before each launch, kp's rings drained by another "
+          "thread every 10 ms:\n  no callback %.1f ns/launch; floor %+.1f, kp %+.1f "
+          "ns/launch\n",
+          spin_ns, Median(none_ns), Median(floor_ns) - Median(none_ns),
+          Median(kp_ns) - Median(none_ns));
+    }
+    const uint64_t side_dropped = KpDropped(kp);
+    dropped += side_dropped;
+    if (side_dropped != 0) {
+      std::printf("  paced: %llu calls dropped\n", static_cast<unsigned long long>(side_dropped));
+    }
+    DeleteKpSide(kp);
   }
   std::vector<double> cupti_ts, realtime_ts;
   for (int r = 0; r < rounds; ++r) {

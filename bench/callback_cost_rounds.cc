@@ -5,8 +5,10 @@
 #include "bench/callback_cost_rounds.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include "bench/floor/cupti_floor.h"
 #include "inject/cupti/activity_decoder.h"
@@ -149,6 +151,44 @@ double EmptyRound(long launches, bool driver_only) {
     ns += NsPer(start, 1);
   }
   return ns / static_cast<double>(launches);
+}
+
+// Launches at a program's pace (`spin_ns` of busy work before each), kp's rings drained every
+// 10 ms by a thread of their own, as kp's encoder thread does: the whole loop's ns per launch.
+double PacedRound(KpSide* kp_side, long launches, long spin_ns, PacedCallbacks callbacks,
+                  uint32_t* correlation) {
+  Launch launch;
+  std::atomic<bool> stop{false};
+  std::thread drainer;
+  if (callbacks == PacedCallbacks::kKp) {
+    drainer = std::thread([&] {
+      while (!stop.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        kp_side->Drain();
+      }
+    });
+  }
+  const auto start = Clock::now();
+  for (long i = 0; i < launches; ++i) {
+    const auto until = Clock::now() + std::chrono::nanoseconds(spin_ns);
+    while (Clock::now() < until) {
+    }
+    if (callbacks == PacedCallbacks::kFloor) {
+      launch.Run(++*correlation, kp_side->driver_only,
+                 [](CUpti_CallbackDomain d, CUpti_CallbackId c, const CUpti_CallbackData* data) {
+                   kpfloor::OnCallback(nullptr, d, c, data);
+                 });
+    } else if (callbacks == PacedCallbacks::kKp) {
+      kp::ApiCallRecorder& recorder = kp_side->recorder;
+      launch.Run(++*correlation, kp_side->driver_only,
+                 [&recorder](CUpti_CallbackDomain d, CUpti_CallbackId c,
+                             const CUpti_CallbackData* data) { recorder.OnCallback(d, c, data); });
+    }
+  }
+  const double ns = NsPer(start, launches);
+  stop.store(true);
+  if (drainer.joinable()) drainer.join();
+  return ns;
 }
 
 KpSide* NewKpSide(bool driver_only) { return new KpSide(driver_only); }

@@ -19,3 +19,9 @@ KP_CALLBACK_COST_API uint64_t KpDropped(const KpSide* kp_side);
 KP_CALLBACK_COST_API double KpRound(KpSide& kp_side, long launches, uint32_t* correlation);
 KP_CALLBACK_COST_API double KpOffRound(KpSide& kp_side, long launches, uint32_t* correlation);
 KP_CALLBACK_COST_API double EmptyRound(long launches, bool driver_only);
+// Launches at a program's pace: `spin_ns` of busy work before each, then no callback, the
+// floor's, or kp's with its rings drained every 10 ms by a thread of their own (kp's encoder
+// thread's cadence; on another core where there is one). ns per launch of the whole loop.
+enum class PacedCallbacks { kNone, kFloor, kKp };
+KP_CALLBACK_COST_API double PacedRound(KpSide* kp_side, long launches, long spin_ns,
+                                       PacedCallbacks callbacks, uint32_t* correlation);
