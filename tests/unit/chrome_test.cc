@@ -19,6 +19,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "perfetto_trace_subset.pb.h"
+#include "tests/unit/scratch_dir.h"
 #include "tests/unit/status_assertions.h"
 #include "tools/export/chrome_exporter.h"
 #include "tools/export/perfetto_exporter.h"
@@ -538,9 +539,12 @@ TEST(RecordArgs, NamesNeedNoJsonEscaping) {
 }
 
 // Two files whose kernel shape 1 differs (shape ids are each file's own): the exporters cache a
-// shape's arguments per file, so each file's kernels keep their own name and grid.
-std::string OneShapeTrace(const std::string& path, int pid, const std::string& name,
+// shape's arguments per file, so each file's kernels keep their own name and grid. The ShapeCaches
+// tests keep their files in the process's scratch directory: ctest runs each test of this file
+// as a process of its own, in parallel, in one working directory. Returns the trace's path.
+std::string OneShapeTrace(const std::string& file, int pid, const std::string& name,
                           uint32_t grid_x) {
+  const std::string path = kp::test::ScratchPath(file);
   kp::ProtoTraceWriter w;
   kp::Chunk c;
   c.mutable_header()->set_pid(pid);
@@ -568,12 +572,10 @@ std::string OneShapeTrace(const std::string& path, int pid, const std::string& n
 }
 
 // Each kernel event of the conversion of `files` as "pid name mangled-name grid" (Chrome JSON),
-// and as "name mangled-name grid" (Perfetto), written to `stem`.json / `stem`.pftrace. Each test
-// names its own files: ctest runs the tests of this file as parallel processes in one directory.
-std::multiset<std::string> ChromeKernels(const std::vector<std::string>& files,
-                                         const std::string& stem) {
+// and as "name mangled-name grid" (Perfetto).
+std::multiset<std::string> ChromeKernels(const std::vector<std::string>& files) {
   kp::ExportOptions opt;
-  opt.output = stem + ".json";
+  opt.output = kp::test::ScratchPath("shapes.json");
   kp::ChromeExporter exporter(opt);
   EXPECT_TRUE(IsOk(ExportFiles(exporter, files)));
   std::multiset<std::string> seen;
@@ -587,10 +589,9 @@ std::multiset<std::string> ChromeKernels(const std::vector<std::string>& files,
   return seen;
 }
 
-std::multiset<std::string> PerfettoKernels(const std::vector<std::string>& files,
-                                           const std::string& stem) {
+std::multiset<std::string> PerfettoKernels(const std::vector<std::string>& files) {
   kp::ExportOptions opt;
-  opt.output = stem + ".pftrace";
+  opt.output = kp::test::ScratchPath("shapes.pftrace");
   kp::PerfettoExporter exporter(opt);
   EXPECT_TRUE(IsOk(ExportFiles(exporter, files)));
   kp_test::perfetto::Trace trace;
@@ -623,10 +624,10 @@ TEST(ShapeCaches, EachFileKeepsItsOwnShapes) {
   const std::string a = OneShapeTrace("shape_a.kptrace", 11, "_Z5alphav", 128);
   const std::string b = OneShapeTrace("shape_b.kptrace", 22, "_Z4betav", 64);
   const std::string alpha = "_Z5alphav _Z5alphav (128,1,1)", beta = "_Z4betav _Z4betav (64,1,1)";
-  EXPECT_EQ(ChromeKernels({a, b}, "shapes"),
+  EXPECT_EQ(ChromeKernels({a, b}),
             (std::multiset<std::string>{"11 " + alpha, "11 " + alpha, "11 " + alpha, "22 " + beta,
                                         "22 " + beta, "22 " + beta}));
-  EXPECT_EQ(PerfettoKernels({a, b}, "shapes"),
+  EXPECT_EQ(PerfettoKernels({a, b}),
             (std::multiset<std::string>{alpha, alpha, alpha, beta, beta, beta}));
 }
 
@@ -634,17 +635,17 @@ TEST(ShapeCaches, EachFileKeepsItsOwnShapes) {
 // content): its string and shape id 1 name another kernel, and the exporters' caches by id
 // start again there.
 TEST(ShapeCaches, ASecondTraceInOneFileKeepsItsOwnNames) {
-  const std::string both = "shape_ab.kptrace";
+  const std::string both = kp::test::ScratchPath("shape_ab.kptrace");
   {
     std::ofstream out(both, std::ios::binary);
-    out << ReadFile(OneShapeTrace("shape_ab_1.kptrace", 11, "_Z5alphav", 128))
-        << ReadFile(OneShapeTrace("shape_ab_2.kptrace", 11, "_Z4betav", 64));
+    out << ReadFile(OneShapeTrace("shape_a.kptrace", 11, "_Z5alphav", 128))
+        << ReadFile(OneShapeTrace("shape_b.kptrace", 11, "_Z4betav", 64));
   }
   const std::string alpha = "_Z5alphav _Z5alphav (128,1,1)", beta = "_Z4betav _Z4betav (64,1,1)";
-  EXPECT_EQ(ChromeKernels({both}, "shapes_ab"),
+  EXPECT_EQ(ChromeKernels({both}),
             (std::multiset<std::string>{"11 " + alpha, "11 " + alpha, "11 " + alpha, "11 " + beta,
                                         "11 " + beta, "11 " + beta}));
-  EXPECT_EQ(PerfettoKernels({both}, "shapes_ab"),
+  EXPECT_EQ(PerfettoKernels({both}),
             (std::multiset<std::string>{alpha, alpha, alpha, beta, beta, beta}));
 }
 
