@@ -87,6 +87,11 @@ WORKLOADS = ("launch", "tiny", "train")
 UNITS = {"launch": ("us/launch", 3000), "tiny": ("us/iter", 50), "train": ("ms/step", 1e-3)}
 
 
+def is_kp(tool):
+    """Whether `tool` runs kp (under kptrace run, its trace's kernels counted)."""
+    return tool in ("kp", "kp_kernel") or tool in KP_SETTINGS
+
+
 ALTERNATE = 0  # --alternate: steps per block (0: one window)
 LEAD = 0  # --alternate: untraced blocks before the first traced one
 EDGE = 1  # steps left out at each end of a block (a tool switching on or off runs in them)
@@ -167,7 +172,7 @@ def command(args, work, workload, tool):
             return None
         argv += ["--torch-profiler-window", "%d,%d" % (FIRST, COUNT) if not ALTERNATE else
                  "%d,%d,%d" % (FIRST, COUNT, 2 * ALTERNATE)]
-    elif tool in ("kp", "kp_kernel") or tool in KP_SETTINGS:
+    elif is_kp(tool):
         env.update(KP_SETTINGS.get(tool, {}))
         kinds = ["--activities", "kernel"] if tool == "kp_kernel" else []
         argv = [os.path.join(args.dist, "bin", "kptrace"), "run", "-o",
@@ -260,7 +265,7 @@ def run_one(args, work, workload, tool, pass_index):
         series = data.get(key)
         if series and len(series) == STEPS:
             row[key] = series
-    if tool in ("kp", "kp_kernel") or tool in KP_SETTINGS:
+    if is_kp(tool):
         row["kp_kernels"] = kp_kernels(args, work, workload)
     floor_lines = [l for l in proc.stderr.splitlines() if l.startswith("kpfloor: ")]
     if floor_lines:

@@ -141,7 +141,7 @@ main() {
   for p in multistream memcpy_kinds graph nvtx_threads device_reset; do
     [[ -x "$bin/$p" ]] || continue
     local dump=()
-    if [[ $p != graph && $p != device_reset ]]; then
+    if [[ $p == multistream || $p == memcpy_kinds || $p == nvtx_threads ]]; then
       mkdir -p "$WORK/cupti_buffers/$p"
       dump=(env "KP_DUMP_BUFFERS=$WORK/cupti_buffers/$p")
     fi
