@@ -6,14 +6,14 @@
 // (KP_API=launch, the floor's driver_only) the cuLaunchKernel it reaches, ENTER and EXIT; with
 // KP_API=launch-runtime also the runtime call's ENTER before and EXIT after (same correlation
 // id). Both are timed, the default first; then the default at a program's pace, with kp's rings
-// drained by a thread of their own as kp's encoder thread does. kp's rings are drained between
-// blocks of 4096 launches, untimed, through the real ActivityDecoder and TraceEncoder (zstd:3), so
-// what is timed is the callbacks alone on a warm ring; the cross-core traffic of libkpinject's
-// separate encoder thread is not in it. Rounds alternate floor and kp; the medians over rounds are
-// printed in ns per launch, with the cost of the timestamp sources beside them and the offset
-// between cuptiGetTimestamp and CLOCK_REALTIME (the same clock when it is within the bracketing
-// window printed beside it). The loops themselves are in libkp_callback_cost_rounds.so
-// (callback_cost_rounds.cc).
+// drained by a thread of their own as kp's encoder thread does. In the first two, kp's rings are
+// drained between blocks of 4096 launches, untimed, through the real ActivityDecoder and
+// TraceEncoder (zstd:3), so what is timed is the callbacks alone on a warm ring; the cross-core
+// traffic of libkpinject's separate encoder thread is only in the paced rounds. Rounds alternate
+// floor and kp; the medians over rounds are printed in ns per launch, with the cost of the
+// timestamp sources beside them and the offset between cuptiGetTimestamp and CLOCK_REALTIME (the
+// same clock when it is within the bracketing window printed beside it). The loops themselves are
+// in libkp_callback_cost_rounds.so (callback_cost_rounds.cc).
 //
 // Usage: kp_callback_cost [--launches N] [--rounds R]   (ctest: callback_cost, disabled by default)
 #include <cupti.h>

@@ -60,6 +60,19 @@ struct Launch {
   }
 };
 
+// The floor's callback, as CUPTI would call it.
+constexpr auto kFloorCallback = [](CUpti_CallbackDomain d, CUpti_CallbackId c,
+                                   const CUpti_CallbackData* data) {
+  kpfloor::OnCallback(nullptr, d, c, data);
+};
+
+// kp's recorder's callback.
+auto RecorderCallback(kp::ApiCallRecorder& recorder) {
+  return [&recorder](CUpti_CallbackDomain d, CUpti_CallbackId c, const CUpti_CallbackData* data) {
+    recorder.OnCallback(d, c, data);
+  };
+}
+
 }  // namespace
 
 double FloorRound(long launches, bool driver_only) {
@@ -69,10 +82,7 @@ double FloorRound(long launches, bool driver_only) {
     const long n = std::min(4096L, launches - done);
     const auto start = Clock::now();
     for (long i = 0; i < n; ++i) {
-      launch.Run(static_cast<uint32_t>(done + i + 1), driver_only,
-                 [](CUpti_CallbackDomain d, CUpti_CallbackId c, const CUpti_CallbackData* data) {
-                   kpfloor::OnCallback(nullptr, d, c, data);
-                 });
+      launch.Run(static_cast<uint32_t>(done + i + 1), driver_only, kFloorCallback);
     }
     ns += NsPer(start, 1);
   }
@@ -110,15 +120,13 @@ volatile int g_sink = 0;
 
 double KpRound(KpSide& kp_side, long launches, uint32_t* correlation) {
   Launch launch;
-  kp::ApiCallRecorder& recorder = kp_side.recorder;
+  const auto callback = RecorderCallback(kp_side.recorder);
   double ns = 0;
   for (long done = 0; done < launches; done += kBlock) {
     const long n = std::min(kBlock, launches - done);
     const auto start = Clock::now();
     for (long i = 0; i < n; ++i) {
-      launch.Run(++*correlation, kp_side.driver_only,
-                 [&recorder](CUpti_CallbackDomain d, CUpti_CallbackId c,
-                             const CUpti_CallbackData* data) { recorder.OnCallback(d, c, data); });
+      launch.Run(++*correlation, kp_side.driver_only, callback);
     }
     ns += NsPer(start, 1);
     kp_side.Drain();
@@ -158,6 +166,7 @@ double EmptyRound(long launches, bool driver_only) {
 double PacedRound(KpSide* kp_side, long launches, long spin_ns, PacedCallbacks callbacks,
                   uint32_t* correlation) {
   Launch launch;
+  const auto kp_callback = RecorderCallback(kp_side->recorder);
   std::atomic<bool> stop{false};
   std::thread drainer;
   if (callbacks == PacedCallbacks::kKp) {
@@ -174,15 +183,9 @@ double PacedRound(KpSide* kp_side, long launches, long spin_ns, PacedCallbacks c
     while (Clock::now() < until) {
     }
     if (callbacks == PacedCallbacks::kFloor) {
-      launch.Run(++*correlation, kp_side->driver_only,
-                 [](CUpti_CallbackDomain d, CUpti_CallbackId c, const CUpti_CallbackData* data) {
-                   kpfloor::OnCallback(nullptr, d, c, data);
-                 });
+      launch.Run(++*correlation, kp_side->driver_only, kFloorCallback);
     } else if (callbacks == PacedCallbacks::kKp) {
-      kp::ApiCallRecorder& recorder = kp_side->recorder;
-      launch.Run(++*correlation, kp_side->driver_only,
-                 [&recorder](CUpti_CallbackDomain d, CUpti_CallbackId c,
-                             const CUpti_CallbackData* data) { recorder.OnCallback(d, c, data); });
+      launch.Run(++*correlation, kp_side->driver_only, kp_callback);
     }
   }
   const double ns = NsPer(start, launches);
