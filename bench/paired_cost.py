@@ -24,6 +24,9 @@ Tools (each run pinned to the same CPUs, tools interleaved in a rotating order p
   kp_NAME      --kp-variant kp_NAME=KP_VAR=VALUE[,KP_VAR=VALUE...]: kp as `kp` with these
                settings in its environment (e.g. kp_noflush=KP_FLUSH_MS=600000; a value may
                be a list: kp_kn=KP_ACTIVITIES=kernel,nvtx,KP_FLUSH_MS=5000)
+  kp_apart     --kp-apart CPUS: kp as `kp`, its own threads (named kp-*: the encoder and the
+               others) moved onto CPUS, outside --cpus, as they start: what kp's threads cost
+               the workload's threads by sharing their CPUs (cores, caches) with them
 Workloads: launch (bench/workloads/launch_loop.cu, 3,000 empty-kernel launches per step), tiny
 (250 tiny PyTorch ops per step), train (one transformer training step per step).
 
@@ -89,7 +92,89 @@ UNITS = {"launch": ("us/launch", 3000), "tiny": ("us/iter", 50), "train": ("ms/s
 
 def is_kp(tool):
     """Whether `tool` runs kp (under kptrace run, its trace's kernels counted)."""
-    return tool in ("kp", "kp_kernel") or tool in KP_SETTINGS
+    return tool in ("kp", "kp_kernel", "kp_apart") or tool in KP_SETTINGS
+
+
+APART_CPUS = None  # --kp-apart: the CPUs kp_apart's own threads are moved onto
+
+
+def descendants(pid):
+    """pid and every process below it (from /proc's children lists), gone ones left out."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            tasks = os.listdir("/proc/%d/task" % p)
+        except OSError:
+            continue
+        for tid in tasks:
+            try:
+                with open("/proc/%d/task/%s/children" % (p, tid)) as f:
+                    todo += [int(c) for c in f.read().split()]
+            except (OSError, ValueError):
+                pass
+    return found
+
+
+def move_kp_threads(pid, cpus, moved):
+    """Pins each thread named kp-* (kp's own: encoder, capture control, ...) of pid's process
+    tree onto `cpus`, once; `moved` holds the thread ids already moved. Returns how many it
+    moved this time."""
+    count = 0
+    for p in descendants(pid):
+        try:
+            tids = os.listdir("/proc/%d/task" % p)
+        except OSError:
+            continue
+        for tid in tids:
+            if int(tid) in moved:
+                continue
+            try:
+                with open("/proc/%d/task/%s/comm" % (p, tid)) as f:
+                    name = f.read().strip()
+                if name.startswith("kp-"):
+                    os.sched_setaffinity(int(tid), cpus)
+                    moved.add(int(tid))
+                    count += 1
+            except OSError:
+                pass  # the thread ended
+    return count
+
+
+def run_moving_kp_threads(argv, env, timeout, cpus):
+    """subprocess.run(argv) while another thread (itself on `cpus`) moves the run's kp-*
+    threads onto `cpus` as they appear (every 5 ms). Returns (CompletedProcess, threads moved)."""
+    import threading
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    moved, done = set(), threading.Event()
+
+    def mover():
+        os.sched_setaffinity(0, cpus)  # this thread only: off the workload's CPUs
+        while not done.wait(0.005):
+            move_kp_threads(proc.pid, cpus, moved)
+
+    watcher = threading.Thread(target=mover, daemon=True)
+    watcher.start()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        done.set()
+        watcher.join()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err), len(moved)
+
+
+def cpu_list(text):
+    """'2,3,10-13' as a set of CPU numbers."""
+    cpus = set()
+    for part in text.split(","):
+        first, dash, last = part.partition("-")
+        cpus.update(range(int(first), int(last if dash else first) + 1))
+    return cpus
 
 
 ALTERNATE = 0  # --alternate: steps per block (0: one window)
@@ -238,9 +323,16 @@ def run_one(args, work, workload, tool, pass_index):
         return None
     argv, env = built
     started = time.time()
-    proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=args.run_timeout)
+    moved = None
+    if tool == "kp_apart":
+        proc, moved = run_moving_kp_threads(argv, env, args.run_timeout, APART_CPUS)
+    else:
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True,
+                              timeout=args.run_timeout)
     row = {"pass": pass_index, "workload": workload, "tool": tool, "rc": proc.returncode,
            "seconds": round(time.time() - started, 2)}
+    if moved is not None:
+        row["kp_threads_moved"] = moved
     lines = [l for l in proc.stdout.splitlines() if l.startswith("{") and "step_us" in l]
     if proc.returncode != 0 or not lines:
         row["error"] = (proc.stderr.strip().splitlines() or ["no step times"])[-1][:300]
@@ -618,7 +710,7 @@ def tables(rows):
 
 
 def main(argv=None):
-    global TOOLS  # --floor-variant and --kp-variant append to it
+    global TOOLS, APART_CPUS  # --floor-variant, --kp-variant and --kp-apart append to TOOLS
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dist", help="kp install prefix (bin/kptrace, lib/libkpinject.so)")
@@ -639,6 +731,9 @@ def main(argv=None):
                         metavar="kp_NAME=KP_VAR=VALUE[,KP_VAR=VALUE...]",
                         help="one more tool: kp with these settings in its environment "
                         "(repeatable)")
+    parser.add_argument("--kp-apart", default=None, metavar="CPUS",
+                        help="one more tool, kp_apart: kp whose own threads (kp-*) are moved "
+                        "onto CPUS (outside --cpus) as they start")
     parser.add_argument("--segment", type=int, default=30,
                         help="steps before, inside and after the window (each)")
     parser.add_argument("--alternate", type=int, default=0, metavar="BLOCK",
@@ -683,6 +778,14 @@ def main(argv=None):
                          "new NAME" % variant)
         KP_SETTINGS[name] = {var: value for var, _, value in pairs}
         TOOLS = TOOLS + (name,)
+    if args.kp_apart is not None:
+        try:
+            APART_CPUS = cpu_list(args.kp_apart)
+        except ValueError:
+            parser.error("--kp-apart %r is not a CPU list such as 10-13" % args.kp_apart)
+        if APART_CPUS & cpu_list(args.cpus):
+            parser.error("--kp-apart's CPUs must lie outside --cpus")
+        TOOLS = TOOLS + ("kp_apart",)
     workloads = [w for w in args.workloads.split(",") if w]
     tools = [t for t in (args.tools or ",".join(TOOLS)).split(",") if t]
     for name, known in ((workloads, WORKLOADS), (tools, TOOLS)):

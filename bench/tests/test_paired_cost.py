@@ -510,6 +510,56 @@ class RunOneTest(unittest.TestCase):
         self.assertEqual(r["floor"]["kernels"], 90000)
 
 
+class KpApartTest(unittest.TestCase):
+    def test_cpu_lists(self):
+        self.assertEqual(pc.cpu_list("2,3,10-12"), {2, 3, 10, 11, 12})
+        self.assertEqual(pc.cpu_list("7"), {7})
+
+    def test_apart_cpus_must_lie_outside_the_workloads(self):
+        with contextlib.redirect_stderr(io.StringIO()):
+            for bad in ("3-6", "x", "9-", ""):
+                with self.assertRaises(SystemExit):
+                    pc.main(["/d", "--cpus", "2-5", "--kp-apart", bad])
+
+    def test_only_kp_threads_move_and_each_once(self):
+        import threading
+        cpu = min(os.sched_getaffinity(0))
+        tids, ready, stop = {}, threading.Barrier(3), threading.Event()
+
+        def named(name):
+            tid = threading.get_native_id()
+            with open("/proc/self/task/%d/comm" % tid, "w") as f:
+                f.write(name)
+            tids[name] = tid
+            ready.wait()
+            stop.wait()
+
+        threads = [threading.Thread(target=named, args=(n,)) for n in ("kp-probe", "worker")]
+        for t in threads:
+            t.start()
+        ready.wait()
+        try:
+            before = os.sched_getaffinity(tids["worker"])
+            moved = set()
+            self.assertEqual(pc.move_kp_threads(os.getpid(), {cpu}, moved), 1)
+            self.assertEqual(moved, {tids["kp-probe"]})
+            self.assertEqual(os.sched_getaffinity(tids["kp-probe"]), {cpu})
+            self.assertEqual(os.sched_getaffinity(tids["worker"]), before)
+            self.assertEqual(pc.move_kp_threads(os.getpid(), {cpu}, moved), 0)
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+
+    def test_a_child_process_threads_are_found(self):
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+        try:
+            self.assertIn(child.pid, pc.descendants(os.getpid()))
+        finally:
+            child.kill()
+            child.wait()
+
+
 @unittest.skipUnless(os.environ.get("KPFLOOR_LIB"), "KPFLOOR_LIB (libkpfloor.so) not given")
 class FloorExportsTest(unittest.TestCase):
     def test_floor_exports_both_injection_entry_points(self):
