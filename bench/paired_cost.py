@@ -77,6 +77,7 @@ import tempfile
 import time
 
 from run_bench import FLOOR_KINDS_OF_KP_DEFAULTS  # bench/floor's kinds for kp's defaults
+from run_bench import descendants  # a process and those below it, from /proc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS = 90
@@ -96,25 +97,6 @@ def is_kp(tool):
 
 
 APART_CPUS = None  # --kp-apart: the CPUs kp_apart's own threads are moved onto
-
-
-def descendants(pid):
-    """pid and every process below it (from /proc's children lists), gone ones left out."""
-    found, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        found.append(p)
-        try:
-            tasks = os.listdir("/proc/%d/task" % p)
-        except OSError:
-            continue
-        for tid in tasks:
-            try:
-                with open("/proc/%d/task/%s/children" % (p, tid)) as f:
-                    todo += [int(c) for c in f.read().split()]
-            except (OSError, ValueError):
-                pass
-    return found
 
 
 def move_kp_threads(pid, cpus, moved):

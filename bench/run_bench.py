@@ -288,7 +288,7 @@ def choose_cpus(setting, available, core_of=None):
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _descendants(pid):
+def descendants(pid):
     """pid and every process below it (through /proc/PID/task/TID/children)."""
     found, queue = [], [pid]
     while queue:
@@ -314,7 +314,7 @@ def thread_cpu_snapshot(root_pid):
     separate the application's launch thread from CUPTI's worker and kp's encoder thread.
     """
     snapshot = {}
-    for pid in _descendants(root_pid):
+    for pid in descendants(root_pid):
         try:
             tids = os.listdir("/proc/%d/task" % pid)
         except OSError:
