@@ -16,6 +16,11 @@
 //   cb_sync (callbacks on the synchronization cbids), cb_api (callbacks on kp's whole
 //   launch-related selection), cb_nvtx (the NVTX callback domain), cb_reset (the runtime
 //   domain's cudaDeviceReset callback alone: what one enabled runtime cbid costs the other calls),
+//   cb_resource (kp's set-up callbacks, on for the whole run as kp has them: the resource
+//   domain's CONTEXT_CREATED and CONTEXT_DESTROY_STARTING, the state domain's FATAL_ERROR),
+//   cb_trigger (with KPFLOOR_WINDOW: the 7 NVTX push/pop/domain-create callbacks kp's capture
+//   trigger takes, instead of nvtxRangePushA alone), dev_ctx (DEVICE and CONTEXT records
+//   enabled and dumped when the kinds first go on, then left on, as kp does),
 //   lazy_copy (memcpy/memset kinds enabled at the first copy/memset API callback; implies
 //   callbacks on those cbids), latency (cuptiActivityEnableLatencyTimestamps: kernel records
 //   carry `queued` and `submitted`; on from start-up, windows or not),
@@ -57,6 +62,7 @@
 #include <string_view>
 #include <vector>
 
+#include "inject/capture/nvtx_trigger_cbids.h"
 #include "inject/cupti/api_selection.h"
 #include "inject/cupti/nvtx_forward.h"
 
@@ -395,6 +401,25 @@ void SwitchKinds(bool on) {
   if (Has(kinds, "sync")) kind(CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, "switch SYNCHRONIZATION");
   if (Has(kinds, "overhead")) kind(CUPTI_ACTIVITY_KIND_OVERHEAD, "switch OVERHEAD");
   if (Has(kinds, "graph")) kind(CUPTI_ACTIVITY_KIND_GRAPH_TRACE, "switch GRAPH_TRACE");
+  static bool dumped = false;
+  if (on && !dumped && Has(kinds, "dev_ctx")) {
+    dumped = true;
+    Check(cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_DEVICE), "dump DEVICE");
+    Check(cuptiActivityEnableAndDump(CUPTI_ACTIVITY_KIND_CONTEXT), "dump CONTEXT");
+  }
+}
+
+// The NVTX callbacks that open and close windows: nvtxRangePushA alone, or (cb_trigger) the
+// 7 that kp's capture trigger takes (kp::kNvtxTriggerCbids).
+void EnableTriggerCallbacks(bool on) {
+  const uint32_t flag = on ? 1 : 0;
+  if (!Has(g_kinds, "cb_trigger")) {
+    cuptiEnableCallback(flag, g_subscriber, CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePushA);
+    return;
+  }
+  for (CUpti_CallbackId cbid : kp::kNvtxTriggerCbids) {
+    cuptiEnableCallback(flag, g_subscriber, CUPTI_CB_DOMAIN_NVTX, cbid);
+  }
 }
 
 void OnStep() {
@@ -409,7 +434,7 @@ void OnStep() {
   if (step == g_window_first) SwitchKinds(true);
   if (step != g_window_end) return;
   SwitchKinds(false);
-  cuptiEnableCallback(0, g_subscriber, CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePushA);
+  EnableTriggerCallbacks(false);
   const char* detach = std::getenv("KPFLOOR_DETACH");
   if (detach != nullptr && std::strcmp(detach, "1") == 0) {
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -451,12 +476,13 @@ void StartTracing() {
   if (memcpy_setting != nullptr && std::strcmp(memcpy_setting, "0") == 0) kinds = "kernel";
   if (const char* setting = std::getenv("KPFLOOR_KINDS")) kinds = setting;
   static constexpr const char* kKnown[] = {
-      "kernel",           "memcpy",     "memset",    "sync",
-      "overhead",         "nvtx",       "graph",     "runtime",
-      "driver",           "api_launch", "cb_launch", "cb_launch_runtime",
-      "cb_launch_driver", "cb_copy",    "cb_sync",   "cb_api",
-      "cb_nvtx",          "cb_reset",   "lazy_copy", "latency",
-      "driver_only",      "none"};
+      "kernel",           "memcpy",     "memset",      "sync",
+      "overhead",         "nvtx",       "graph",       "runtime",
+      "driver",           "api_launch", "cb_launch",   "cb_launch_runtime",
+      "cb_launch_driver", "cb_copy",    "cb_sync",     "cb_api",
+      "cb_nvtx",          "cb_reset",   "lazy_copy",   "latency",
+      "driver_only",      "none",       "cb_resource", "cb_trigger",
+      "dev_ctx"};
   for (size_t start = 0; start <= kinds.size();) {
     size_t end = kinds.find(',', start);
     if (end == std::string::npos) end = kinds.size();
@@ -500,8 +526,15 @@ void StartTracing() {
       !Check(cuptiSubscribe(&g_subscriber, &kpfloor::OnCallback, nullptr), "cuptiSubscribe")) {
     return;
   }
+  if (Has(kinds, "cb_resource")) {
+    cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                        CUPTI_CBID_RESOURCE_CONTEXT_CREATED);
+    cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_RESOURCE,
+                        CUPTI_CBID_RESOURCE_CONTEXT_DESTROY_STARTING);
+    cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_STATE, CUPTI_CBID_STATE_FATAL_ERROR);
+  }
   if (g_window_first >= 0) {
-    cuptiEnableCallback(1, g_subscriber, CUPTI_CB_DOMAIN_NVTX, CUPTI_CBID_NVTX_nvtxRangePushA);
+    EnableTriggerCallbacks(true);
   } else {
     SwitchKinds(true);
   }

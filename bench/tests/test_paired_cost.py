@@ -587,6 +587,19 @@ class FloorExportsTest(unittest.TestCase):
                                  env=env, capture_output=True, text=True, timeout=60).stderr
             self.assertEqual("is not FIRST,COUNT" not in err, good, (value, err))
 
+    def test_kinds_words_checked_whole(self):
+        # Words are checked before any CUPTI call: a known one passes the check, an unknown one
+        # is named with the accepted words.
+        code = ("import ctypes, sys; ctypes.CDLL(sys.argv[1]).InitializeInjection()")
+        for kinds, good in (("kernel,nvtx,cb_api,lazy_copy,driver_only,cb_resource,cb_trigger,"
+                             "dev_ctx", True), ("kernel,cb_resources", False)):
+            env = dict(os.environ, KPFLOOR_KINDS=kinds, KPFLOOR_WINDOW="10,10,20")
+            err = subprocess.run([sys.executable, "-c", code, os.environ["KPFLOOR_LIB"]],
+                                 env=env, capture_output=True, text=True, timeout=60).stderr
+            self.assertEqual("KPFLOOR_KINDS: unknown" not in err, good, (kinds, err))
+            if not good:
+                self.assertIn("cb_resource, cb_trigger", err)
+
 
 if __name__ == "__main__":
     unittest.main()

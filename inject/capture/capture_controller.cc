@@ -8,6 +8,7 @@
 #include "inject/capture/capture_control_thread.h"
 #include "inject/capture/capture_hooks.h"
 #include "inject/capture/capture_signal.h"
+#include "inject/capture/nvtx_trigger_cbids.h"
 
 namespace kp {
 namespace {
@@ -101,12 +102,7 @@ void CaptureController::SetTriggerCallbacks(bool on) {
   switch (plan_.trigger) {
     case CaptureTrigger::kNvtxRange:
     case CaptureTrigger::kSchedule:
-      // Only the calls that push, pop or name the range's domain, not every NVTX callback.
-      for (CUpti_CallbackId cbid :
-           {CUPTI_CBID_NVTX_nvtxRangePushA, CUPTI_CBID_NVTX_nvtxRangePushW,
-            CUPTI_CBID_NVTX_nvtxRangePushEx, CUPTI_CBID_NVTX_nvtxRangePop,
-            CUPTI_CBID_NVTX_nvtxDomainRangePushEx, CUPTI_CBID_NVTX_nvtxDomainRangePop,
-            CUPTI_CBID_NVTX_nvtxDomainCreateA}) {
+      for (CUpti_CallbackId cbid : kNvtxTriggerCbids) {
         cuptiEnableCallback(enable, subscriber_, CUPTI_CB_DOMAIN_NVTX, cbid);
       }
       break;
