@@ -6,16 +6,21 @@
 // (KP_API=launch, the floor's driver_only) the cuLaunchKernel it reaches, ENTER and EXIT; with
 // KP_API=launch-runtime also the runtime call's ENTER before and EXIT after (same correlation
 // id). Both are timed, the default first; then the default at a program's pace, with kp's rings
-// drained by a thread of their own as kp's encoder thread does. In the first two, kp's rings are
-// drained between blocks of 4096 launches, untimed, through the real ActivityDecoder and
-// TraceEncoder (zstd:3), so what is timed is the callbacks alone on a warm ring; the cross-core
-// traffic of libkpinject's separate encoder thread is only in the paced rounds. Rounds alternate
-// floor and kp; the medians over rounds are printed in ns per launch, with the cost of the
-// timestamp sources beside them and the offset between cuptiGetTimestamp and CLOCK_REALTIME (the
-// same clock when it is within the bracketing window printed beside it). The loops themselves are
-// in libkp_callback_cost_rounds.so (callback_cost_rounds.cc).
+// drained by a thread of their own as kp's encoder thread does; then "cold": 64 KiB, 512 KiB
+// or 4 MiB of other memory written before each launch, as a program's work between two
+// launches pushes the callbacks' data out of the core's caches, and the callbacks alone timed. In
+// the first two, kp's rings are drained between blocks of 4096 launches, untimed, through the real
+// ActivityDecoder and TraceEncoder (zstd:3), so what is timed is the callbacks alone on a warm
+// ring; the cross-core traffic of libkpinject's separate encoder thread is only in the paced
+// rounds. Rounds alternate floor and kp; the medians over rounds are printed in ns per launch, with
+// the cost of the timestamp sources beside them and the offset between cuptiGetTimestamp and
+// CLOCK_REALTIME (the same clock when it is within the bracketing window printed beside it). The
+// loops themselves are in libkp_callback_cost_rounds.so (callback_cost_rounds.cc).
 //
-// Usage: kp_callback_cost [--launches N] [--rounds R]   (ctest: callback_cost, disabled by default)
+// Usage: kp_callback_cost [--launches N] [--rounds R] [--cold-only]
+// (ctest: callback_cost, disabled by default; --cold-only: only the rounds with other memory
+// written between launches, e.g. under valgrind --tool=callgrind --cache-sim=yes to count the
+// cache lines each side's callbacks miss)
 #include <cupti.h>
 #include <time.h>
 
@@ -81,12 +86,15 @@ std::string LoadAverage() {
 int main(int argc, char** argv) {
   long launches = 1000000;
   int rounds = 7;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool cold_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--cold-only") == 0) cold_only = true;
+    if (i + 1 == argc) break;
     if (std::strcmp(argv[i], "--launches") == 0) launches = std::atol(argv[i + 1]);
     if (std::strcmp(argv[i], "--rounds") == 0) rounds = std::atoi(argv[i + 1]);
   }
   if (launches < 1 || rounds < 1) {
-    std::fprintf(stderr, "usage: kp_callback_cost [--launches N] [--rounds R]\n");
+    std::fprintf(stderr, "usage: kp_callback_cost [--launches N] [--rounds R] [--cold-only]\n");
     return 2;
   }
   uint64_t cupti_now = 0;
@@ -113,6 +121,7 @@ int main(int argc, char** argv) {
   uint32_t correlation = 0;
   // The default first (driver callbacks only), then KP_API=launch-runtime's four per launch.
   for (const bool driver_only : {true, false}) {
+    if (cold_only) break;
     KpSide* kp = NewKpSide(driver_only);
     std::vector<double> floor_ns, kp_ns, kp_off_ns, empty_ns;
     FloorRound(launches / 10, driver_only);  // warm-up: code, rings, caches
@@ -146,7 +155,7 @@ int main(int argc, char** argv) {
   }
   // At a program's pace, kp's rings drained by a thread of their own: what each side's callbacks
   // add to a loop that does other work between launches (the default, driver callbacks only).
-  {
+  if (!cold_only) {
     KpSide* kp = NewKpSide(true);
     const long paced = std::max(1L, launches / 2);
     for (const long spin_ns : {1000L, 3000L}) {
@@ -168,6 +177,28 @@ int main(int argc, char** argv) {
     if (side_dropped != 0) {
       std::printf("  paced: %llu calls dropped\n", static_cast<unsigned long long>(side_dropped));
     }
+    DeleteKpSide(kp);
+  }
+  // With other memory written between launches: the callbacks' own data no longer in the core's
+  // caches, as in a program that does real work between launches (a PyTorch op's dispatch).
+  {
+    KpSide* kp = NewKpSide(true);
+    const long cold = std::max(1L, launches / 10);
+    for (const size_t evict_kb : {64ul, 512ul, 4096ul}) {
+      std::vector<double> none_ns, floor_ns, kp_ns;
+      for (int r = 0; r < rounds; ++r) {
+        none_ns.push_back(ColdRound(kp, cold, evict_kb << 10, PacedCallbacks::kNone, &correlation));
+        floor_ns.push_back(
+            ColdRound(kp, cold, evict_kb << 10, PacedCallbacks::kFloor, &correlation));
+        kp_ns.push_back(ColdRound(kp, cold, evict_kb << 10, PacedCallbacks::kKp, &correlation));
+      }
+      std::printf(
+          "cold, %zu KiB of other memory written before each launch (callbacks alone timed):\n"
+          "  timer alone %.1f ns/launch; floor %+.1f, kp %+.1f ns/launch\n",
+          evict_kb, Median(none_ns), Median(floor_ns) - Median(none_ns),
+          Median(kp_ns) - Median(none_ns));
+    }
+    dropped += KpDropped(kp);
     DeleteKpSide(kp);
   }
   std::vector<double> cupti_ts, realtime_ts;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <vector>
 
 #include "bench/floor/cupti_floor.h"
 #include "inject/cupti/activity_decoder.h"
@@ -161,22 +162,38 @@ double EmptyRound(long launches, bool driver_only) {
   return ns / static_cast<double>(launches);
 }
 
+// While it lives, drains `kp_side`'s rings every 10 ms from a thread of its own, as kp's encoder
+// thread does (nothing for a null side).
+class Drainer {
+ public:
+  explicit Drainer(KpSide* kp_side) {
+    if (kp_side == nullptr) return;
+    thread_ = std::thread([this, kp_side] {
+      while (!stop_.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        kp_side->Drain();
+      }
+    });
+  }
+  ~Drainer() {
+    stop_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  Drainer(const Drainer&) = delete;
+  Drainer& operator=(const Drainer&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 // Launches at a program's pace (`spin_ns` of busy work before each), kp's rings drained every
 // 10 ms by a thread of their own, as kp's encoder thread does: the whole loop's ns per launch.
 double PacedRound(KpSide* kp_side, long launches, long spin_ns, PacedCallbacks callbacks,
                   uint32_t* correlation) {
   Launch launch;
   const auto kp_callback = RecorderCallback(kp_side->recorder);
-  std::atomic<bool> stop{false};
-  std::thread drainer;
-  if (callbacks == PacedCallbacks::kKp) {
-    drainer = std::thread([&] {
-      while (!stop.load()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        kp_side->Drain();
-      }
-    });
-  }
+  const Drainer drainer(callbacks == PacedCallbacks::kKp ? kp_side : nullptr);
   const auto start = Clock::now();
   for (long i = 0; i < launches; ++i) {
     const auto until = Clock::now() + std::chrono::nanoseconds(spin_ns);
@@ -188,10 +205,36 @@ double PacedRound(KpSide* kp_side, long launches, long spin_ns, PacedCallbacks c
       launch.Run(++*correlation, kp_side->driver_only, kp_callback);
     }
   }
-  const double ns = NsPer(start, launches);
-  stop.store(true);
-  if (drainer.joinable()) drainer.join();
-  return ns;
+  return NsPer(start, launches);
+}
+
+// Launches with `evict_bytes` of other memory written before each (a rotating walk over 64 MiB,
+// one write per 64-byte line), as a program's own work between two launches pushes the
+// callbacks' data out of the core's caches; only the launch's callbacks are timed. kp's rings
+// are drained every 10 ms by a thread of their own, as in PacedRound.
+double ColdRound(KpSide* kp_side, long launches, size_t evict_bytes, PacedCallbacks callbacks,
+                 uint32_t* correlation) {
+  static constexpr size_t kArena = 64u << 20;
+  static std::vector<uint8_t> arena(kArena);
+  static size_t offset = 0;
+  Launch launch;
+  const auto kp_callback = RecorderCallback(kp_side->recorder);
+  const Drainer drainer(callbacks == PacedCallbacks::kKp ? kp_side : nullptr);
+  double ns = 0;
+  for (long i = 0; i < launches; ++i) {
+    for (size_t b = 0; b < evict_bytes; b += 64) {
+      arena[offset] = static_cast<uint8_t>(arena[offset] + 1);
+      offset = (offset + 64) % kArena;
+    }
+    const auto start = Clock::now();
+    if (callbacks == PacedCallbacks::kFloor) {
+      launch.Run(++*correlation, kp_side->driver_only, kFloorCallback);
+    } else if (callbacks == PacedCallbacks::kKp) {
+      launch.Run(++*correlation, kp_side->driver_only, kp_callback);
+    }
+    ns += NsPer(start, 1);
+  }
+  return ns / static_cast<double>(launches);
 }
 
 KpSide* NewKpSide(bool driver_only) { return new KpSide(driver_only); }

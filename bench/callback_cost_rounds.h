@@ -2,6 +2,7 @@
 // (bench/callback_cost_rounds.cc says why).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #define KP_CALLBACK_COST_API __attribute__((visibility("default")))
@@ -25,3 +26,8 @@ KP_CALLBACK_COST_API double EmptyRound(long launches, bool driver_only);
 enum class PacedCallbacks { kNone, kFloor, kKp };
 KP_CALLBACK_COST_API double PacedRound(KpSide* kp_side, long launches, long spin_ns,
                                        PacedCallbacks callbacks, uint32_t* correlation);
+// The same with `evict_bytes` of other memory written before each launch (the callbacks' data
+// pushed out of the core's caches, as a program's work between launches does); only the
+// launch's callbacks are timed. ns per launch.
+KP_CALLBACK_COST_API double ColdRound(KpSide* kp_side, long launches, size_t evict_bytes,
+                                      PacedCallbacks callbacks, uint32_t* correlation);
