@@ -68,7 +68,6 @@ struct RingRelease {
   ~RingRelease();
 };
 thread_local RingRelease t_ring_release;
-uint32_t g_process_id = 0;
 
 RingRelease::~RingRelease() {
   if (in_use == nullptr) return;
@@ -84,10 +83,6 @@ bool Covered(const ThreadState& ts, const CUpti_CallbackData* data) {
   return ts.runtime_depth != 0 && data->correlationId == ts.runtime_correlation;
 }
 
-uint8_t FlagsOf(const std::vector<uint8_t>& table, CUpti_CallbackId cbid) {
-  return cbid < table.size() ? table[cbid] : 0;
-}
-
 }  // namespace
 
 ApiCallRecorder::ApiCallRecorder(EnableCopyKinds enable_copy_kinds, ApiLevel level)
@@ -95,8 +90,12 @@ ApiCallRecorder::ApiCallRecorder(EnableCopyKinds enable_copy_kinds, ApiLevel lev
       runtime_cbids_(level == ApiLevel::kRuntimeAndDriver ? SelectCbids(CUPTI_CB_DOMAIN_RUNTIME_API)
                                                           : std::vector<uint8_t>()),
       driver_cbids_(SelectCbids(CUPTI_CB_DOMAIN_DRIVER_API)) {
-  g_process_id = static_cast<uint32_t>(getpid());
-  copy_kinds_enabled_.store(enable_copy_kinds == nullptr);
+  hot_.runtime_flags = runtime_cbids_.data();
+  hot_.driver_flags = driver_cbids_.data();
+  hot_.runtime_size = static_cast<uint32_t>(runtime_cbids_.size());
+  hot_.driver_size = static_cast<uint32_t>(driver_cbids_.size());
+  hot_.process_id = static_cast<uint32_t>(getpid());
+  hot_.copy_kinds_enabled.store(enable_copy_kinds == nullptr);
   // Rings for the first CUDA-calling threads (PyTorch: the main thread and autograd's), made
   // here so that their first recorded call does not allocate.
   for (int i = 0; i < kPreparedRings; ++i) {
@@ -124,7 +123,7 @@ ApiCallRecorder::~ApiCallRecorder() {
 
 void ApiCallRecorder::EnableCallbacks(CUpti_SubscriberHandle subscriber) {
   // Copy-only cbids need their callback only while the copy kinds wait for a first copy.
-  const uint8_t wanted = copy_kinds_enabled_.load() ? kRecorded : (kRecorded | kCopies);
+  const uint8_t wanted = hot_.copy_kinds_enabled.load() ? kRecorded : (kRecorded | kCopies);
   for (size_t cbid = 0; cbid < runtime_cbids_.size(); ++cbid) {
     if (runtime_cbids_[cbid] & wanted) {
       cuptiEnableCallback(1, subscriber, CUPTI_CB_DOMAIN_RUNTIME_API,
@@ -140,7 +139,7 @@ void ApiCallRecorder::EnableCallbacks(CUpti_SubscriberHandle subscriber) {
 }
 
 void ApiCallRecorder::SetCallbacksEnabled(CUpti_SubscriberHandle subscriber, bool on) {
-  const bool copies_pending = !copy_kinds_enabled_.load();
+  const bool copies_pending = !hot_.copy_kinds_enabled.load();
   const auto toggle = [&](const std::vector<uint8_t>& table, CUpti_CallbackDomain domain) {
     for (size_t cbid = 0; cbid < table.size(); ++cbid) {
       if (!(table[cbid] & kRecorded)) continue;
@@ -153,8 +152,8 @@ void ApiCallRecorder::SetCallbacksEnabled(CUpti_SubscriberHandle subscriber, boo
 }
 
 bool ApiCallRecorder::Wants(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) const {
-  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) return FlagsOf(runtime_cbids_, cbid) & kRecorded;
-  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return FlagsOf(driver_cbids_, cbid) & kRecorded;
+  if (domain == CUPTI_CB_DOMAIN_RUNTIME_API) return hot_.Flags(true, cbid) & kRecorded;
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API) return hot_.Flags(false, cbid) & kRecorded;
   return false;
 }
 
@@ -190,12 +189,12 @@ ApiCallRecorder::Ring* ApiCallRecorder::ThreadRing() {
 void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                  const CUpti_CallbackData* data) {
   const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
-  const uint8_t flags = FlagsOf(runtime ? runtime_cbids_ : driver_cbids_, cbid);
+  const uint8_t flags = hot_.Flags(runtime, cbid);
   if (flags == 0) return;
   if (!(flags & kRecorded)) {  // only here to turn the copy kinds on
     if (data->callbackSite == CUPTI_API_ENTER &&
-        !copy_kinds_enabled_.load(std::memory_order_relaxed) &&
-        !copy_kinds_enabled_.exchange(true)) {
+        !hot_.copy_kinds_enabled.load(std::memory_order_relaxed) &&
+        !hot_.copy_kinds_enabled.exchange(true)) {
       enable_copy_kinds_();
     }
     return;
@@ -208,8 +207,8 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
     } else if (Covered(ts, data)) {
       return;
     }
-    if ((flags & kCopies) && !copy_kinds_enabled_.load(std::memory_order_relaxed) &&
-        !copy_kinds_enabled_.exchange(true)) {
+    if ((flags & kCopies) && !hot_.copy_kinds_enabled.load(std::memory_order_relaxed) &&
+        !hot_.copy_kinds_enabled.exchange(true)) {
       enable_copy_kinds_();
     }
     uint64_t now = 0;
@@ -222,7 +221,7 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
   } else if (Covered(ts, data)) {
     return;
   }
-  if (!recording_.load(std::memory_order_acquire)) return;  // outside a capture window
+  if (!hot_.recording.load(std::memory_order_acquire)) return;  // outside a capture window
   // Read before the timestamp call, so the thread-local is not looked up again after it.
   Ring* ring = ts.owner == this ? static_cast<Ring*>(ts.ring) : nullptr;
   uint32_t thread_id = ts.thread_id;
@@ -242,7 +241,7 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
     *data->correlationData = 0;  // a later call whose ENTER kp does not see reads 0: dropped
   }
   // ENTER unseen: a cleared slot, an entry before the window opened, or no time at all.
-  if (start == 0 || start < open_ns_.load(std::memory_order_relaxed) || start > end) return;
+  if (start == 0 || start < hot_.open_ns.load(std::memory_order_relaxed) || start > end) return;
   const uint64_t head = ring->head.load(std::memory_order_relaxed);
   if (head - ring->cached_tail >= kRingSlots) {
     ring->cached_tail = ring->tail.load(std::memory_order_acquire);
@@ -256,7 +255,7 @@ void ApiCallRecorder::OnCallback(CUpti_CallbackDomain domain, CUpti_CallbackId c
   slot.cbid = cbid;
   slot.start = start;
   slot.end = end;
-  slot.processId = g_process_id;
+  slot.processId = hot_.process_id;
   slot.threadId = thread_id;
   slot.correlationId = data->correlationId;
   slot.returnValue = data->functionReturnValue != nullptr

@@ -81,8 +81,8 @@ class ApiCallRecorder {
   // the window's opening: a call whose ENTER came before it (its callbacks were off then, its
   // correlationData slot holds no entry time of this call) is not recorded either.
   void SetRecording(bool on, uint64_t now = 0) {
-    if (on) open_ns_.store(now, std::memory_order_relaxed);
-    recording_.store(on, std::memory_order_release);  // publishes open_ns_
+    if (on) hot_.open_ns.store(now, std::memory_order_relaxed);
+    hot_.recording.store(on, std::memory_order_release);  // publishes open_ns
   }
 
   // Capture windows: switches the recorded cbids' callbacks on `subscriber` on or off, so that
@@ -99,14 +99,28 @@ class ApiCallRecorder {
   struct Ring;
   Ring* ThreadRing();  // the calling thread's ring; makes or reuses one on its first call
 
+  // Everything a callback reads of the recorder, on one cache line: between two calls the
+  // program's own work pushes the recorder out of the core's caches, and each line it reads then
+  // is a miss on the calling thread (bench/callback_cost.cc, "cold").
+  struct alignas(64) Hot {
+    const uint8_t* runtime_flags = nullptr;  // runtime_cbids_'s and driver_cbids_'s data
+    const uint8_t* driver_flags = nullptr;
+    uint32_t runtime_size = 0, driver_size = 0;
+    std::atomic<uint64_t> open_ns{0};
+    std::atomic<bool> recording{true};
+    std::atomic<bool> copy_kinds_enabled{false};
+    uint32_t process_id = 0;
+    uint8_t Flags(bool runtime, CUpti_CallbackId cbid) const {
+      if (runtime) return cbid < runtime_size ? runtime_flags[cbid] : 0;
+      return cbid < driver_size ? driver_flags[cbid] : 0;
+    }
+  };
+  Hot hot_;
   EnableCopyKinds enable_copy_kinds_;
-  std::atomic<bool> copy_kinds_enabled_{false};
   // Indexed by cbid: bit 0 recorded, bit 1 may copy or set memory.
   std::vector<uint8_t> runtime_cbids_, driver_cbids_;
   std::atomic<Ring*> rings_{nullptr};
   std::atomic<uint64_t> dropped_{0};
-  std::atomic<bool> recording_{true};
-  std::atomic<uint64_t> open_ns_{0};
 };
 
 // KP_API=launch or launch-runtime with `api` in KP_ACTIVITIES: API calls come from callbacks.

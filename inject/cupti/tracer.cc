@@ -97,7 +97,22 @@ bool CuptiUsable() { return g_active.load(std::memory_order_acquire) && !g_in_fo
 // itself has stopped), but never after a fatal error, nor once it is being detached.
 bool CuptiAlive() { return !g_cupti_fatal.load() && !g_in_fork_child.load() && !Detach().quiet(); }
 
-void OnForkChild() { g_in_fork_child.store(true); }
+// The recorder, while recording API calls is all an API-domain callback does (no metrics, no
+// cudaProfilerStart trigger, no CUPTI detach under way, tracing on): OnCallback then calls it
+// without reading the tracer's state, on a cache line of its own. Between two CUDA calls the
+// program's work pushes that state out of the core's caches, and each further line read on
+// every launch is a miss on the launching thread (bench/callback_cost.cc, "cold").
+struct alignas(64) ApiFastPath {
+  std::atomic<ApiCallRecorder*> recorder{nullptr};
+};
+ApiFastPath g_api_fast;
+
+void DisarmApiFastPath() { g_api_fast.recorder.store(nullptr, std::memory_order_release); }
+
+void OnForkChild() {
+  g_in_fork_child.store(true);
+  DisarmApiFastPath();
+}
 
 const char* CuptiErrorString(CUptiResult result) {
   const char* text = nullptr;
@@ -220,6 +235,15 @@ void OnResource(CUpti_CallbackId cbid, const CUpti_ResourceData* data) {
 
 void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                          const void* cbdata) {
+  if (domain == CUPTI_CB_DOMAIN_DRIVER_API || domain == CUPTI_CB_DOMAIN_RUNTIME_API) {
+    ApiCallRecorder* recorder = g_api_fast.recorder.load(std::memory_order_acquire);
+    if (recorder != nullptr && !t_in_callback) {
+      t_in_callback = true;
+      recorder->OnCallback(domain, cbid, static_cast<const CUpti_CallbackData*>(cbdata));
+      t_in_callback = false;
+      return;
+    }
+  }
   if (t_in_callback || g_state == nullptr || !CuptiUsable()) return;
   t_in_callback = true;
   try {
@@ -257,6 +281,7 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
               message != nullptr ? message : "no message");
           g_cupti_fatal.store(true);  // CUPTI has finalized itself; no more CUPTI calls
           g_active.store(false);
+          DisarmApiFastPath();
         }
         break;
       default:
@@ -289,6 +314,7 @@ void FinishTrace(const std::string& reason, bool on_signal) {
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
   }
   g_active.store(false);
+  DisarmApiFastPath();
   g_state->thread->Stop(cupti_ok ? reason : "cupti fatal error");
   g_exit_done.store(true);
   FileChunkWriter& writer = *g_state->writer;
@@ -542,6 +568,7 @@ int CaptureTriggerSchemaValue(CaptureTrigger trigger) {
 // holds CUPTI's profiler (metrics, PC or PM sampling) runs on.
 void DetachAfterLastWindow() {
   if (g_state->collector || g_state->pc_sampler || g_state->pm_sampling) return;
+  DisarmApiFastPath();  // the detach happens in a driver callback (CuptiDetach::OnCallback)
   CuptiDetach::Hooks hooks;
   hooks.flush = [](bool forced) {
     cuptiActivityFlushAll(forced ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
@@ -822,6 +849,13 @@ void DoToolInit(InjectionMode mode) {
   }
   EnableCallbacks(g_state->subscriber, g_state->collector.get());
   if (g_state->pc_sampler) g_state->pc_sampler->EnableCallbacks(g_state->subscriber);
+  // API-domain callbacks only record (OnCallback's other readers of them: the metrics collector,
+  // the cudaProfilerStart trigger, a pending detach, which disarms it first). Armed before any
+  // capture window can end.
+  if (g_state->api_calls != nullptr && !g_state->collector &&
+      capture_plan.trigger != CaptureTrigger::kCudaProfilerApi && CuptiUsable()) {
+    g_api_fast.recorder.store(g_state->api_calls, std::memory_order_release);
+  }
   if (capture_plan.trigger == CaptureTrigger::kWholeRun) {
     EnableActivities(g_state->config);
   } else {
