@@ -98,7 +98,8 @@ bool CuptiUsable() { return g_active.load(std::memory_order_acquire) && !g_in_fo
 bool CuptiAlive() { return !g_cupti_fatal.load() && !g_in_fork_child.load() && !Detach().quiet(); }
 
 // The recorder, while recording API calls is all an API-domain callback does (no metrics, no
-// cudaProfilerStart trigger, no CUPTI detach under way, tracing on): OnCallback then calls it
+// cudaProfilerStart trigger, no CUPTI detach started, tracing on, not a fork child, no fatal
+// error): OnCallback then calls it
 // without reading the tracer's state, on a cache line of its own. Between two CUDA calls the
 // program's work pushes that state out of the core's caches, and each further line read on
 // every launch is a miss on the launching thread (bench/callback_cost.cc, "cold").
@@ -239,7 +240,10 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cb
     ApiCallRecorder* recorder = g_api_fast.recorder.load(std::memory_order_acquire);
     if (recorder != nullptr && !t_in_callback) {
       t_in_callback = true;
-      recorder->OnCallback(domain, cbid, static_cast<const CUpti_CallbackData*>(cbdata));
+      try {  // nothing may leave a CUPTI callback (a first copy's kind switch can log)
+        recorder->OnCallback(domain, cbid, static_cast<const CUpti_CallbackData*>(cbdata));
+      } catch (...) {
+      }
       t_in_callback = false;
       return;
     }
