@@ -74,10 +74,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 from run_bench import FLOOR_KINDS_OF_KP_DEFAULTS  # bench/floor's kinds for kp's defaults
-from run_bench import descendants  # a process and those below it, from /proc
+from run_bench import tree_threads  # (pid, tid) of a process tree's threads, from /proc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS = 90
@@ -104,30 +105,24 @@ def move_kp_threads(pid, cpus, moved):
     tree onto `cpus`, once; `moved` holds the thread ids already moved. Returns how many it
     moved this time."""
     count = 0
-    for p in descendants(pid):
-        try:
-            tids = os.listdir("/proc/%d/task" % p)
-        except OSError:
+    for p, tid in tree_threads(pid):
+        if tid in moved:
             continue
-        for tid in tids:
-            if int(tid) in moved:
-                continue
-            try:
-                with open("/proc/%d/task/%s/comm" % (p, tid)) as f:
-                    name = f.read().strip()
-                if name.startswith("kp-"):
-                    os.sched_setaffinity(int(tid), cpus)
-                    moved.add(int(tid))
-                    count += 1
-            except OSError:
-                pass  # the thread ended
+        try:
+            with open("/proc/%d/task/%d/comm" % (p, tid)) as f:
+                name = f.read().strip()
+            if name.startswith("kp-"):
+                os.sched_setaffinity(tid, cpus)
+                moved.add(tid)
+                count += 1
+        except OSError:
+            pass  # the thread ended
     return count
 
 
 def run_moving_kp_threads(argv, env, timeout, cpus):
     """subprocess.run(argv) while another thread (itself on `cpus`) moves the run's kp-*
     threads onto `cpus` as they appear (every 5 ms). Returns (CompletedProcess, threads moved)."""
-    import threading
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     moved, done = set(), threading.Event()

@@ -288,7 +288,7 @@ def choose_cpus(setting, available, core_of=None):
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def descendants(pid):
+def _descendants(pid):
     """pid and every process below it (through /proc/PID/task/TID/children)."""
     found, queue = [], [pid]
     while queue:
@@ -307,6 +307,17 @@ def descendants(pid):
     return found
 
 
+def tree_threads(root_pid):
+    """(pid, tid) of every thread of root_pid's process tree (those gone meanwhile left out)."""
+    for pid in _descendants(root_pid):
+        try:
+            tids = os.listdir("/proc/%d/task" % pid)
+        except OSError:
+            continue
+        for tid in tids:
+            yield pid, int(tid)
+
+
 def thread_cpu_snapshot(root_pid):
     """{(pid, tid): {"comm", "cpu_s", "main"}} for every thread under root_pid.
 
@@ -314,22 +325,17 @@ def thread_cpu_snapshot(root_pid):
     separate the application's launch thread from CUPTI's worker and kp's encoder thread.
     """
     snapshot = {}
-    for pid in descendants(root_pid):
+    for pid, tid in tree_threads(root_pid):
         try:
-            tids = os.listdir("/proc/%d/task" % pid)
+            with open("/proc/%d/task/%d/stat" % (pid, tid)) as f:
+                stat = f.read()
         except OSError:
             continue
-        for tid in tids:
-            try:
-                with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            comm = stat[stat.find("(") + 1:stat.rfind(")")]
-            fields = stat[stat.rfind(")") + 2:].split()
-            # fields[11], fields[12]: utime, stime (stat fields 14 and 15)
-            cpu = (int(fields[11]) + int(fields[12])) / float(CLOCK_TICKS)
-            snapshot[(pid, int(tid))] = {"comm": comm, "cpu_s": cpu, "main": int(tid) == pid}
+        comm = stat[stat.find("(") + 1:stat.rfind(")")]
+        fields = stat[stat.rfind(")") + 2:].split()
+        # fields[11], fields[12]: utime, stime (stat fields 14 and 15)
+        cpu = (int(fields[11]) + int(fields[12])) / float(CLOCK_TICKS)
+        snapshot[(pid, tid)] = {"comm": comm, "cpu_s": cpu, "main": tid == pid}
     return snapshot
 
 

@@ -554,7 +554,7 @@ class KpApartTest(unittest.TestCase):
     def test_a_child_process_threads_are_found(self):
         child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
         try:
-            self.assertIn(child.pid, pc.descendants(os.getpid()))
+            self.assertIn(child.pid, {p for p, _ in pc.tree_threads(os.getpid())})
         finally:
             child.kill()
             child.wait()

@@ -99,10 +99,10 @@ bool CuptiAlive() { return !g_cupti_fatal.load() && !g_in_fork_child.load() && !
 
 // The recorder, while recording API calls is all an API-domain callback does (no metrics, no
 // cudaProfilerStart trigger, no CUPTI detach started, tracing on, not a fork child, no fatal
-// error): OnCallback then calls it
-// without reading the tracer's state, on a cache line of its own. Between two CUDA calls the
-// program's work pushes that state out of the core's caches, and each further line read on
-// every launch is a miss on the launching thread (bench/callback_cost.cc, "cold").
+// error): OnCallback then calls it without reading the tracer's state, on a cache line of its
+// own. Between two CUDA calls the program's work pushes that state out of the core's caches,
+// and each further line read on every launch is a miss on the launching thread
+// (bench/callback_cost.cc, "cold").
 struct alignas(64) ApiFastPath {
   std::atomic<ApiCallRecorder*> recorder{nullptr};
 };
@@ -853,8 +853,8 @@ void DoToolInit(InjectionMode mode) {
   }
   EnableCallbacks(g_state->subscriber, g_state->collector.get());
   if (g_state->pc_sampler) g_state->pc_sampler->EnableCallbacks(g_state->subscriber);
-  // API-domain callbacks only record (OnCallback's other readers of them: the metrics collector,
-  // the cudaProfilerStart trigger, a pending detach, which disarms it first). Armed before any
+  // API-domain callbacks only record (OnCallback's other readers of them: the metrics collector
+  // and the cudaProfilerStart trigger; the detach disarms it when it starts). Armed before any
   // capture window can end.
   if (g_state->api_calls != nullptr && !g_state->collector &&
       capture_plan.trigger != CaptureTrigger::kCudaProfilerApi && CuptiUsable()) {
