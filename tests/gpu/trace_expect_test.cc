@@ -29,6 +29,7 @@ struct TraceSpec {
   int kernels_per_stream = 10;
   bool link_all = true;
   bool overlap = false;
+  std::string overlap_launch_api = "cudaLaunchKernel_v7000";  // the overlapping kernel's launch
   uint64_t dropped = 0;
   bool finish = true;
   bool graph = false;
@@ -93,7 +94,8 @@ class TraceExpectTest : public ::testing::Test {
         uint64_t gpu = t + 100'000 + stream;
         for (int i = 0; i < spec.kernels_per_stream; ++i) {
           ApiRecord api;
-          api.name = "cudaLaunchKernel_v7000";
+          api.name =
+              (spec.overlap && i == 6) ? spec.overlap_launch_api.c_str() : "cudaLaunchKernel_v7000";
           api.domain = 1;
           api.thread_id = kThread;
           api.start = t + 30 + i * 10 + stream;
@@ -320,6 +322,21 @@ TEST_F(TraceExpectTest, OverlapOnAStreamFailsOrderCheck) {
   ASSERT_NE(order, nullptr);
   EXPECT_FALSE(order->pass);
   EXPECT_NE(order->detail.find("2 overlaps"), std::string::npos) << order->detail;
+}
+
+TEST_F(TraceExpectTest, OverlapOfAKernelLaunchedWithConfigPassesOrderCheck) {
+  TraceSpec spec;
+  spec.overlap = true;
+  spec.overlap_launch_api = "cuLaunchKernelEx";
+  WriteTrace(spec);
+  auto results = Check("expect kernels=20\n");
+  const CheckResult* order = Find(results, "stream_order");
+  ASSERT_NE(order, nullptr);
+  EXPECT_TRUE(order->pass) << order->detail;
+  EXPECT_NE(order->detail.find("0 overlaps"), std::string::npos) << order->detail;
+  EXPECT_NE(order->detail.find("2 kernels launched by a cu/cudaLaunchKernelEx call"),
+            std::string::npos)
+      << order->detail;
 }
 
 TEST_F(TraceExpectTest, DroppedRecordsFail) {
