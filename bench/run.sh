@@ -22,7 +22,7 @@ if ! nvidia-smi -L 2>/dev/null | grep -q "GPU"; then
 fi
 if [[ $# -lt 1 ]]; then
   echo "usage: bash bench/run.sh DIST [--rounds N] [--quick] [--skip-soak] [--out DIR]" \
-    "[--paired-passes N]" \
+    "[--paired-passes N] [--paired-tiny-passes M]" \
     "[--budget-s S] [--tools a,b]" >&2
   exit 2
 fi

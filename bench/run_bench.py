@@ -10,7 +10,8 @@ tool; <= 6 bytes per kernel; no drops and host memory flat after 15 s over a 60 
 launch rate. With --paired-passes N it then runs bench/paired_cost.py (each tool against the
 same process's untraced steps, free of the process-to-process spread) in what is left of the
 budget, appends its tables, and judges the three cost targets on its cycles instead (the
-separate-process and against-no-tool readings beside each verdict).
+separate-process and against-no-tool readings beside each verdict); --paired-tiny-passes M adds
+up to M passes of kp and the floor on tiny ops alone, pooled with the others' tiny-op runs.
 
 Output: a Markdown report on stdout and in OUT/bench_results.md, raw numbers in OUT/bench_raw.json.
 """
@@ -700,6 +701,7 @@ class Bench:
         # What must be left after the rounds: the soak and the paired passes.
         reserve = 0 if self.args.skip_soak else self.soak_seconds() + 15
         reserve += self.args.paired_passes * PAIRED_PASS_S
+        reserve += getattr(self.args, "paired_tiny_passes", 0) * PAIRED_TINY_PASS_S
         last_round_s = 0.0
         for round_index, order in enumerate(schedule, 1):
             elapsed = time.perf_counter() - self.t0
@@ -819,28 +821,55 @@ class Bench:
         return markdown, raw
 
     def paired(self):
-        """bench/paired_cost.py with what is left of the budget; its tables, or a note."""
+        """bench/paired_cost.py with what is left of the budget, then (--paired-tiny-passes)
+        more passes of kp and the floor on tiny ops alone, pooled with the first part's: the
+        tables of all runs and their cycle_summary, or a note."""
         import paired_cost  # bench/paired_cost.py, beside this file
 
-        left = int(self.args.budget_s - (time.perf_counter() - self.t0))
-        out = os.path.join(self.args.out, "paired")
-        argv = [self.dist, "--passes", str(self.args.paired_passes), "--budget-s",
-                str(max(left, 1)), "--cpus",
-                ",".join(str(c) for c in (self.cpus or sorted(os.sched_getaffinity(0)))),
-                "--python", self.args.python, "--arch", self.args.arch, "--out", out,
-                "--alternate", str(PAIRED_BLOCK), "--cycles", str(PAIRED_CYCLES),
-                "--lead", str(PAIRED_LEAD), "--tools", ",".join(PAIRED_TOOLS), "--probes"]
         try:
-            paired_cost.main(argv)
-            with open(os.path.join(out, "paired_cost.md")) as f:
-                text = f.read()
-            with open(os.path.join(out, "paired_cost_raw.jsonl")) as f:
-                rows = [json.loads(line) for line in f if line.strip()]
+            text, rows = self.paired_part(
+                "paired", ["--passes", str(self.args.paired_passes), "--tools",
+                           ",".join(PAIRED_TOOLS)])
         except Exception as error:  # a failed diagnostic must not lose the report
             self.notes.append("paired cost not measured: %s" % error)
             return None, None
         parts = text.split("\n\n", 2)  # title, the run's header line, the tables
-        return (parts[2] if len(parts) == 3 else text), paired_cost.cycle_summary(rows)
+        tables = parts[2] if len(parts) == 3 else text
+        extra = getattr(self.args, "paired_tiny_passes", 0)
+        if extra > 0:
+            try:
+                _, more = self.paired_part(
+                    "paired_tiny", ["--passes", str(extra), "--workloads", "tiny", "--tools",
+                                    ",".join(PAIRED_TINY_TOOLS)])
+            except Exception as error:
+                self.notes.append("more tiny-op passes not measured: %s" % error)
+            else:
+                runs = sum(1 for r in more if r.get("cycle_pct"))
+                rows += more
+                tables = ("Tiny ops: the runs of %d more passes of %s alone "
+                          "(--paired-tiny-passes, as many as the budget allowed: %d runs) are "
+                          "pooled with those above.\n\n"
+                          % (extra, " and ".join(PAIRED_TINY_TOOLS), runs)
+                          + paired_cost.tables(rows) + "\n")
+        return tables, paired_cost.cycle_summary(rows)
+
+    def paired_part(self, name, what):
+        """One bench/paired_cost.py call into OUT/NAME with the report's settings and `what`
+        (passes, tools, workloads) in what is left of the budget: (its Markdown, its rows)."""
+        import paired_cost
+
+        left = int(self.args.budget_s - (time.perf_counter() - self.t0))
+        out = os.path.join(self.args.out, name)
+        argv = [self.dist, "--budget-s", str(max(left, 1)), "--cpus",
+                ",".join(str(c) for c in (self.cpus or sorted(os.sched_getaffinity(0)))),
+                "--python", self.args.python, "--arch", self.args.arch, "--out", out,
+                "--alternate", str(PAIRED_BLOCK), "--cycles", str(PAIRED_CYCLES),
+                "--lead", str(PAIRED_LEAD), "--probes"] + what
+        paired_cost.main(argv)
+        with open(os.path.join(out, "paired_cost.md")) as f:
+            text = f.read()
+        with open(os.path.join(out, "paired_cost_raw.jsonl")) as f:
+            return text, [json.loads(line) for line in f if line.strip()]
 
 
 def _last_line(text):
@@ -885,6 +914,10 @@ FLOOR_KINDS_WITHOUT_CB_API = ",".join(
 PAIRED_BLOCK, PAIRED_CYCLES, PAIRED_LEAD = 10, 20, 10
 PAIRED_TOOLS = ("none", "kp", "floor", "torch_prof")
 PAIRED_PASS_S = 140  # one pass of it on the H200 VM
+# --paired-tiny-passes: kp against the floor on tiny ops needs the most runs (the spread of one
+# run's reading is about the size of the 5 % the target allows); a pass of these two alone.
+PAIRED_TINY_TOOLS = ("kp", "floor")
+PAIRED_TINY_PASS_S = 16
 FLOOR_KINDS_OF_OLD_DEFAULTS = "kernel,memcpy,memset,api_launch,nvtx,sync,overhead"
 
 
@@ -1266,6 +1299,10 @@ def main(argv=None):
     parser.add_argument("--paired-passes", type=int, default=0,
                         help="then bench/paired_cost.py with this many passes (~%d s each), "
                              "its tables in the report" % PAIRED_PASS_S)
+    parser.add_argument("--paired-tiny-passes", type=int, default=0,
+                        help="with --paired-passes: then up to this many passes of kp and the "
+                             "floor on tiny ops alone (~%d s each, as many as --budget-s "
+                             "allows), pooled with the others" % PAIRED_TINY_PASS_S)
     parser.add_argument("--tools", default="",
                         help="comma list of optional tools to add to none, floor, kp and "
                              "torch_prof_cuda: floor_kernel, floor_old_defaults, "
@@ -1276,6 +1313,9 @@ def main(argv=None):
         args.rounds = 1
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.paired_tiny_passes > 0 and args.paired_passes < 1:
+        parser.error("--paired-tiny-passes needs --paired-passes: its runs are pooled with "
+                     "those passes' tiny-op runs")
     unknown = [t for t in args.tools.split(",") if t and t not in TOOL_ORDER]
     if unknown:
         parser.error("--tools: unknown '%s' (known: %s)" % (unknown[0], ", ".join(TOOL_ORDER)))

@@ -4,6 +4,8 @@ Run by ctest (bench_driver_test) with the system python3; standard library only.
 """
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import stat
@@ -471,6 +473,86 @@ class PairedPhaseTest(unittest.TestCase):
             self.assertEqual(argv[argv.index("--passes") + 1], "2")
             self.assertEqual(argv[argv.index("--cpus") + 1], "0")
             self.assertGreater(int(argv[argv.index("--budget-s") + 1]), 99000)
+
+    def test_tiny_passes_pooled_with_the_first_part(self):
+        import paired_cost
+        with tempfile.TemporaryDirectory() as out:
+            calls = []
+            parts = ([("none", "tiny", [0.0, 0.2]), ("kp", "tiny", [2.0, 2.2]),
+                      ("floor", "tiny", [1.0, 1.2]), ("kp", "train", [5.0, 5.0])],
+                     [("kp", "tiny", [4.0, 4.2]), ("floor", "tiny", [1.0, 1.0]),
+                      ("kp", "tiny", [6.0, 6.0]), ("floor", "tiny", [0.8, 1.0])])
+
+            def fake_main(argv):
+                calls.append(argv)
+                d = argv[argv.index("--out") + 1]
+                os.makedirs(d, exist_ok=True)
+                with open(os.path.join(d, "paired_cost.md"), "w") as f:
+                    f.write("# Paired cost\n\nheader\n\nfirst part's tables\n")
+                with open(os.path.join(d, "paired_cost_raw.jsonl"), "w") as f:
+                    for tool, workload, cycles in parts[len(calls) - 1]:
+                        f.write(json.dumps({"workload": workload, "tool": tool,
+                                            "cycle_pct": cycles, "residual_pct": 0.0}) + "\n")
+                return 0
+
+            real, paired_cost.main = paired_cost.main, fake_main
+            try:
+                b = self.bench(out)
+                b.args.paired_tiny_passes = 7
+                text, summary = b.paired()
+            finally:
+                paired_cost.main = real
+            self.assertEqual(len(calls), 2)
+            second = calls[1]
+            self.assertEqual(second[second.index("--workloads") + 1], "tiny")
+            self.assertEqual(second[second.index("--tools") + 1], "kp,floor")
+            self.assertEqual(second[second.index("--passes") + 1], "7")
+            self.assertEqual(second[second.index("--alternate") + 1], "10")
+            self.assertNotEqual(second[second.index("--out") + 1],
+                                calls[0][calls[0].index("--out") + 1])
+            # Tiny ops: kp's runs 2.1, 4.1 and 6.0, the floor's 1.1, 1.0 and 0.9.
+            self.assertEqual(summary[("tiny", "kp")]["runs"], 3)
+            self.assertAlmostEqual(summary[("tiny", "kp")]["cycles"], 4.1)
+            self.assertAlmostEqual(summary[("tiny", "floor")]["cycles"], 1.0)
+            self.assertEqual(summary[("train", "kp")]["runs"], 1)
+            self.assertIn("runs of 7 more passes of kp and floor alone", text)
+            self.assertIn("4 runs) are pooled", text)
+            self.assertIn("| tiny | kp | 3 | 6 |", text)
+            self.assertNotIn("first part's tables", text)
+
+    def test_a_failed_tiny_part_keeps_the_first(self):
+        import paired_cost
+        with tempfile.TemporaryDirectory() as out:
+            calls = []
+
+            def fake_main(argv):
+                calls.append(argv)
+                if len(calls) == 2:
+                    raise RuntimeError("taken back")
+                d = argv[argv.index("--out") + 1]
+                os.makedirs(d, exist_ok=True)
+                with open(os.path.join(d, "paired_cost.md"), "w") as f:
+                    f.write("# Paired cost\n\nheader\n\nfirst part's tables\n")
+                with open(os.path.join(d, "paired_cost_raw.jsonl"), "w") as f:
+                    f.write(json.dumps({"workload": "tiny", "tool": "kp", "cycle_pct": [2.0],
+                                        "residual_pct": 0.0}) + "\n")
+                return 0
+
+            real, paired_cost.main = paired_cost.main, fake_main
+            try:
+                b = self.bench(out)
+                b.args.paired_tiny_passes = 3
+                text, summary = b.paired()
+            finally:
+                paired_cost.main = real
+            self.assertEqual(text, "first part's tables\n")
+            self.assertEqual(summary[("tiny", "kp")]["runs"], 1)
+            self.assertIn("more tiny-op passes not measured: taken back", b.notes)
+
+    def test_tiny_passes_need_paired_passes(self):
+        with self.assertRaises(SystemExit):
+            with contextlib.redirect_stderr(io.StringIO()):
+                run_bench.main(["dist", "--paired-tiny-passes", "3"])
 
     def test_a_failure_becomes_a_note(self):
         import paired_cost
