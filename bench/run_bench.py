@@ -821,9 +821,11 @@ class Bench:
         return markdown, raw
 
     def paired(self):
-        """bench/paired_cost.py with what is left of the budget, then (--paired-tiny-passes)
-        more passes of kp and the floor on tiny ops alone, pooled with the first part's: the
-        tables of all runs and their cycle_summary, or a note."""
+        """bench/paired_cost.py with what is left of the budget: its tables and cycle_summary,
+        or a note. With --paired-tiny-passes, more passes of kp and the floor on tiny ops alone
+        follow; their runs, pooled with the first part's tiny-op kp, floor and no-tool runs, get
+        tables of their own and enter the summary as (tiny, kp + POOLED) and (tiny, floor +
+        POOLED), which only the kp-against-the-floor verdict reads."""
         import paired_cost  # bench/paired_cost.py, beside this file
 
         try:
@@ -835,23 +837,49 @@ class Bench:
             return None, None
         parts = text.split("\n\n", 2)  # title, the run's header line, the tables
         tables = parts[2] if len(parts) == 3 else text
+        summary = paired_cost.cycle_summary(rows)
+        more = self.paired_tiny_part()
+        if more:
+            pooled = [r for r in rows if r.get("workload") == "tiny"
+                      and r.get("tool") in PAIRED_TINY_TOOLS + ("none",)] + more
+            for tool in PAIRED_TINY_TOOLS:
+                entry = paired_cost.cycle_summary(pooled).get(("tiny", tool))
+                if entry is not None:
+                    summary[("tiny", tool + POOLED)] = entry
+            tables += ("\n### Tiny ops: %s pooled with %d more passes of them alone\n\n"
+                       "`--paired-tiny-passes`: %d passes of `--workloads tiny --tools %s` "
+                       "(as many as the budget allowed), their runs read with the tiny-op runs "
+                       "of %s and no tool above; the kp-against-the-floor verdict on tiny ops is "
+                       "this table's.\n\n%s\n" % (
+                           " and ".join(PAIRED_TINY_TOOLS), len({r.get("pass") for r in more}),
+                           len({r.get("pass") for r in more}), ",".join(PAIRED_TINY_TOOLS),
+                           " and ".join(PAIRED_TINY_TOOLS), paired_cost.tables(pooled)))
+        return tables, summary
+
+    def paired_tiny_part(self):
+        """--paired-tiny-passes: the rows of the extra tiny-op passes (those finished when it
+        failed), or [] with a note when none ran."""
         extra = getattr(self.args, "paired_tiny_passes", 0)
-        if extra > 0:
-            try:
-                _, more = self.paired_part(
-                    "paired_tiny", ["--passes", str(extra), "--workloads", "tiny", "--tools",
-                                    ",".join(PAIRED_TINY_TOOLS)])
-            except Exception as error:
-                self.notes.append("more tiny-op passes not measured: %s" % error)
-            else:
-                runs = sum(1 for r in more if r.get("cycle_pct"))
-                rows += more
-                tables = ("Tiny ops: the runs of %d more passes of %s alone "
-                          "(--paired-tiny-passes, as many as the budget allowed: %d runs) are "
-                          "pooled with those above.\n\n"
-                          % (extra, " and ".join(PAIRED_TINY_TOOLS), runs)
-                          + paired_cost.tables(rows) + "\n")
-        return tables, paired_cost.cycle_summary(rows)
+        if extra <= 0:
+            return []
+        left = self.args.budget_s - (time.perf_counter() - self.t0)
+        if left < PAIRED_TINY_PASS_S:
+            self.notes.append("more tiny-op passes not run: %.0f s of --budget-s left, a pass "
+                              "takes ~%d s" % (max(left, 0), PAIRED_TINY_PASS_S))
+            return []
+        out_name = "paired_tiny"
+        try:
+            return self.paired_part(out_name, ["--passes", str(extra), "--workloads", "tiny",
+                                               "--tools", ",".join(PAIRED_TINY_TOOLS)])[1]
+        except Exception as error:
+            raw = os.path.join(self.args.out, out_name, "paired_cost_raw.jsonl")
+            done = []
+            if os.path.exists(raw):
+                with open(raw) as f:
+                    done = [json.loads(line) for line in f if line.strip()]
+            self.notes.append("more tiny-op passes stopped: %s (%d runs kept)" % (
+                error, len(done)))
+            return done
 
     def paired_part(self, name, what):
         """One bench/paired_cost.py call into OUT/NAME with the report's settings and `what`
@@ -918,6 +946,7 @@ PAIRED_PASS_S = 140  # one pass of it on the H200 VM
 # run's reading is about the size of the 5 % the target allows); a pass of these two alone.
 PAIRED_TINY_TOOLS = ("kp", "floor")
 PAIRED_TINY_PASS_S = 16
+POOLED = "+pooled"  # the summary's tool suffix for the tiny-op runs of both parts
 FLOOR_KINDS_OF_OLD_DEFAULTS = "kernel,memcpy,memset,api_launch,nvtx,sync,overhead"
 
 
@@ -995,16 +1024,21 @@ def paired_ratio(table, result_key, metric, tool, baseline):
 PAIRED_WORKLOADS = {"launch_loop": "launch", "tiny_ops": "tiny", "transformer": "train"}
 
 
-def paired_cost_pair(paired, result_key, tool, baseline):
+def paired_cost_pair(paired, result_key, tool, baseline, pooled=False):
     """From bench/paired_cost.py's cycle_summary: (tool's cost, baseline's cost, runs) in % of
     the untraced step, against no tool ("net") and from the cycles alone, or None where either
-    tool has no cycles or a kp run traced no kernel."""
+    tool has no cycles or a kp run traced no kernel. With `pooled`, the two tools' pooled
+    entries (Bench.paired) where both exist."""
     w = PAIRED_WORKLOADS.get(result_key)
-    a, b = (paired or {}).get((w, tool)), (paired or {}).get((w, baseline))
+    paired = paired or {}
+    pooled = pooled and (w, tool + POOLED) in paired and (w, baseline + POOLED) in paired
+    if pooled:
+        tool, baseline = tool + POOLED, baseline + POOLED
+    a, b = paired.get((w, tool)), paired.get((w, baseline))
     if not a or not b or 0 in a.get("kernels", []) + b.get("kernels", []):
         return None
     return {"net": (a["net"], b["net"]), "cycles": (a["cycles"], b["cycles"]),
-            "runs": min(a["runs"], b["runs"]),
+            "runs": min(a["runs"], b["runs"]), "pooled": pooled,
             "residual_runs": "%d and %d" % (a.get("residual_runs", a["runs"]),
                                             b.get("residual_runs", b["runs"]))}
 
@@ -1033,12 +1067,12 @@ def targets(table, soak, paired=None):
         entry = table.get((result_key, metric, "kp"))
         return entry is not None and entry.get("untraced", 0) == 0
 
-    def within(result_key, tool, baseline, name, judge):
+    def within(result_key, tool, baseline, name, judge, pooled=False):
         """(ok, text) of the within-process reading, or (None, None) without one. The verdict
         is the cycles' (a tool on against itself attached but off: robust to the machine's
         speed changes); the cost against no tool (plus what each tool leaves on while off,
         read before/after within a run and so much noisier) is given beside it."""
-        pair = paired_cost_pair(paired, result_key, tool, baseline)
+        pair = paired_cost_pair(paired, result_key, tool, baseline, pooled)
         if pair is None:
             return None, None
         (kp_net, base_net), (kp_cyc, base_cyc) = pair["net"], pair["cycles"]
@@ -1047,9 +1081,11 @@ def targets(table, soak, paired=None):
             kp_net, name, base_net, _fmt(safe_ratio(kp_net, base_net)),
             verdict(judge(kp_net, base_net))) if known
             else "n/a (too few runs read what a tool leaves on while off)")
-        text = ("within one process (%d runs each), from the cycles: kp %+.2f %%, %s %+.2f %%, "
-                "ratio %s; against no tool (with what each leaves on while off, %s runs): %s" % (
-                    pair["runs"], kp_cyc, name, base_cyc, _fmt(safe_ratio(kp_cyc, base_cyc)),
+        text = ("within one process (%d runs each%s), from the cycles: kp %+.2f %%, %s "
+                "%+.2f %%, ratio %s; against no tool (with what each leaves on while off, %s "
+                "runs): %s" % (
+                    pair["runs"], ", with the tiny-op passes" if pair["pooled"] else "",
+                    kp_cyc, name, base_cyc, _fmt(safe_ratio(kp_cyc, base_cyc)),
                     pair["residual_runs"], against))
         return judge(kp_cyc, base_cyc), text
 
@@ -1066,7 +1102,8 @@ def targets(table, soak, paired=None):
             ok = within_floor(kp_add, floor_add)
         rounds = "between processes (rounds): kp +%s %s, floor +%s %s, ratio %s (none %s %s)" % (
             _fmt(kp_add), unit, _fmt(floor_add), unit, _fmt(ratio), _fmt(none), unit)
-        paired_ok, paired_text = within(key, "kp", "floor", "floor", within_floor)
+        paired_ok, paired_text = within(key, "kp", "floor", "floor", within_floor,
+                                        pooled=True)
         out.append({
             "target": "%s: kp added cost <= %.2f x the floor's (same kinds)" % (
                 label, FLOOR_RATIO_MAX),
@@ -1313,6 +1350,8 @@ def main(argv=None):
         args.rounds = 1
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.paired_passes < 0 or args.paired_tiny_passes < 0:
+        parser.error("--paired-passes and --paired-tiny-passes cannot be negative")
     if args.paired_tiny_passes > 0 and args.paired_passes < 1:
         parser.error("--paired-tiny-passes needs --paired-passes: its runs are pooled with "
                      "those passes' tiny-op runs")

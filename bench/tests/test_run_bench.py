@@ -474,85 +474,104 @@ class PairedPhaseTest(unittest.TestCase):
             self.assertEqual(argv[argv.index("--cpus") + 1], "0")
             self.assertGreater(int(argv[argv.index("--budget-s") + 1]), 99000)
 
-    def test_tiny_passes_pooled_with_the_first_part(self):
+    def fake_parts(self, calls, parts, fail_at=None):
+        """A paired_cost.main that writes PARTS[i] (tool, workload, pass, cycles) rows for its
+        i-th call, raising after writing them when i == fail_at."""
+        def fake_main(argv):
+            calls.append(argv)
+            d = argv[argv.index("--out") + 1]
+            os.makedirs(d, exist_ok=True)
+            with open(os.path.join(d, "paired_cost_raw.jsonl"), "w") as f:
+                for tool, workload, p, cycles in parts[len(calls) - 1]:
+                    f.write(json.dumps({"workload": workload, "tool": tool, "pass": p,
+                                        "cycle_pct": cycles, "residual_pct": 0.0}) + "\n")
+            if len(calls) - 1 == fail_at:
+                raise RuntimeError("taken back")
+            with open(os.path.join(d, "paired_cost.md"), "w") as f:
+                f.write("# Paired cost\n\nheader\n\nfirst part's tables\n")
+            return 0
+        return fake_main
+
+    def run_paired(self, out, parts, tiny_passes, fail_at=None, budget_s=100000):
         import paired_cost
+        calls = []
+        real, paired_cost.main = paired_cost.main, self.fake_parts(calls, parts, fail_at)
+        try:
+            b = self.bench(out)
+            b.args.paired_tiny_passes = tiny_passes
+            b.args.budget_s = budget_s
+            text, summary = b.paired()
+        finally:
+            paired_cost.main = real
+        return b, calls, text, summary
+
+    FIRST = [("none", "tiny", 1, [0.0, 0.2]), ("kp", "tiny", 1, [2.0, 2.2]),
+             ("floor", "tiny", 1, [1.0, 1.2]), ("torch_prof", "tiny", 1, [9.0, 9.0]),
+             ("kp", "train", 1, [5.0, 5.0])]
+
+    def test_tiny_passes_pooled_for_the_floor_verdict_only(self):
+        more = [("kp", "tiny", 1, [4.0, 4.2]), ("floor", "tiny", 1, [1.0, 1.0]),
+                ("kp", "tiny", 2, [6.0, 6.0]), ("floor", "tiny", 2, [0.8, 1.0])]
         with tempfile.TemporaryDirectory() as out:
-            calls = []
-            parts = ([("none", "tiny", [0.0, 0.2]), ("kp", "tiny", [2.0, 2.2]),
-                      ("floor", "tiny", [1.0, 1.2]), ("kp", "train", [5.0, 5.0])],
-                     [("kp", "tiny", [4.0, 4.2]), ("floor", "tiny", [1.0, 1.0]),
-                      ("kp", "tiny", [6.0, 6.0]), ("floor", "tiny", [0.8, 1.0])])
+            b, calls, text, summary = self.run_paired(out, (self.FIRST, more), 7)
+        self.assertEqual(len(calls), 2)
+        second = calls[1]
+        self.assertEqual(second[second.index("--workloads") + 1], "tiny")
+        self.assertEqual(second[second.index("--tools") + 1], "kp,floor")
+        self.assertEqual(second[second.index("--passes") + 1], "7")
+        self.assertEqual(second[second.index("--alternate") + 1], "10")
+        self.assertNotEqual(second[second.index("--out") + 1],
+                            calls[0][calls[0].index("--out") + 1])
+        # The first part's entries stay its own; the pooled ones are kp's runs 2.1, 4.1, 6.0
+        # and the floor's 1.1, 1.0, 0.9.
+        self.assertEqual(summary[("tiny", "kp")]["runs"], 1)
+        self.assertAlmostEqual(summary[("tiny", "kp")]["cycles"], 2.1)
+        pooled_kp = summary[("tiny", "kp" + run_bench.POOLED)]
+        self.assertEqual(pooled_kp["runs"], 3)
+        self.assertAlmostEqual(pooled_kp["cycles"], 4.1)
+        self.assertAlmostEqual(summary[("tiny", "floor" + run_bench.POOLED)]["cycles"], 1.0)
+        self.assertNotIn(("train", "kp" + run_bench.POOLED), summary)
+        self.assertTrue(text.startswith("first part's tables\n"))
+        self.assertIn("pooled with 2 more passes of them alone", text)
+        self.assertIn("| tiny | kp | 3 | 6 |", text)
+        self.assertNotIn("| tiny | torch_prof |", text.split("pooled with", 1)[1])
+        self.assertEqual(b.notes, [])
+        # The floor verdict reads the pooled pair; torch.profiler's the first part's kp.
+        verdicts = {v["target"]: v for v in run_bench.targets({}, None, summary)}
+        floor = verdicts["tiny ops: kp added cost <= 1.05 x the floor's (same kinds)"]
+        self.assertIn("3 runs each, with the tiny-op passes", floor["detail"])
+        self.assertIn("kp +4.10 %, floor +1.00 %", floor["detail"])
+        share = verdicts["tiny ops: kp added cost <= half of torch.profiler (CUDA only)'s"]
+        self.assertIn("1 runs each)", share["detail"])
+        self.assertIn("kp +2.10 %, torch.profiler +9.00 %", share["detail"])
 
-            def fake_main(argv):
-                calls.append(argv)
-                d = argv[argv.index("--out") + 1]
-                os.makedirs(d, exist_ok=True)
-                with open(os.path.join(d, "paired_cost.md"), "w") as f:
-                    f.write("# Paired cost\n\nheader\n\nfirst part's tables\n")
-                with open(os.path.join(d, "paired_cost_raw.jsonl"), "w") as f:
-                    for tool, workload, cycles in parts[len(calls) - 1]:
-                        f.write(json.dumps({"workload": workload, "tool": tool,
-                                            "cycle_pct": cycles, "residual_pct": 0.0}) + "\n")
-                return 0
-
-            real, paired_cost.main = paired_cost.main, fake_main
-            try:
-                b = self.bench(out)
-                b.args.paired_tiny_passes = 7
-                text, summary = b.paired()
-            finally:
-                paired_cost.main = real
-            self.assertEqual(len(calls), 2)
-            second = calls[1]
-            self.assertEqual(second[second.index("--workloads") + 1], "tiny")
-            self.assertEqual(second[second.index("--tools") + 1], "kp,floor")
-            self.assertEqual(second[second.index("--passes") + 1], "7")
-            self.assertEqual(second[second.index("--alternate") + 1], "10")
-            self.assertNotEqual(second[second.index("--out") + 1],
-                                calls[0][calls[0].index("--out") + 1])
-            # Tiny ops: kp's runs 2.1, 4.1 and 6.0, the floor's 1.1, 1.0 and 0.9.
-            self.assertEqual(summary[("tiny", "kp")]["runs"], 3)
-            self.assertAlmostEqual(summary[("tiny", "kp")]["cycles"], 4.1)
-            self.assertAlmostEqual(summary[("tiny", "floor")]["cycles"], 1.0)
-            self.assertEqual(summary[("train", "kp")]["runs"], 1)
-            self.assertIn("runs of 7 more passes of kp and floor alone", text)
-            self.assertIn("4 runs) are pooled", text)
-            self.assertIn("| tiny | kp | 3 | 6 |", text)
-            self.assertNotIn("first part's tables", text)
-
-    def test_a_failed_tiny_part_keeps_the_first(self):
-        import paired_cost
+    def test_a_failed_tiny_part_keeps_its_finished_runs(self):
+        more = [("kp", "tiny", 1, [4.0, 4.2]), ("floor", "tiny", 1, [1.0, 1.0])]
         with tempfile.TemporaryDirectory() as out:
-            calls = []
+            b, calls, text, summary = self.run_paired(out, (self.FIRST, more), 3, fail_at=1)
+        self.assertEqual(len(calls), 2)
+        self.assertIn("more tiny-op passes stopped: taken back (2 runs kept)", b.notes)
+        self.assertEqual(summary[("tiny", "kp" + run_bench.POOLED)]["runs"], 2)
+        self.assertIn("pooled with 1 more passes", text)
 
-            def fake_main(argv):
-                calls.append(argv)
-                if len(calls) == 2:
-                    raise RuntimeError("taken back")
-                d = argv[argv.index("--out") + 1]
-                os.makedirs(d, exist_ok=True)
-                with open(os.path.join(d, "paired_cost.md"), "w") as f:
-                    f.write("# Paired cost\n\nheader\n\nfirst part's tables\n")
-                with open(os.path.join(d, "paired_cost_raw.jsonl"), "w") as f:
-                    f.write(json.dumps({"workload": "tiny", "tool": "kp", "cycle_pct": [2.0],
-                                        "residual_pct": 0.0}) + "\n")
-                return 0
+    def test_no_tiny_part_without_the_time_for_a_pass(self):
+        with tempfile.TemporaryDirectory() as out:
+            b, calls, text, summary = self.run_paired(out, (self.FIRST, []), 3, budget_s=5)
+        self.assertEqual(len(calls), 1)
+        self.assertEqual(text, "first part's tables\n")
+        self.assertNotIn(("tiny", "kp" + run_bench.POOLED), summary)
+        self.assertTrue(any(n.startswith("more tiny-op passes not run:") for n in b.notes),
+                        b.notes)
 
-            real, paired_cost.main = paired_cost.main, fake_main
-            try:
-                b = self.bench(out)
-                b.args.paired_tiny_passes = 3
-                text, summary = b.paired()
-            finally:
-                paired_cost.main = real
-            self.assertEqual(text, "first part's tables\n")
-            self.assertEqual(summary[("tiny", "kp")]["runs"], 1)
-            self.assertIn("more tiny-op passes not measured: taken back", b.notes)
-
-    def test_tiny_passes_need_paired_passes(self):
-        with self.assertRaises(SystemExit):
-            with contextlib.redirect_stderr(io.StringIO()):
-                run_bench.main(["dist", "--paired-tiny-passes", "3"])
+    def test_tiny_passes_need_paired_passes_and_no_count_is_negative(self):
+        for argv, message in ((["dist", "--paired-tiny-passes", "3"], "needs --paired-passes"),
+                              (["dist", "--paired-passes", "1", "--paired-tiny-passes", "-1"],
+                               "cannot be negative")):
+            err = io.StringIO()
+            with self.assertRaises(SystemExit):
+                with contextlib.redirect_stderr(err):
+                    run_bench.main(argv)
+            self.assertIn(message, err.getvalue())
 
     def test_a_failure_becomes_a_note(self):
         import paired_cost

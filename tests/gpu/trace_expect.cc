@@ -331,22 +331,30 @@ class Checker {
       std::stable_sort(spans.begin(), spans.end(),
                        [](const Span& a, const Span& b) { return a.start < b.start; });
       records += spans.size();
+      // Each span is read against every span that started before it: `latest` is the one of
+      // those that ends last, `earlier_end` the last end among those before the previous span.
+      // An early start is accepted only when the previous span alone is still running.
+      size_t latest = 0;
+      uint64_t earlier_end = 0;
       for (size_t i = 0; i < spans.size(); ++i) {
         if (spans[i].end < spans[i].start) ++reversed;
-        if (i > 0 && spans[i].start < spans[i - 1].end) {
-          uint64_t by = spans[i - 1].end - spans[i].start;
-          if (may_start_early(spans[i - 1], spans[i])) {
+        if (i == 0) continue;
+        if (spans[i - 1].end > spans[latest].end) latest = i - 1;
+        if (spans[i].start < spans[latest].end) {
+          uint64_t by = spans[latest].end - spans[i].start;
+          if (spans[i].start >= earlier_end && may_start_early(spans[i - 1], spans[i])) {
             ++programmatic;
             worst_programmatic = std::max(worst_programmatic, by);
-            continue;
+          } else {
+            if (overlaps++ == 0) {
+              first = "device " + std::to_string(key.first) + " stream " +
+                      std::to_string(key.second) + ": " + spans[i].kind + " starts " +
+                      std::to_string(by) + " ns before an earlier " + spans[latest].kind + " ends";
+            }
+            worst_overlap = std::max(worst_overlap, by);
           }
-          if (overlaps++ == 0) {
-            first = "device " + std::to_string(key.first) + " stream " +
-                    std::to_string(key.second) + ": " + spans[i].kind + " starts " +
-                    std::to_string(by) + " ns before the previous " + spans[i - 1].kind + " ends";
-          }
-          worst_overlap = std::max(worst_overlap, by);
         }
+        earlier_end = std::max(earlier_end, spans[i - 1].end);
       }
     }
     std::string detail = std::to_string(records) + " GPU records on " +

@@ -30,6 +30,7 @@ struct TraceSpec {
   bool link_all = true;
   bool overlap = false;
   std::string overlap_launch_api = "cudaLaunchKernel_v7000";  // the overlapping kernel's launch
+  uint64_t overlapped_ns = 1000;  // how long the kernel the overlap starts in runs
   uint64_t dropped = 0;
   bool finish = true;
   bool graph = false;
@@ -113,7 +114,7 @@ class TraceExpectTest : public ::testing::Test {
           k.stream = stream;
           k.correlation = api.correlation;
           k.start = gpu;
-          k.end = gpu + 1000;
+          k.end = gpu + ((spec.overlap && i == 5) ? spec.overlapped_ns : 1000);
           gpu = (spec.overlap && i == 5) ? gpu + 500 : gpu + 2000;
           if (spec.graph && stream == 13u) {
             k.graph_id = 9;
@@ -334,6 +335,24 @@ TEST_F(TraceExpectTest, OverlapOfAKernelLaunchedWithConfigPassesOrderCheck) {
   ASSERT_NE(order, nullptr);
   EXPECT_TRUE(order->pass) << order->detail;
   EXPECT_NE(order->detail.find("0 overlaps"), std::string::npos) << order->detail;
+  EXPECT_NE(order->detail.find("2 kernels launched by a cu/cudaLaunchKernelEx call"),
+            std::string::npos)
+      << order->detail;
+}
+
+TEST_F(TraceExpectTest, AnAcceptedEarlyStartHidesNoOtherOverlap) {
+  // Kernel 5 runs 5 us: kernel 6 (cuLaunchKernelEx) starts 0.5 us into it, kernels 7 and 8
+  // (cudaLaunchKernel) 2.5 and 4.5 us into it, after kernel 6 has ended.
+  TraceSpec spec;
+  spec.overlap = true;
+  spec.overlap_launch_api = "cuLaunchKernelEx";
+  spec.overlapped_ns = 5000;
+  WriteTrace(spec);
+  auto results = Check("expect kernels=20\n");
+  const CheckResult* order = Find(results, "stream_order");
+  ASSERT_NE(order, nullptr);
+  EXPECT_FALSE(order->pass) << order->detail;
+  EXPECT_NE(order->detail.find("4 overlaps (worst 2500 ns)"), std::string::npos) << order->detail;
   EXPECT_NE(order->detail.find("2 kernels launched by a cu/cudaLaunchKernelEx call"),
             std::string::npos)
       << order->detail;
