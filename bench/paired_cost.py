@@ -78,6 +78,7 @@ import threading
 import time
 
 from run_bench import FLOOR_KINDS_OF_KP_DEFAULTS  # bench/floor's kinds for kp's defaults
+from run_bench import parse_cpu_list  # '2-5,8' -> [2, 3, 4, 5, 8]
 from run_bench import tree_threads  # (pid, tid) of a process tree's threads, from /proc
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -143,15 +144,6 @@ def run_moving_kp_threads(argv, env, timeout, cpus):
             proc.kill()
             proc.communicate()
     return subprocess.CompletedProcess(argv, proc.returncode, out, err), len(moved)
-
-
-def cpu_list(text):
-    """'2,3,10-13' as a set of CPU numbers."""
-    cpus = set()
-    for part in text.split(","):
-        first, dash, last = part.partition("-")
-        cpus.update(range(int(first), int(last if dash else first) + 1))
-    return cpus
 
 
 ALTERNATE = 0  # --alternate: steps per block (0: one window)
@@ -757,10 +749,10 @@ def main(argv=None):
         TOOLS = TOOLS + (name,)
     if args.kp_apart is not None:
         try:
-            APART_CPUS = cpu_list(args.kp_apart)
+            APART_CPUS = set(parse_cpu_list(args.kp_apart))
         except ValueError:
             parser.error("--kp-apart %r is not a CPU list such as 10-13" % args.kp_apart)
-        if APART_CPUS & cpu_list(args.cpus):
+        if APART_CPUS & set(parse_cpu_list(args.cpus)):
             parser.error("--kp-apart's CPUs must lie outside --cpus")
         TOOLS = TOOLS + ("kp_apart",)
     workloads = [w for w in args.workloads.split(",") if w]

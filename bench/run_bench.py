@@ -701,7 +701,7 @@ class Bench:
         # What must be left after the rounds: the soak and the paired passes.
         reserve = 0 if self.args.skip_soak else self.soak_seconds() + 15
         reserve += self.args.paired_passes * PAIRED_PASS_S
-        reserve += getattr(self.args, "paired_tiny_passes", 0) * PAIRED_TINY_PASS_S
+        reserve += self.args.paired_tiny_passes * PAIRED_TINY_PASS_S
         last_round_s = 0.0
         for round_index, order in enumerate(schedule, 1):
             elapsed = time.perf_counter() - self.t0
@@ -842,24 +842,24 @@ class Bench:
         if more:
             pooled = [r for r in rows if r.get("workload") == "tiny"
                       and r.get("tool") in PAIRED_TINY_TOOLS + ("none",)] + more
+            pooled_summary = paired_cost.cycle_summary(pooled)
             for tool in PAIRED_TINY_TOOLS:
-                entry = paired_cost.cycle_summary(pooled).get(("tiny", tool))
-                if entry is not None:
-                    summary[("tiny", tool + POOLED)] = entry
+                if ("tiny", tool) in pooled_summary:
+                    summary[("tiny", tool + POOLED)] = pooled_summary[("tiny", tool)]
+            names, passes = " and ".join(PAIRED_TINY_TOOLS), len({r.get("pass") for r in more})
             tables += ("\n### Tiny ops: %s pooled with %d more passes of them alone\n\n"
                        "`--paired-tiny-passes`: %d passes of `--workloads tiny --tools %s` "
                        "(as many as the budget allowed), their runs read with the tiny-op runs "
                        "of %s and no tool above; the kp-against-the-floor verdict on tiny ops is "
                        "this table's.\n\n%s\n" % (
-                           " and ".join(PAIRED_TINY_TOOLS), len({r.get("pass") for r in more}),
-                           len({r.get("pass") for r in more}), ",".join(PAIRED_TINY_TOOLS),
-                           " and ".join(PAIRED_TINY_TOOLS), paired_cost.tables(pooled)))
+                           names, passes, passes, ",".join(PAIRED_TINY_TOOLS), names,
+                           paired_cost.tables(pooled)))
         return tables, summary
 
     def paired_tiny_part(self):
         """--paired-tiny-passes: the rows of the extra tiny-op passes (those finished when it
         failed), or [] with a note when none ran."""
-        extra = getattr(self.args, "paired_tiny_passes", 0)
+        extra = self.args.paired_tiny_passes
         if extra <= 0:
             return []
         left = self.args.budget_s - (time.perf_counter() - self.t0)
@@ -873,10 +873,7 @@ class Bench:
                                                "--tools", ",".join(PAIRED_TINY_TOOLS)])[1]
         except Exception as error:
             raw = os.path.join(self.args.out, out_name, "paired_cost_raw.jsonl")
-            done = []
-            if os.path.exists(raw):
-                with open(raw) as f:
-                    done = [json.loads(line) for line in f if line.strip()]
+            done = _read_jsonl(raw) if os.path.exists(raw) else []
             self.notes.append("more tiny-op passes stopped: %s (%d runs kept)" % (
                 error, len(done)))
             return done
@@ -896,8 +893,13 @@ class Bench:
         paired_cost.main(argv)
         with open(os.path.join(out, "paired_cost.md")) as f:
             text = f.read()
-        with open(os.path.join(out, "paired_cost_raw.jsonl")) as f:
-            return text, [json.loads(line) for line in f if line.strip()]
+        return text, _read_jsonl(os.path.join(out, "paired_cost_raw.jsonl"))
+
+
+def _read_jsonl(path):
+    """The JSON objects of a file with one per line (bench/paired_cost.py's raw rows)."""
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
 
 
 def _last_line(text):

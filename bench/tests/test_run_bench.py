@@ -431,8 +431,8 @@ class PairedPhaseTest(unittest.TestCase):
 
     def bench(self, out):
         args = argparse.Namespace(
-            dist=out, out=out, paired_passes=2, budget_s=100000, python="python3",
-            arch="sm_90", cpus="all")
+            dist=out, out=out, paired_passes=2, paired_tiny_passes=0, budget_s=100000,
+            python="python3", arch="sm_90", cpus="all")
         b = run_bench.Bench.__new__(run_bench.Bench)  # no GPU set-up: only what paired() reads
         b.args, b.dist, b.cpus, b.notes = args, out, [0], []
         b.t0 = run_bench.time.perf_counter()

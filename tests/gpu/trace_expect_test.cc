@@ -212,6 +212,15 @@ class TraceExpectTest : public ::testing::Test {
     return CheckTrace(facts, expectations);
   }
 
+  // The stream_order result for a trace written from `spec` (20 kernels expected).
+  CheckResult StreamOrder(const TraceSpec& spec) {
+    WriteTrace(spec);
+    auto results = Check("expect kernels=20\n");
+    const CheckResult* order = Find(results, "stream_order");
+    EXPECT_NE(order, nullptr);
+    return order != nullptr ? *order : CheckResult{false, "stream_order", "no such check"};
+  }
+
   static const CheckResult* Find(const std::vector<CheckResult>& results, const std::string& name) {
     for (const auto& r : results)
       if (r.name == name) return &r;
@@ -317,27 +326,21 @@ TEST_F(TraceExpectTest, UnlinkedKernelFailsLinkCheck) {
 TEST_F(TraceExpectTest, OverlapOnAStreamFailsOrderCheck) {
   TraceSpec spec;
   spec.overlap = true;
-  WriteTrace(spec);
-  auto results = Check("expect kernels=20\n");
-  const CheckResult* order = Find(results, "stream_order");
-  ASSERT_NE(order, nullptr);
-  EXPECT_FALSE(order->pass);
-  EXPECT_NE(order->detail.find("2 overlaps"), std::string::npos) << order->detail;
+  const CheckResult order = StreamOrder(spec);
+  EXPECT_FALSE(order.pass);
+  EXPECT_NE(order.detail.find("2 overlaps"), std::string::npos) << order.detail;
 }
 
 TEST_F(TraceExpectTest, OverlapOfAKernelLaunchedWithConfigPassesOrderCheck) {
   TraceSpec spec;
   spec.overlap = true;
   spec.overlap_launch_api = "cuLaunchKernelEx";
-  WriteTrace(spec);
-  auto results = Check("expect kernels=20\n");
-  const CheckResult* order = Find(results, "stream_order");
-  ASSERT_NE(order, nullptr);
-  EXPECT_TRUE(order->pass) << order->detail;
-  EXPECT_NE(order->detail.find("0 overlaps"), std::string::npos) << order->detail;
-  EXPECT_NE(order->detail.find("2 kernels launched by a cu/cudaLaunchKernelEx call"),
+  const CheckResult order = StreamOrder(spec);
+  EXPECT_TRUE(order.pass) << order.detail;
+  EXPECT_NE(order.detail.find("0 overlaps"), std::string::npos) << order.detail;
+  EXPECT_NE(order.detail.find("2 kernels launched by a cu/cudaLaunchKernelEx call"),
             std::string::npos)
-      << order->detail;
+      << order.detail;
 }
 
 TEST_F(TraceExpectTest, AnAcceptedEarlyStartHidesNoOtherOverlap) {
@@ -347,15 +350,12 @@ TEST_F(TraceExpectTest, AnAcceptedEarlyStartHidesNoOtherOverlap) {
   spec.overlap = true;
   spec.overlap_launch_api = "cuLaunchKernelEx";
   spec.overlapped_ns = 5000;
-  WriteTrace(spec);
-  auto results = Check("expect kernels=20\n");
-  const CheckResult* order = Find(results, "stream_order");
-  ASSERT_NE(order, nullptr);
-  EXPECT_FALSE(order->pass) << order->detail;
-  EXPECT_NE(order->detail.find("4 overlaps (worst 2500 ns)"), std::string::npos) << order->detail;
-  EXPECT_NE(order->detail.find("2 kernels launched by a cu/cudaLaunchKernelEx call"),
+  const CheckResult order = StreamOrder(spec);
+  EXPECT_FALSE(order.pass) << order.detail;
+  EXPECT_NE(order.detail.find("4 overlaps (worst 2500 ns)"), std::string::npos) << order.detail;
+  EXPECT_NE(order.detail.find("2 kernels launched by a cu/cudaLaunchKernelEx call"),
             std::string::npos)
-      << order->detail;
+      << order.detail;
 }
 
 TEST_F(TraceExpectTest, DroppedRecordsFail) {
