@@ -37,9 +37,16 @@
 //   kp_tlb     kp, then one load per 64 KiB of the measured kernels' buffers (their address
 //              translations warm again; 12,288 sectors, 384 KiB, read into the L2)
 //
+// --witness 1 adds three measured kernels that say what a tool's own cache control leaves in
+// the counters, apart from the kernels' requests: spin_dirty (right after the dirty state,
+// before write_heavy) and spin_clean (after reduction) each hold every SM for ~60 us and touch
+// no memory, so any L2 traffic counted during them is not theirs (a flush still running when
+// the kernel starts, say); touch_pages then loads one word per 64 KiB of write_heavy's buffer
+// (8,192 sectors), so its L2 traffic beyond that is address translation.
+//
 // nvcc -arch=sm_90 -O2 -o l2_prestate l2_prestate.cu -lcuda
 // Usage: l2_prestate --prestate NAME [--reps R] (default 4) [--dirty same|other|alloc|read]
-// (default same)
+// (default same) [--witness 0|1] (default 0)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
@@ -110,6 +117,27 @@ __global__ void prep_discard_all(char* p, uint64_t lines) {
     asm volatile("discard.global.L2 [%0], 128;" ::"l"(p + 128 * i) : "memory");
 }
 
+// The witness kernels (--witness 1). ~60 us at the H200's ~1.98 GHz.
+constexpr long long kSpinCycles = 120000;
+
+__device__ void spin_cycles(unsigned* sink) {
+  const long long start = clock64();
+  long long now = start;
+  while (now - start < kSpinCycles) now = clock64();
+  if (now == 0) *sink = 1;  // never: keeps the loop and touches no memory
+}
+
+__global__ void spin_dirty(unsigned* sink) { spin_cycles(sink); }
+__global__ void spin_clean(unsigned* sink) { spin_cycles(sink); }
+
+__global__ void touch_pages(const char* p, uint64_t pages, unsigned* sink) {
+  unsigned x = 0;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < pages;
+       i += uint64_t{gridDim.x} * blockDim.x)
+    x ^= *reinterpret_cast<const unsigned*>(p + (i << 16));
+  if (x == 0x9e3779b9u) *sink = x;
+}
+
 // The measured kernels (as in tests/gpu/programs/metrics_cache.cu).
 __global__ void write_heavy(float4* __restrict__ dst, uint64_t n4) {
   for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n4;
@@ -153,12 +181,15 @@ int main(int argc, char** argv) {
   std::string prestate = "none";
   long reps = 4;
   std::string dirty = "same";
+  bool witness = false;
   bool args_ok = argc % 2 == 1;  // flag value pairs
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--prestate")) {
       prestate = argv[i + 1];
     } else if (!std::strcmp(argv[i], "--dirty")) {
       dirty = argv[i + 1];
+    } else if (!std::strcmp(argv[i], "--witness")) {
+      witness = std::atoi(argv[i + 1]) != 0;
     } else if (!std::strcmp(argv[i], "--reps")) {
       reps = std::atol(argv[i + 1]);
     } else {
@@ -177,7 +208,7 @@ int main(int argc, char** argv) {
         stderr,
         "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all"
         "|reset_persist|set_limit|rdma_flush|memop_flush|ce|ce_discard|kp_tlb [--reps R] [--dirty "
-        "same|other|alloc|read]\n");
+        "same|other|alloc|read] [--witness 0|1]\n");
     return 2;
   }
   CHECK(cudaSetDevice(0));
@@ -262,6 +293,11 @@ int main(int argc, char** argv) {
       fill_dirty<<<grid, kThreads>>>(dirty == "other" ? obuf : wbuf, wbytes / 16, 1.f + r);
     CHECK(cudaDeviceSynchronize());
     prepare();
+    if (witness) {
+      spin_dirty<<<grid, kThreads>>>(sink);
+      CHECK(cudaDeviceSynchronize());
+      prepare();
+    }
     write_heavy<<<grid, kThreads>>>(wbuf, wbytes / 16);
     CHECK(cudaDeviceSynchronize());
     prepare();
@@ -270,6 +306,14 @@ int main(int argc, char** argv) {
     prepare();
     reduction<<<grid, kThreads>>>(rbuf, rbytes / 16, partial + grid);
     CHECK(cudaDeviceSynchronize());
+    if (witness) {
+      prepare();
+      spin_clean<<<grid, kThreads>>>(sink);
+      CHECK(cudaDeviceSynchronize());
+      prepare();
+      touch_pages<<<grid, kThreads>>>(reinterpret_cast<const char*>(wbuf), wbytes >> 16, sink);
+      CHECK(cudaDeviceSynchronize());
+    }
   }
   std::printf("l2_prestate: %s, dirty %s, %ld repetitions, sweep buffer %llu bytes\n",
               prestate.c_str(), dirty.c_str(), reps, static_cast<unsigned long long>(sbytes));

@@ -1,7 +1,7 @@
 """Table of bench/l2_prestate_probe.sh: per kernel and metric, the median over launches (the
 first dropped) of each configuration's CSV, and each one's deviation from the reference.
 
-    l2_prestate_probe.py REF_LABEL LABEL=FILE[:kp] ...
+    l2_prestate_probe.py REF_LABEL METRIC[,METRIC...] LABEL=FILE[:kp] ...
 
 FILE is ncu's raw-page CSV (--csv --page raw --print-units base), or with ":kp" the metrics.csv
 of `kptrace convert --to csv` of a kernel-mode trace.
@@ -17,6 +17,11 @@ import compare_metrics as cm  # noqa: E402
 
 KERNELS = [("write_heavy", r"write_heavy"), ("read_only", r"read_only"),
            ("reduction", r"reduction")]
+if os.environ.get("WITNESS") == "1":  # l2_prestate --witness 1's kernels
+    KERNELS += [("spin_dirty", r"spin_dirty"), ("spin_clean", r"spin_clean"),
+                ("touch_pages", r"touch_pages")]
+if os.environ.get("PROBE_KERNELS"):  # KEY=REGEX[;KEY=REGEX...]: another program's kernels
+    KERNELS = [tuple(k.split("=", 1)) for k in os.environ["PROBE_KERNELS"].split(";")]
 
 
 def main(argv):

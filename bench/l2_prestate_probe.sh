@@ -10,8 +10,9 @@
 # one; alloc: by write_heavy's own, with the other one allocated but unused; read: the other
 # one is read, not written), PRESTATES (the --prestate columns; default all but the driver
 # calls reset_persist, set_limit, rdma_flush and memop_flush), METRICS (default: the sector
-# breakdown below; keep gpu__time_duration.sum in it), PROBE_DIR (where the outputs go; default
-# a new directory under /tmp).
+# breakdown below; keep gpu__time_duration.sum in it), WITNESS (0; 1 measures l2_prestate's
+# witness kernels too: spin_dirty, spin_clean, touch_pages), PROBE_DIR (where the outputs go;
+# default a new directory under /tmp).
 PROBE_NAME=l2-prestate
 source "$(dirname "${BASH_SOURCE[0]}")/l2_probe_setup.sh"
 REPS=${REPS:-4}
@@ -22,12 +23,15 @@ M+=,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum
 M+=,sm__cycles_elapsed.avg.per_second,lts__cycles_elapsed.avg.per_second
 M=${METRICS:-$M}
 DIRTY=${DIRTY:-same}
-K='^(write_heavy|read_only|reduction)$'
+WITNESS=${WITNESS:-0}
 KK='write_heavy|read_only|reduction'  # kp matches mangled names
+[[ $WITNESS == 1 ]] && KK+='|spin_dirty|spin_clean|touch_pages'
+K="^($KK)\$"
+export WITNESS
 ncu_run() {  # LABEL CACHE PRESTATE
   "$NCU" --clock-control none --cache-control "$2" --replay-mode application --metrics "$M" \
     --csv --page raw --print-units base -k regex:"$K" "$W/l2p" --prestate "$3" --reps "$REPS" \
-    --dirty "$DIRTY" \
+    --dirty "$DIRTY" --witness "$WITNESS" \
     >"$W/$1.csv" 2>"$W/$1.err" || { echo "ncu $1 failed:"; tail -3 "$W/$1.err"; rm -f "$W/$1.csv"; }
 }
 ncu_run all all none
@@ -38,13 +42,14 @@ for p in $PRESTATES; do ncu_run "$p" none "$p"; done
 rm -rf "$W/kp_csv"
 "$DIST/bin/kptrace" run -o "$W/kp.kptrace" --force --metrics "$M" --metrics-mode kernel \
   --metrics-cache pass --metrics-kernels regex:"$KK" -- "$W/l2p" --reps "$REPS" --dirty "$DIRTY" \
+  --witness "$WITNESS" \
   >"$W/kp.log" 2>&1 ||
   tail -3 "$W/kp.log"
 "$DIST/bin/kptrace" convert "$W/kp.kptrace" --to csv -o "$W/kp_csv" >/dev/null
 rm -f "$W/kp.kptrace"
 echo "# ncu --cache-control none after each --prestate (columns), against ncu's"
 echo "# --cache-control all ('all'); kp: kp kernel mode, KP_METRICS_CACHE=pass; $REPS reps;"
-echo "# --dirty $DIRTY"
+echo "# --dirty $DIRTY, --witness $WITNESS"
 cols=("all=$W/all.csv" "all_idle=$W/all_idle.csv" "kp=$W/kp_csv/metrics.csv:kp")
 for p in $PRESTATES; do cols+=("ncu_$p=$W/$p.csv"); done
 "$PYTHON" "$REPO/bench/l2_prestate_probe.py" all "$M" "${cols[@]}"
