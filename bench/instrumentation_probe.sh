@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# instrumentation_probe.sh DIST: whether kp's kernel-mode metrics count the instructions CUPTI
+# adds to every kernel to time it when kernel records are on (CONCURRENT_KERNEL; on Hopper CUPTI
+# times kernels by instrumenting them). Per kernel, the median instruction count under kp
+# kernel mode with its defaults (kernel records on, kp's own replay), with kernel records off
+# (KP_ACTIVITIES=memcpy,memset) and with CUPTI's kernel replay (KP_METRICS_CACHE=none), on
+# tests/gpu/programs/metrics_cache.cu's read_only and reduction (against ncu's application
+# replay as well) and on tests/gpu/metrics_train.py's PyTorch kernels (launches 300-699).
+# Prints two tables; ~1 min on an H200. Environment: NVCC, NCU, PYTHON, PROBE_DIR (as
+# l2_probe_setup.sh).
+PROBE_NAME=instrumentation
+source "$(dirname "${BASH_SOURCE[0]}")/l2_probe_setup.sh"
+build_metrics_cache || exit 1
+# kp_run LABEL METRICS KERNEL_FLAGS ENV... -- CMD...: kp kernel mode, its CSVs in W/LABEL_csv.
+kp_run() {
+  local label=$1 metrics=$2 kflags=$3 envs=()
+  shift 3
+  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
+  shift
+  local -a kf
+  read -r -a kf <<<"$kflags"
+  env ${envs[@]+"${envs[@]}"} "$DIST/bin/kptrace" run -o "$W/$label.kptrace" --force \
+    --metrics "$metrics" --metrics-mode kernel "${kf[@]}" -- "$@" >"$W/$label.log" 2>&1 ||
+    { echo "kp $label failed:"; tail -3 "$W/$label.log"; }
+  rm -rf "$W/${label}_csv"
+  "$DIST/bin/kptrace" convert "$W/$label.kptrace" --to csv -o "$W/${label}_csv" >/dev/null
+  rm -f "$W/$label.kptrace"
+}
+MODES=("default" "records_off KP_ACTIVITIES=memcpy,memset" "cupti_replay KP_METRICS_CACHE=none")
+
+# 1. metrics_cache.cu's read_only and reduction, against ncu.
+M=sm__inst_executed.sum,sm__inst_executed_pipe_adu.sum,sm__inst_executed_pipe_cbu.sum
+M+=,sm__inst_executed_pipe_lsu.sum,sm__warps_launched.sum,smsp__inst_executed_op_branch.sum
+M+=,gpu__time_duration.sum
+RE='^reduction|[0-9]reduction|^read_only|[0-9]read_only'
+"$NCU" --clock-control none --cache-control all --replay-mode application --metrics "$M" --csv \
+  --page raw --print-units base -k regex:"$RE" "$W/mc" --reps 3 >"$W/ncu.csv" 2>"$W/ncu.err" ||
+  { echo "ncu failed:"; tail -3 "$W/ncu.err"; }
+cols=("ncu=$W/ncu.csv")
+for mode in "${MODES[@]}"; do
+  read -r -a m <<<"$mode"
+  kp_run "mc_${m[0]}" "$M" "--metrics-kernels regex:$RE" "${m[@]:1}" -- "$W/mc" --reps 3
+  cols+=("kp_${m[0]}=$W/mc_${m[0]}_csv/metrics.csv:kp")
+done
+echo "## metrics_cache.cu: ncu (application replay) against kp kernel mode"
+echo
+PROBE_KERNELS='reduction=^reduction|[0-9]reduction;read_only=^read_only|[0-9]read_only' \
+  "$PYTHON" "$REPO/bench/l2_prestate_probe.py" ncu "$M" "${cols[@]}"
+
+# 2. PyTorch: every kernel name of launches 300-699 of a small training run.
+M=sm__inst_executed.sum,sm__warps_launched.sum,gpu__time_duration.sum
+for mode in "${MODES[@]}"; do
+  read -r -a m <<<"$mode"
+  kp_run "torch_${m[0]}" "$M" "--metrics-launch-skip 300 --metrics-launch-count 400" \
+    "${m[@]:1}" -- "$PYTHON" "$REPO/tests/gpu/metrics_train.py" --steps 8 --width 1024
+done
+echo
+echo "## tests/gpu/metrics_train.py: kp kernel mode, per kernel name (the 20 most measured)"
+echo
+"$PYTHON" - "$W" <<'PY'
+import collections, csv, statistics as st, sys
+W = sys.argv[1]
+def load(mode):
+    d = collections.defaultdict(list)
+    with open("%s/torch_%s_csv/metrics.csv" % (W, mode)) as f:
+        for r in csv.DictReader(f):
+            try:
+                d[r["range"]].append(tuple(float(r[k]) for k in (
+                    "sm__inst_executed.sum", "sm__warps_launched.sum", "gpu__time_duration.sum")))
+            except (KeyError, ValueError):
+                pass
+    return d
+a, b, c = load("default"), load("records_off"), load("cupti_replay")
+med = lambda rows, i: st.median(x[i] for x in rows)
+print("| kernel | launches | warps | instructions per warp, records off | default: extra per warp"
+      " | default | CUPTI's replay | default: time |")
+print("|---|---|---|---|---|---|---|---|")
+for n in sorted(set(a) & set(b), key=lambda n: -len(a[n]))[:20]:
+    ia, ib, w = med(a[n], 0), med(b[n], 0), med(b[n], 1)
+    ic = med(c[n], 0) if n in c else float("nan")
+    print("| %s | %d | %d | %.1f | %+.2f | %+.2f %% | %+.2f %% | %+.2f %% |" % (
+        n[:70], len(a[n]), w, ib / w, (ia - ib) / w, (ia / ib - 1) * 100, (ic / ib - 1) * 100,
+        (med(a[n], 2) / med(b[n], 2) - 1) * 100))
+PY
