@@ -14,6 +14,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/l2_probe_setup.sh"
 usage="usage: breakdown_probe.sh DIST METRIC KEY=KERNEL_REGEX CMD..."
 METRIC=${2:?$usage}
 SPEC=${3:?$usage}
+: "${4:?$usage}"  # the command
 shift 3
 RE=${SPEC#*=}
 RUNS=${RUNS:-2}
@@ -40,12 +41,12 @@ for ((r = 1; r <= RUNS; r++)); do
   cols+=("ncu_$r=$W/ncu_$r.csv")
 done
 for ((r = 1; r <= RUNS; r++)); do
-  rm -rf "$W/kp_csv_$r"
+  rm -rf "$W/kp_csv_$r" "$W/kp.kptrace"  # a failed run must not convert the run before's
   "$DIST/bin/kptrace" run -o "$W/kp.kptrace" --force --metrics "$NAMES" --metrics-mode kernel \
     --metrics-cache pass --metrics-kernels regex:"$RE" -- "${args[@]}" >"$W/kp_$r.log" 2>&1 ||
     { echo "kp run $r failed:"; tail -3 "$W/kp_$r.log"; }
   "$DIST/bin/kptrace" convert "$W/kp.kptrace" --to csv -o "$W/kp_csv_$r" >/dev/null
   cols+=("kp_$r=$W/kp_csv_$r/metrics.csv:kp")
+  rm -f "$W/kp.kptrace"
 done
-rm -f "$W/kp.kptrace"
 PROBE_KERNELS=$SPEC "$PYTHON" "$REPO/bench/l2_prestate_probe.py" ncu_1 "$NAMES" "${cols[@]}"

@@ -19,10 +19,10 @@ kp_run() {
   shift
   local -a kf
   read -r -a kf <<<"$kflags"
+  rm -rf "$W/${label}_csv" "$W/$label.kptrace"
   env ${envs[@]+"${envs[@]}"} "$DIST/bin/kptrace" run -o "$W/$label.kptrace" --force \
     --metrics "$metrics" --metrics-mode kernel "${kf[@]}" -- "$@" >"$W/$label.log" 2>&1 ||
     { echo "kp $label failed:"; tail -3 "$W/$label.log"; }
-  rm -rf "$W/${label}_csv"
   "$DIST/bin/kptrace" convert "$W/$label.kptrace" --to csv -o "$W/${label}_csv" >/dev/null
   rm -f "$W/$label.kptrace"
 }

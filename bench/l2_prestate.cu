@@ -189,7 +189,8 @@ int main(int argc, char** argv) {
     } else if (!std::strcmp(argv[i], "--dirty")) {
       dirty = argv[i + 1];
     } else if (!std::strcmp(argv[i], "--witness")) {
-      witness = std::atoi(argv[i + 1]) != 0;
+      witness = !std::strcmp(argv[i + 1], "1");
+      args_ok = args_ok && (witness || !std::strcmp(argv[i + 1], "0"));
     } else if (!std::strcmp(argv[i], "--reps")) {
       reps = std::atol(argv[i + 1]);
     } else {
