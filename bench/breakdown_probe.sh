@@ -18,11 +18,7 @@ SPEC=${3:?$usage}
 shift 3
 RE=${SPEC#*=}
 RUNS=${RUNS:-2}
-args=("$@")
-"$NCU" --clock-control none --cache-control all --replay-mode application \
-  --metrics "breakdown:$METRIC" --csv --page raw --print-units base -k regex:"$RE" "${args[@]}" \
-  >"$W/breakdown.csv" 2>"$W/breakdown.err" ||
-  { echo "ncu failed:"; tail -3 "$W/breakdown.err"; exit 1; }
+ncu_app "$W/breakdown.csv" "breakdown:$METRIC" "$RE" "$@" || exit 1
 NAMES=$("$PYTHON" - "$W/breakdown.csv" "$METRIC" <<'PY'
 import csv, re, sys
 rows = list(csv.reader(l for l in open(sys.argv[1], errors="replace") if l.startswith('"')))
@@ -35,18 +31,12 @@ PY
 echo "# breakdown of $METRIC on /$RE/: ncu (application replay) and kp kernel mode, $RUNS runs each"
 cols=()
 for ((r = 1; r <= RUNS; r++)); do
-  "$NCU" --clock-control none --cache-control all --replay-mode application --metrics "$NAMES" \
-    --csv --page raw --print-units base -k regex:"$RE" "${args[@]}" >"$W/ncu_$r.csv" \
-    2>"$W/ncu_$r.err" || { echo "ncu run $r failed:"; tail -3 "$W/ncu_$r.err"; }
+  ncu_app "$W/ncu_$r.csv" "$NAMES" "$RE" "$@"
   cols+=("ncu_$r=$W/ncu_$r.csv")
 done
 for ((r = 1; r <= RUNS; r++)); do
-  rm -rf "$W/kp_csv_$r" "$W/kp.kptrace"  # a failed run must not convert the run before's
-  "$DIST/bin/kptrace" run -o "$W/kp.kptrace" --force --metrics "$NAMES" --metrics-mode kernel \
-    --metrics-cache pass --metrics-kernels regex:"$RE" -- "${args[@]}" >"$W/kp_$r.log" 2>&1 ||
-    { echo "kp run $r failed:"; tail -3 "$W/kp_$r.log"; }
-  "$DIST/bin/kptrace" convert "$W/kp.kptrace" --to csv -o "$W/kp_csv_$r" >/dev/null
-  cols+=("kp_$r=$W/kp_csv_$r/metrics.csv:kp")
-  rm -f "$W/kp.kptrace"
+  kp_kernel_csv "kp_$r" -- --metrics "$NAMES" --metrics-cache pass \
+    --metrics-kernels regex:"$RE" -- "$@"
+  cols+=("kp_$r=$W/kp_${r}_csv/metrics.csv:kp")
 done
 PROBE_KERNELS=$SPEC "$PYTHON" "$REPO/bench/l2_prestate_probe.py" ncu_1 "$NAMES" "${cols[@]}"

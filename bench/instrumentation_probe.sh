@@ -11,48 +11,37 @@
 PROBE_NAME=instrumentation
 source "$(dirname "${BASH_SOURCE[0]}")/l2_probe_setup.sh"
 build_metrics_cache || exit 1
-# kp_run LABEL METRICS KERNEL_FLAGS ENV... -- CMD...: kp kernel mode, its CSVs in W/LABEL_csv.
-kp_run() {
-  local label=$1 metrics=$2 kflags=$3 envs=()
-  shift 3
-  while [[ $1 != -- ]]; do envs+=("$1"); shift; done
-  shift
-  local -a kf
-  read -r -a kf <<<"$kflags"
-  rm -rf "$W/${label}_csv" "$W/$label.kptrace"
-  env ${envs[@]+"${envs[@]}"} "$DIST/bin/kptrace" run -o "$W/$label.kptrace" --force \
-    --metrics "$metrics" --metrics-mode kernel "${kf[@]}" -- "$@" >"$W/$label.log" 2>&1 ||
-    { echo "kp $label failed:"; tail -3 "$W/$label.log"; }
-  "$DIST/bin/kptrace" convert "$W/$label.kptrace" --to csv -o "$W/${label}_csv" >/dev/null
-  rm -f "$W/$label.kptrace"
-}
 MODES=("default" "records_off KP_ACTIVITIES=memcpy,memset" "cupti_replay KP_METRICS_CACHE=none")
 
 # 1. metrics_cache.cu's read_only and reduction, against ncu.
 M=sm__inst_executed.sum,sm__inst_executed_pipe_adu.sum,sm__inst_executed_pipe_cbu.sum
 M+=,sm__inst_executed_pipe_lsu.sum,sm__warps_launched.sum,smsp__inst_executed_op_branch.sum
 M+=,gpu__time_duration.sum
-RE='^reduction|[0-9]reduction|^read_only|[0-9]read_only'
-"$NCU" --clock-control none --cache-control all --replay-mode application --metrics "$M" --csv \
-  --page raw --print-units base -k regex:"$RE" "$W/mc" --reps 3 >"$W/ncu.csv" 2>"$W/ncu.err" ||
-  { echo "ncu failed:"; tail -3 "$W/ncu.err"; }
+# Each C++ kernel matched by its bare name (ncu) or its mangled one (kp, "<length><name>").
+RE='' KEYS=''
+for k in reduction read_only; do
+  RE+="${RE:+|}^$k|[0-9]$k"
+  KEYS+="${KEYS:+;}$k=^$k|[0-9]$k"
+done
+ncu_app "$W/ncu.csv" "$M" "$RE" "$W/mc" --reps 3
 cols=("ncu=$W/ncu.csv")
 for mode in "${MODES[@]}"; do
   read -r -a m <<<"$mode"
-  kp_run "mc_${m[0]}" "$M" "--metrics-kernels regex:$RE" "${m[@]:1}" -- "$W/mc" --reps 3
+  kp_kernel_csv "mc_${m[0]}" "${m[@]:1}" -- --metrics "$M" --metrics-kernels regex:"$RE" \
+    -- "$W/mc" --reps 3
   cols+=("kp_${m[0]}=$W/mc_${m[0]}_csv/metrics.csv:kp")
 done
 echo "## metrics_cache.cu: ncu (application replay) against kp kernel mode"
 echo
-PROBE_KERNELS='reduction=^reduction|[0-9]reduction;read_only=^read_only|[0-9]read_only' \
-  "$PYTHON" "$REPO/bench/l2_prestate_probe.py" ncu "$M" "${cols[@]}"
+PROBE_KERNELS=$KEYS "$PYTHON" "$REPO/bench/l2_prestate_probe.py" ncu "$M" "${cols[@]}"
 
 # 2. PyTorch: every kernel name of launches 300-699 of a small training run.
 M=sm__inst_executed.sum,sm__warps_launched.sum,gpu__time_duration.sum
 for mode in "${MODES[@]}"; do
   read -r -a m <<<"$mode"
-  kp_run "torch_${m[0]}" "$M" "--metrics-launch-skip 300 --metrics-launch-count 400" \
-    "${m[@]:1}" -- "$PYTHON" "$REPO/tests/gpu/metrics_train.py" --steps 8 --width 1024
+  kp_kernel_csv "torch_${m[0]}" "${m[@]:1}" -- --metrics "$M" --metrics-launch-skip 300 \
+    --metrics-launch-count 400 -- "$PYTHON" "$REPO/tests/gpu/metrics_train.py" --steps 8 \
+    --width 1024
 done
 echo
 echo "## tests/gpu/metrics_train.py: kp kernel mode, per kernel name (the 20 most measured)"

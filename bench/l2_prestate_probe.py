@@ -17,10 +17,7 @@ import compare_metrics as cm  # noqa: E402
 
 KERNELS = [("write_heavy", r"write_heavy"), ("read_only", r"read_only"),
            ("reduction", r"reduction")]
-if os.environ.get("WITNESS") == "1":  # l2_prestate --witness 1's kernels
-    KERNELS += [("spin_dirty", r"spin_dirty"), ("spin_clean", r"spin_clean"),
-                ("touch_pages", r"touch_pages")]
-if os.environ.get("PROBE_KERNELS"):  # KEY=REGEX[;KEY=REGEX...]: another program's kernels
+if os.environ.get("PROBE_KERNELS"):  # KEY=REGEX[;KEY=REGEX...]: the caller's kernels
     KERNELS = [tuple(k.split("=", 1)) for k in os.environ["PROBE_KERNELS"].split(";")]
 
 

@@ -24,10 +24,13 @@ M+=,sm__cycles_elapsed.avg.per_second,lts__cycles_elapsed.avg.per_second
 M=${METRICS:-$M}
 DIRTY=${DIRTY:-same}
 WITNESS=${WITNESS:-0}
-KK='write_heavy|read_only|reduction'  # kp matches mangled names
-[[ $WITNESS == 1 ]] && KK+='|spin_dirty|spin_clean|touch_pages'
+kernels=(write_heavy read_only reduction)
+[[ $WITNESS == 1 ]] && kernels+=(spin_dirty spin_clean touch_pages)
+KK=$(IFS='|' && echo "${kernels[*]}")  # kp matches mangled names
 K="^($KK)\$"
-export WITNESS
+# The table's rows: each kernel keyed and matched by its name.
+PROBE_KERNELS=$(for k in "${kernels[@]}"; do printf '%s=%s;' "$k" "$k"; done)
+export PROBE_KERNELS=${PROBE_KERNELS%;}
 ncu_run() {  # LABEL CACHE PRESTATE
   "$NCU" --clock-control none --cache-control "$2" --replay-mode application --metrics "$M" \
     --csv --page raw --print-units base -k regex:"$K" "$W/l2p" --prestate "$3" --reps "$REPS" \
@@ -39,14 +42,8 @@ ncu_run all_idle all idle
 PRESTATES=${PRESTATES-none idle kp kp_idle rsweep wsweep kp2 kp_all wsweep_all}
 for p in $PRESTATES; do ncu_run "$p" none "$p"; done
 # kp on the unprepared program (its sweep + discard before each measured kernel).
-rm -rf "$W/kp_csv"
-"$DIST/bin/kptrace" run -o "$W/kp.kptrace" --force --metrics "$M" --metrics-mode kernel \
-  --metrics-cache pass --metrics-kernels regex:"$KK" -- "$W/l2p" --reps "$REPS" --dirty "$DIRTY" \
-  --witness "$WITNESS" \
-  >"$W/kp.log" 2>&1 ||
-  tail -3 "$W/kp.log"
-"$DIST/bin/kptrace" convert "$W/kp.kptrace" --to csv -o "$W/kp_csv" >/dev/null
-rm -f "$W/kp.kptrace"
+kp_kernel_csv kp -- --metrics "$M" --metrics-cache pass --metrics-kernels regex:"$KK" \
+  -- "$W/l2p" --reps "$REPS" --dirty "$DIRTY" --witness "$WITNESS"
 echo "# ncu --cache-control none after each --prestate (columns), against ncu's"
 echo "# --cache-control all ('all'); kp: kp kernel mode, KP_METRICS_CACHE=pass; $REPS reps;"
 echo "# --dirty $DIRTY, --witness $WITNESS"
