@@ -5,8 +5,11 @@
 # kernel mode with its defaults (kernel records on, kp's own replay), with kernel records off
 # (KP_ACTIVITIES=memcpy,memset) and with CUPTI's kernel replay (KP_METRICS_CACHE=none), on
 # tests/gpu/programs/metrics_cache.cu's read_only and reduction (against ncu's application
-# replay as well) and on tests/gpu/metrics_train.py's PyTorch kernels (launches 300-699).
-# Prints two tables; ~1 min on an H200. Environment: NVCC, NCU, PYTHON, PROBE_DIR (as
+# replay as well) and on tests/gpu/metrics_train.py's PyTorch kernels (launches 300-699); then
+# range mode, one kernel per range, with kernel records on and off (metrics_cache.cu's
+# write_heavy, read_only, reduction and atomic_hist ranges: range mode measures the program's
+# own launches, so records on means instrumented).
+# Prints three tables; ~1 min on an H200. Environment: NVCC, NCU, PYTHON, PROBE_DIR (as
 # l2_probe_setup.sh).
 PROBE_NAME=instrumentation
 source "$(dirname "${BASH_SOURCE[0]}")/l2_probe_setup.sh"
@@ -70,4 +73,47 @@ for n in sorted(set(a) & set(b), key=lambda n: -len(a[n]))[:20]:
     print("| %s | %d | %d | %.1f | %+.2f | %+.2f %% | %+.2f %% | %+.2f %% |" % (
         n[:70], len(a[n]), w, ib / w, (ia - ib) / w, (ia / ib - 1) * 100, (ic / ib - 1) * 100,
         (med(a[n], 2) / med(b[n], 2) - 1) * 100))
+PY
+
+# 3. Range mode: the program's own launches, kernel records on (the default) and off.
+M=sm__inst_executed.sum,smsp__inst_executed_op_branch.sum,sm__warps_launched.sum
+for mode in on off; do
+  env=()
+  [[ $mode == off ]] && env=(KP_ACTIVITIES=memcpy,memset)
+  rm -rf "$W/range_$mode.kptrace" "$W/range_${mode}_csv"
+  env ${env[@]+"${env[@]}"} "$DIST/bin/kptrace" run --metrics "$M" \
+    --metrics-ranges write_heavy,read_only,reduction,atomic_hist -o "$W/range_$mode.kptrace" \
+    -- "$W/mc" --reps 4 >"$W/range_$mode.out" 2>&1 || {
+    echo "kp range mode ($mode) failed: $(tail -n 3 "$W/range_$mode.out")"
+    exit 1
+  }
+  "$DIST/bin/kptrace" convert "$W/range_$mode.kptrace" --to csv -o "$W/range_${mode}_csv" \
+    --no-progress >/dev/null || exit 1
+done
+echo
+echo "## metrics_cache.cu: kp range mode (one kernel per range), kernel records on and off"
+echo
+"$PYTHON" - "$W" <<'PY'
+import collections, csv, statistics as st, sys
+W = sys.argv[1]
+KEYS = ("sm__inst_executed.sum", "smsp__inst_executed_op_branch.sum", "sm__warps_launched.sum")
+def load(mode):
+    d = collections.defaultdict(lambda: collections.defaultdict(list))
+    with open("%s/range_%s_csv/metrics.csv" % (W, mode)) as f:
+        for r in csv.DictReader(f):
+            for k in KEYS:
+                try:
+                    d[r["range"]][k].append(float(r[k]))
+                except (KeyError, ValueError):
+                    pass
+    return d
+on, off = load("on"), load("off")
+print("| range | metric | records on | records off | on - off, per warp |")
+print("|---|---|---|---|---|")
+for rng in sorted(set(on) & set(off)):
+    w = st.median(off[rng]["sm__warps_launched.sum"])
+    for k in KEYS[:2]:
+        a, b = st.median(on[rng][k]), st.median(off[rng][k])
+        print("| %s | %s | %.0f (%+.2f %%) | %.0f | %+.2f |" % (rng, k, a, (a / b - 1) * 100, b,
+                                                            (a - b) / w))
 PY

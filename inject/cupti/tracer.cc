@@ -28,6 +28,7 @@
 #include "inject/cupti/cupti_detach.h"
 #include "inject/cupti/driver_symbol.h"
 #include "inject/cupti/encoder_thread.h"
+#include "inject/cupti/kernel_record_switch.h"
 #include "inject/log/log.h"
 #include "inject/metrics/metrics_collector.h"
 #include "inject/pc_sampling/pc_sampler.h"
@@ -71,6 +72,9 @@ struct TracerState {
   std::unique_ptr<PmSampling> pm_sampling;  // KP_PM_SAMPLING
   CUpti_SubscriberHandle subscriber = nullptr;
   std::unique_ptr<CaptureController> capture;  // null: no capture trigger, the whole run
+  // The kernel kind, switched by the capture windows and by kernel mode's own replay; null
+  // when kernel records are not configured.
+  std::unique_ptr<KernelRecordSwitch> kernel_records;
 };
 
 TracerState* g_state = nullptr;
@@ -443,7 +447,7 @@ void EnableActivities(const Config& c, bool on = true) {
     if (g_state->capture) SwitchApiCallbacksWithWindow(on);
     g_state->api_calls->SetRecording(on, on ? TraceNowNs() : 0);
   }
-  if (c.kernel) EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
+  if (g_state != nullptr && g_state->kernel_records) g_state->kernel_records->SetWindow(on);
   if (!on || !CopyKindsAtFirstCopy(c) || g_copy_seen.load()) EnableCopyKinds(c);
   if (c.api && c.api_mode == ApiMode::kAll) {
     EnableKind(CUPTI_ACTIVITY_KIND_RUNTIME, "runtime API");
@@ -800,6 +804,15 @@ void DoToolInit(InjectionMode mode) {
     if (*thread_slot != nullptr) (*thread_slot)->Post(std::move(task));
   });
   state->decoder = new ActivityDecoder(state->encoder, state->collector.get(), window);
+  if (config.kernel) {
+    state->kernel_records = std::make_unique<KernelRecordSwitch>([](bool on) {
+      const bool enabling = t_enabling;
+      t_enabling = on;
+      EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
+      t_enabling = enabling;
+    });
+    if (state->collector) state->collector->SetKernelRecords(state->kernel_records.get());
+  }
 
   EncoderThread::Options thread_options;
   thread_options.flush_ms = config.flush_ms;

@@ -45,7 +45,10 @@ struct KernelModeCollector::KernelContext : Context {
   std::atomic<uint64_t> interlopers{0};
   uint64_t interloper_base = 0;  // interlopers at the entry
   uint64_t disturbed = 0;        // dropped: another thread launched meanwhile
-  bool sweep_ready = false;      // the sweep's buffer is allocated (before the first save)
+  uint64_t interrupted = 0;      // dropped: kernel records back on during the passes
+  // The application's launch runs unmeasured with its record; kp's relaunches are every pass.
+  bool record_first = false;
+  bool sweep_ready = false;  // the sweep's buffer is allocated (before the first save)
 };
 
 KernelModeCollector::KernelModeCollector(const Config& config, std::vector<std::string> metrics,
@@ -225,6 +228,8 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
   if (!kernel && !IsGraphLaunch(domain, cbid)) return;
   OwnReplayThread& t = t_own;
   const bool exit = data->callbackSite == CUPTI_API_EXIT;
+  if (!exit && t.measuring == nullptr && records_suspended_.load(std::memory_order_acquire) > 0)
+    InterruptRecords();
   if (!exit && domain == CUPTI_CB_DOMAIN_DRIVER_API && t.measuring == nullptr &&
       measuring_.load(std::memory_order_acquire) > 0) {
     if (KernelContext* q = FindContext(data->context);
@@ -339,9 +344,12 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
   p->measuring.fetch_add(1, std::memory_order_acq_rel);
   measuring_.fetch_add(1, std::memory_order_acq_rel);
   p->interloper_base = p->interlopers.load(std::memory_order_acquire);
+  // Kernel records on: the application's launch would be instrumented, so it is not a pass.
+  p->record_first = records_ != nullptr && records_->on();
+  const size_t relaunches = p->setup.num_passes - (p->record_first ? 0 : 1);
   Status status;
   try {
-    if (p->setup.num_passes > 1) {
+    if (relaunches > 0) {
       // The memory the first pass starts from, for the others: after a synchronize (the
       // application's earlier work is in it) and after the sweep's buffer exists (the save
       // may take most of the free device memory, and the buffer would no longer fit).
@@ -350,15 +358,16 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
       if (status.ok()) p->sweep_ready = true;
       if (status.ok()) status = p->session->SaveMemory();
     }
-    if (status.ok()) status = BeginPass(p);
+    if (status.ok() && !p->record_first) status = BeginPass(p);
     if (status.ok()) {
       p->measuring_result = LaunchResult(p, name, correlation);
-      if (p->setup.num_passes > 1) {
+      if (relaunches > 0) {
+        // With records off for them, kp's relaunches leave none, unless another thread
+        // switches records back on meanwhile: FinishOwnReplay then says how many may follow.
         std::lock_guard<std::mutex> internal(internal_mu_);
         // Bounded: entries whose records never came (kernel records off, a failed launch).
         if (internal_launches_.size() >= kMaxRelaunchedIds) internal_launches_.clear();
-        internal_launches_[correlation] =
-            Relaunched{false, static_cast<uint32_t>(p->setup.num_passes - 1)};
+        internal_launches_[correlation] = Relaunched{false, static_cast<uint32_t>(relaunches)};
         any_internal_launch_.store(true, std::memory_order_release);
       }
     }
@@ -384,34 +393,67 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
                         *static_cast<const CUresult*>(data->functionReturnValue) == CUDA_SUCCESS;
   std::vector<Result> results;
   Status status;
-  size_t passes = 1;  // the application's launch
+  const bool record_first = p->record_first;
+  size_t passes = record_first ? 0 : 1;  // the application's launch is the first, or none
+  size_t relaunched = 0;
+  bool interrupted = false;
   try {
-    StatusOr<bool> all = p->session->Stop();
-    if (!all.ok()) status = all.status();
+    StatusOr<bool> all = false;
+    if (!record_first) {
+      all = p->session->Stop();
+      if (!all.ok()) status = all.status();
+    }
+    uint64_t epoch = 0;
+    bool suspended = false;
+    if (status.ok() && launched && record_first) {
+      // The application's kernel is over (its record taken) before records go off.
+      status = p->session->SynchronizeContext();
+      if (status.ok()) {
+        epoch = SuspendRecords();
+        suspended = true;
+      }
+    }
     while (status.ok() && launched && !all.value()) {
       if (passes >= p->setup.num_passes) {
         status = Status::Error("kernel replay: CUPTI wanted more than the " +
                                std::to_string(p->setup.num_passes) + " passes of the set");
         break;
       }
+      // Another thread's kernel ran meanwhile, or records are back on: the measurement is
+      // dropped, and the memory is left as the last kernel left it (not restored over the
+      // other kernel's writes).
+      if ((suspended && RecordsInterrupted(epoch)) ||
+          p->interlopers.load(std::memory_order_acquire) != p->interloper_base)
+        break;
       ++passes;
       // The pass before is over on the GPU before its memory is put back.
       status = p->session->SynchronizeContext();
       if (status.ok()) status = p->session->RestoreMemory();
       if (status.ok()) status = BeginPass(p);
-      if (status.ok()) status = p->session->Relaunch(t.launch);
+      if (status.ok()) {
+        ++relaunched;
+        status = p->session->Relaunch(t.launch);
+      }
       if (status.ok()) {
         all = p->session->Stop();
         if (!all.ok()) status = all.status();
       }
     }
-    if (p->setup.num_passes > 1 && passes < p->setup.num_passes) {
-      // Fewer relaunches than announced (a failure, a failed launch): expect only those.
+    if (suspended) {
+      interrupted = RecordsInterrupted(epoch);
+      ResumeRecords(epoch);
+    }
+    // The relaunches' records: with records off there were none (unless they came back on).
+    const size_t recorded = record_first && !interrupted ? 0 : relaunched;
+    const size_t announced = p->setup.num_passes - (record_first ? 0 : 1);
+    if (announced > 0 && recorded < announced) {
+      // Fewer relaunch records than announced (records off, a failure, a failed launch):
+      // expect only those.
       std::lock_guard<std::mutex> internal(internal_mu_);
       auto it = internal_launches_.find(p->measuring_result.correlation);
       if (it != internal_launches_.end()) {
-        it->second.relaunches = static_cast<uint32_t>(passes - 1);
-        if (passes == 1 && it->second.first_seen) internal_launches_.erase(it);
+        it->second.relaunches = static_cast<uint32_t>(recorded);
+        if (recorded == 0 && it->second.first_seen) internal_launches_.erase(it);
       }
     }
     p->session->FreeMemory();
@@ -429,6 +471,8 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
         status = decoded.status();
       } else if (!launched) {
         ++p->failed_launches;
+      } else if (interrupted) {
+        ++p->interrupted;
       } else if (decoded.value().size() > 1 ||
                  p->interlopers.load(std::memory_order_acquire) != p->interloper_base) {
         // Another kernel ran while the profiler did (another thread's launch): its range or
@@ -448,6 +492,29 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
   EndMeasurement(p, std::move(lock), status);
   PostResults(p, std::move(results));
   if (!status.ok()) Fail(status);
+}
+
+uint64_t KernelModeCollector::SuspendRecords() {
+  std::lock_guard<std::mutex> lock(records_mu_);
+  if (records_holders_++ == 0) records_->Suspend();
+  records_suspended_.store(records_holders_, std::memory_order_release);
+  return records_epoch_.load(std::memory_order_relaxed);
+}
+
+void KernelModeCollector::ResumeRecords(uint64_t epoch) {
+  std::lock_guard<std::mutex> lock(records_mu_);
+  if (RecordsInterrupted(epoch)) return;  // already back on, and no longer held by this one
+  if (--records_holders_ == 0) records_->Resume();
+  records_suspended_.store(records_holders_, std::memory_order_release);
+}
+
+void KernelModeCollector::InterruptRecords() {
+  std::lock_guard<std::mutex> lock(records_mu_);
+  if (records_holders_ == 0) return;
+  records_holders_ = 0;
+  records_epoch_.fetch_add(1, std::memory_order_acq_rel);
+  records_->Resume();
+  records_suspended_.store(0, std::memory_order_release);
 }
 
 void KernelModeCollector::EndMeasurement(KernelContext* p, std::unique_lock<std::mutex> lock,
@@ -581,6 +648,10 @@ void KernelModeCollector::FinalNotices(Context* c, std::vector<std::string>* war
     warnings->push_back(std::to_string(p->disturbed) +
                         " measured kernel(s) dropped: another thread launched work while they "
                         "were measured, which kernel mode would have counted into them");
+  if (p->interrupted)
+    warnings->push_back(std::to_string(p->interrupted) +
+                        " measured kernel(s) dropped: another thread launched a kernel while "
+                        "kernel records were off for their passes (its record is kept)");
   if (p->ranges_dropped || p->graph_launches || p->index_mismatches || p->range_number_mismatches)
     warnings->push_back(
         std::to_string(p->ranges_dropped) + " measured range(s) dropped or incomplete, " +

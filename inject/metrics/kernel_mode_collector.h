@@ -13,7 +13,16 @@
 //    grid, arguments and stream; kernel_launch.h) and stops, then decodes the one range. The
 //    application's launch keeps its timestamps; CUPTI gives the relaunches the application
 //    call's correlation id, and kp marks every record of that id after the first one
-//    profiler-internal. The context's mutex is held from the entry to the exit, so measured
+//    profiler-internal.
+//    With kernel records on (KernelRecords), CUPTI instruments every kernel to time it, and
+//    the profiler would count those instructions (+8 per warp on an H200). Then the
+//    application's launch is not a pass: kp saves the memory at its entry (one-pass sets
+//    too), lets it run unmeasured with its record, and at its exit synchronizes, switches
+//    kernel records off, measures every pass with its own relaunches (restore, sweep, start,
+//    relaunch, stop) and switches them back on; one more kernel run per measured launch. A
+//    kernel launch by another thread while records are off switches them back on at its
+//    entry (its record is kept) and drops the measurement (counted).
+//    The context's mutex is held from the entry to the exit, so measured
 //    kernels are serialized like under ncu. Another thread's kernel launch on the context during
 //    a measurement is not made to wait and is not measured; the measurement it may have entered
 //    is dropped (also when the decode finds more than one range); both are counted. A capture
@@ -65,6 +74,7 @@ class KernelModeCollector final : public ProfilerCollector {
   void OnLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                 const CUpti_CallbackData* data) override;
   bool IsProfilerInternalLaunch(uint32_t correlation) const override;
+  void SetKernelRecords(KernelRecords* records) override { records_ = records; }
 
  private:
   struct KernelContext;
@@ -111,9 +121,25 @@ class KernelModeCollector final : public ProfilerCollector {
   // The measurement on `p` is over: on a failure the session is closed; the counts of kernels
   // being measured go down and p->mu (held by `lock`) is released.
   void EndMeasurement(KernelContext* p, std::unique_lock<std::mutex> lock, const Status& status);
+  // Kernel records off for a measurement's passes (the first measurement that suspends them
+  // switches them off; the last to resume switches them back on). Returns the epoch that
+  // ResumeRecords and RecordsInterrupted compare against.
+  uint64_t SuspendRecords();
+  void ResumeRecords(uint64_t epoch);
+  // Another thread's launch while records are off: they go back on at once (its record is
+  // kept), and every measurement that had them off is spoilt (RecordsInterrupted).
+  void InterruptRecords();
+  bool RecordsInterrupted(uint64_t epoch) const {
+    return records_epoch_.load(std::memory_order_acquire) != epoch;
+  }
 
-  const bool own_replay_;                  // KP_METRICS_CACHE is not none
-  std::atomic<uint64_t> unreplayable_{0};  // selected launches of a form kp cannot relaunch
+  const bool own_replay_;                   // KP_METRICS_CACHE is not none
+  KernelRecords* records_ = nullptr;        // set before any callback; null: no kernel records
+  std::mutex records_mu_;                   // guards records_holders_ and the switch's calls
+  int records_holders_ = 0;                 // measurements with kernel records suspended
+  std::atomic<int> records_suspended_{0};   // records_holders_, for the launch hot path
+  std::atomic<uint64_t> records_epoch_{0};  // bumped by every InterruptRecords
+  std::atomic<uint64_t> unreplayable_{0};   // selected launches of a form kp cannot relaunch
   // Correlation ids of measured launches whose records follow (IsProfilerInternalLaunch): the
   // first record is the application's, the next `relaunches` are kp's.
   struct Relaunched {

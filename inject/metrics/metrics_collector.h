@@ -25,6 +25,21 @@ class ProfilerBackend;  // profiler_session.h
 // per task is fine (metric results are per range occurrence, not per kernel).
 using EncoderPost = std::function<void(std::function<void(TraceEncoder&)> task)>;
 
+// The kernel activity kind (CONCURRENT_KERNEL), as the tracer switches it. On Hopper CUPTI times
+// kernels for their records by instrumenting them (a few instructions per warp), and the range
+// profiler counts those instructions; kernel mode's own replay switches the kind off around
+// the passes it measures, so that they run as under ncu. Thread-safe.
+class KernelRecords {
+ public:
+  virtual ~KernelRecords() = default;
+  // Kernel records are being taken now (configured, and inside a capture window).
+  virtual bool on() const = 0;
+  // Off until Resume, whatever the capture windows do meanwhile (a window that opens or
+  // closes takes effect at the Resume).
+  virtual void Suspend() = 0;
+  virtual void Resume() = 0;
+};
+
 class MetricsCollector {
  public:
   virtual ~MetricsCollector() = default;
@@ -62,6 +77,10 @@ class MetricsCollector {
   // the relaunches that call's correlation id; the first record of such an id is the
   // application's own launch, the following ones are kp's.
   virtual bool IsProfilerInternalLaunch(uint32_t /*correlation*/) const { return false; }
+
+  // The tracer's switch of kernel records, when they are configured (before any callback;
+  // outlives the collector). Without one, measured kernels run with whatever the kind is.
+  virtual void SetKernelRecords(KernelRecords* /*records*/) {}
 
   // The stream-capture begin/end callback ids of `domain` (runtime or driver), and whether
   // `cbid` is one that begins a capture.

@@ -19,9 +19,11 @@
 # cuBLAS picks how many kernels one call launches, so kernels are matched by regex ("gemm") and
 # counted with minimums, and the names seen are printed.
 #
-# Kernel mode: the application's launch is the first pass and keeps its timestamps; kp's
-# relaunches for further passes are marked profiler-internal, so the kernel-mode traces are
-# checked like any other (no untimed kernels allowed).
+# Kernel mode: the application's launch keeps its kernel record and timestamps. With kernel
+# records on (the default) it runs unmeasured and every pass is a relaunch of kp's with kernel
+# records off, which leaves no record; with them off it is the first pass, and kp's relaunches
+# for further passes are marked profiler-internal. Either way the kernel-mode traces are checked
+# like any other (one record per launch, no untimed kernels allowed).
 #
 # (k) "cache" section (CACHE_TESTS=1, the default; ONLY=cache runs it alone, ~250 s on an H200):
 # kernel mode must start every measured kernel from a flushed L2, as ncu's default
@@ -36,7 +38,9 @@
 # no memory between passes; ncu's kernel replay of the 9-pass set is reported too, see
 # cache_programs); metrics_cache also in range mode (one-pass set, --metrics-cache range).
 # compare_cache.py: per kernel (median over its launches, warm-up dropped) and metric, PASS
-# within 2 % of ncu, or within 1 MB for byte metrics.
+# within 2 % of ncu, or within 1 MB for byte metrics. Instruction counts (cache_inst): kernel
+# mode with kernel records on must count exactly what ncu counts on write_heavy, read_only,
+# reduction and atomic_hist (CUPTI's timing instrumentation must not reach the passes).
 #
 # Logs to $OUT/metrics_tests.log ($OUT: a fresh temporary directory if unset) with PASS/FAIL/
 # KNOWN lines and a final "N passed, M failed, K known"; traces, CSVs and summaries go to
@@ -68,6 +72,8 @@ CACHE_KERNEL_FLAGS=${CACHE_KERNEL_FLAGS:-}
 CACHE_M1=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,lts__t_bytes.sum
 CACHE_MSOL="$SOL_NAMES,lts__t_bytes.sum"  # what KP_METRICS=sol,lts__t_bytes.sum expands to
 CACHE_RANGES=write_heavy,null_kernel,read_only,reduction,atomic_hist,gemm_cublas
+CACHE_MINST=sm__inst_executed.sum,smsp__inst_executed_op_branch.sum,sm__warps_launched.sum
+CACHE_INST_KERNELS='write_heavy|read_only|reduction|atomic_hist'
 CACHE_KERNELS='write_heavy|null_kernel|read_only|reduction|atomic_hist|gemm'
 TRITON_KERNEL=kp_triton_matmul
 
@@ -264,6 +270,8 @@ cache_section() {
     fi
   fi
 
+  cache_instructions
+
   # Triton: one fp16 matmul kernel launched through the driver API, after a torch fill_.
   if ! "$PYTHON" -c 'import torch, triton' >/dev/null 2>&1; then
     fail cache_triton "$PYTHON cannot import torch and triton"
@@ -272,6 +280,24 @@ cache_section() {
   cache_programs metrics_cache_triton "$TRITON_KERNEL" "gemm_triton=$TRITON_KERNEL" \
     "$PYTHON" "$REPO/tests/gpu/metrics_cache_triton.py" --reps "$CACHE_REPS"
   return 0
+}
+
+# Instruction counts are exact, so kernel mode (kernel records on, its defaults) must equal
+# ncu's to the instruction: CUPTI instruments every kernel it times for kernel records (8 warp
+# instructions per warp on an H200), and kp's passes must run without it (docs/metrics.md,
+# "Kernel records and instruction counts").
+cache_instructions() {
+  [[ -n $NCU ]] || return 0  # cache_programs has said so
+  local kernels=()
+  for k in ${CACHE_INST_KERNELS//|/ }; do kernels+=(--kernel "$k=$k"); done
+  cache_ncu cache_ncu_inst CACHE_MINST -k regex:"$CACHE_INST_KERNELS" "$BIN/metrics_cache" \
+    --reps "$CACHE_REPS" || return 1
+  if kp_case cache_inst --metrics "$CACHE_MINST" --metrics-mode kernel \
+    --metrics-kernels regex:"$CACHE_INST_KERNELS" -- "$BIN/metrics_cache" --reps "$CACHE_REPS"; then
+    check_trace cache_inst
+    cache_results cache_inst metrics_cache
+    cache_compare cache_inst kernel "$CACHE_MINST" cache_ncu_inst "${kernels[@]}" --tolerance 0
+  fi
 }
 
 # cache_programs PROGRAM KERNEL_RE KERNEL_KEY CMD...: PROGRAM's kernels matching KERNEL_RE under

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -35,6 +36,22 @@ namespace kp {
 namespace {
 
 const CUcontext kCtx = reinterpret_cast<CUcontext>(0x1000);
+
+// The tracer's kernel-record switch with an open capture window: on unless suspended.
+class FakeKernelRecords final : public KernelRecords {
+ public:
+  bool on() const override { return on_.load(); }
+  void Suspend() override {
+    ++suspends;
+    on_ = false;
+  }
+  void Resume() override {
+    ++resumes;
+    on_ = true;
+  }
+  std::atomic<bool> on_{true};
+  std::atomic<int> suspends{0}, resumes{0};
+};
 
 // What the scripted sessions saw; shared by the test and every session of one backend.
 struct Script {
@@ -58,6 +75,11 @@ struct Script {
   std::atomic<int> syncs{0}, saves{0}, restores{0}, frees{0}, relaunches{0};
   std::atomic<bool> kernel_replay{false};
   bool never_all_passes = false;  // Stop never says every pass was submitted
+  // Kernel records (when the test gives the collector a switch): relaunches made while they
+  // were on, and what runs inside each relaunch (another thread's launch, say).
+  FakeKernelRecords* records = nullptr;
+  std::atomic<int> relaunches_with_records{0};
+  std::function<void()> on_relaunch;
   std::mutex mu;
   std::vector<std::string> pushed_names;
   class ScriptedSession* current = nullptr;  // the latest session (kernel mode's auto ranges)
@@ -213,6 +235,8 @@ class ScriptedSession final : public ProfilerSession {
   }
   Status DoRelaunch(const KernelLaunch&) override {
     ++s_->relaunches;
+    if (s_->records != nullptr && s_->records->on()) ++s_->relaunches_with_records;
+    if (s_->on_relaunch) s_->on_relaunch();
     if (Status s = s_->Fails("Relaunch"); !s.ok()) return s;
     KernelLaunched();
     return Status();
@@ -398,6 +422,7 @@ class Harness {
     drv.callbackSite = CUPTI_API_ENTER;
     collector_->OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &drv);
     if (script.current && result == CUDA_SUCCESS) script.current->KernelLaunched();
+    if (script.records != nullptr && script.records->on()) ++app_launches_with_records;
     drv.callbackSite = CUPTI_API_EXIT;
     drv.functionReturnValue = &result;
     collector_->OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, &drv);
@@ -458,7 +483,14 @@ class Harness {
     return false;
   }
 
+  // Gives the collector `script.records` as its kernel-record switch.
+  void UseKernelRecords(FakeKernelRecords* records) {
+    script.records = records;
+    collector_->SetKernelRecords(records);
+  }
+
   Script script;
+  std::atomic<int> app_launches_with_records{0};  // DriverLaunch's kernels, records on
   std::atomic<uint64_t> clock{1000};
   std::vector<MetricRange> ranges;
   std::vector<MetricConfig> configs;
@@ -1462,6 +1494,28 @@ struct SplitLaunch {
   CUresult result = CUDA_SUCCESS;
 };
 
+// Holds `a` open on a thread of its own (entered, not yet returned) while `during` runs on the
+// calling thread; `in_launch` runs on the measuring thread between the entry and the wait.
+template <typename F, typename G>
+void WhileMeasuring(MetricsCollector& c, SplitLaunch& a, F during, G in_launch) {
+  std::atomic<bool> entered{false}, done{false};
+  std::thread measuring([&] {
+    a.Enter(c);
+    in_launch();
+    entered = true;
+    while (!done) std::this_thread::yield();
+    a.Exit(c);
+  });
+  while (!entered) std::this_thread::yield();
+  during();
+  done = true;
+  measuring.join();
+}
+template <typename F>
+void WhileMeasuring(MetricsCollector& c, SplitLaunch& a, F during) {
+  WhileMeasuring(c, a, during, [] {});
+}
+
 // --- kernel mode, kp's own replay (KP_METRICS_CACHE=pass/range) ---
 
 TEST(KernelModeOwnReplay, OnePassSetSweepsBeforeEachKernelAndKeepsTheLaunchCorrelation) {
@@ -1610,19 +1664,10 @@ TEST(KernelModeOwnReplay, AnotherThreadsLaunchDuringAMeasurementDropsItAndIsNotM
   Harness h(KernelConfig(), MetricsCache::kPass);
   h.script.num_passes = 2;
   SplitLaunch a("measured", 7);
-  std::atomic<bool> entered{false}, other_done{false};
-  std::thread measuring([&] {
-    a.Enter(h.c());
-    entered = true;
-    while (!other_done) std::this_thread::yield();
-    a.Exit(h.c());
-  });
-  while (!entered) std::this_thread::yield();
   // Another thread's launch while "measured" is between its entry and exit: it neither waits
   // (this returns) nor is measured.
-  OnThread([&] { h.DriverLaunch("other", 9, /*via_runtime=*/false); });
-  other_done = true;
-  measuring.join();
+  WhileMeasuring(h.c(), a,
+                 [&] { OnThread([&] { h.DriverLaunch("other", 9, /*via_runtime=*/false); }); });
   OnThread([&] { h.DriverLaunch("after", 11, /*via_runtime=*/false); });
   h.Finish();
   ASSERT_EQ(h.ranges.size(), 1u);
@@ -1666,25 +1711,151 @@ TEST(KernelModeOwnReplay, ALaunchOnAnotherContextDoesNotDisturbAMeasurement) {
   const CUcontext other = reinterpret_cast<CUcontext>(0x2000);
   Harness h(KernelConfig(), MetricsCache::kPass);
   SplitLaunch a("on_gpu0", 7);
-  std::atomic<bool> entered{false}, other_done{false};
-  std::thread measuring([&] {
-    a.Enter(h.c());
-    ScriptedSession* mine = h.script.current;
-    mine->KernelLaunched();  // the application's kernel, on this context's session
-    entered = true;
-    while (!other_done) std::this_thread::yield();
-    a.Exit(h.c());
-  });
-  while (!entered) std::this_thread::yield();
-  OnThread([&] { h.DriverLaunch("on_gpu1", 9, false, true, CUDA_SUCCESS, other); });
-  other_done = true;
-  measuring.join();
+  WhileMeasuring(
+      h.c(), a,
+      [&] { OnThread([&] { h.DriverLaunch("on_gpu1", 9, false, true, CUDA_SUCCESS, other); }); },
+      // the application's kernel, on this context's session
+      [&] { h.script.current->KernelLaunched(); });
   h.Finish();
   std::vector<std::string> names;
   for (const auto& r : h.ranges) names.push_back(h.Name(r));
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"on_gpu0", "on_gpu1"}));
   EXPECT_FALSE(h.Noticed("dropped: another thread launched work"));
+}
+
+// --- kernel mode, kp's own replay with kernel records on ---
+
+TEST(KernelModeRecordsOn, OnePassSetMeasuresARelaunchWithRecordsOffAndKeepsTheApplications) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  // The application's launch ran with records on and the profiler stopped (CUPTI would have
+  // counted its timing instructions); the one pass is kp's relaunch, with records off.
+  EXPECT_EQ(h.app_launches_with_records.load(), 1);
+  EXPECT_EQ(h.script.saves.load(), 1);  // one pass, yet the memory is saved for the relaunch
+  EXPECT_EQ(h.script.restores.load(), 1);
+  EXPECT_EQ(h.script.relaunches.load(), 1);
+  EXPECT_EQ(h.script.relaunches_with_records.load(), 0);
+  EXPECT_EQ(h.script.starts.load(), 1);
+  EXPECT_EQ(h.script.frees.load(), 1);
+  EXPECT_EQ(records.suspends.load(), 1);
+  EXPECT_EQ(records.resumes.load(), 1);
+  EXPECT_TRUE(records.on());
+  // Its record is the application's; the relaunch, with records off, left none.
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.Name(h.ranges[0]), "k");
+  EXPECT_EQ(h.ranges[0].correlation(), 7);
+}
+
+TEST(KernelModeRecordsOn, MultiPassSetRelaunchesEveryPassWithRecordsOff) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  h.script.num_passes = 3;
+  OnThread([&] {
+    h.DriverLaunch("gemm", 7);
+    h.DriverLaunch("gemm", 8);
+  });
+  EXPECT_EQ(h.app_launches_with_records.load(), 2);
+  EXPECT_EQ(h.script.saves.load(), 2);
+  EXPECT_EQ(h.script.restores.load(), 6);
+  EXPECT_EQ(h.script.relaunches.load(), 6);
+  EXPECT_EQ(h.script.relaunches_with_records.load(), 0);
+  EXPECT_EQ(h.script.starts.load(), 6);
+  EXPECT_EQ(h.script.stops.load(), 6);
+  EXPECT_EQ(records.suspends.load(), 2);
+  EXPECT_EQ(records.resumes.load(), 2);
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(8));
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 2u);
+  EXPECT_EQ(h.ranges[0].correlation(), 7);
+  EXPECT_EQ(h.ranges[1].correlation(), 8);
+}
+
+TEST(KernelModeRecordsOn, RecordsOffAtTheLaunchKeepTheApplicationsLaunchAsTheFirstPass) {
+  // Outside a capture window (or KP_ACTIVITIES without kernel) nothing instruments the kernel.
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  records.on_ = false;
+  h.UseKernelRecords(&records);
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  EXPECT_EQ(h.script.saves.load(), 0);
+  EXPECT_EQ(h.script.relaunches.load(), 0);
+  EXPECT_EQ(records.suspends.load(), 0);
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+}
+
+TEST(KernelModeRecordsOn, AnotherThreadsLaunchWhileRecordsAreOffTurnsThemOnAndDropsTheMeasurement) {
+  const CUcontext other = reinterpret_cast<CUcontext>(0x2000);
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  h.script.num_passes = 3;
+  std::atomic<int> relaunch{0};
+  std::atomic<bool> other_launched_with_records{false};
+  h.script.on_relaunch = [&] {
+    if (relaunch++ != 0) return;
+    // During kp's first relaunch of "measured", another thread launches on another GPU: at
+    // its entry records go back on, so its record is kept.
+    OnThread([&] {
+      CUpti_CallbackData d{};
+      d.context = other;
+      d.symbolName = "elsewhere";
+      d.correlationId = 20;
+      d.callbackSite = CUPTI_API_ENTER;
+      h.c().OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                     &d);
+      other_launched_with_records = records.on();
+      d.callbackSite = CUPTI_API_EXIT;
+      h.c().OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+                     &d);
+    });
+  };
+  OnThread([&] { h.DriverLaunch("measured", 7); });
+  EXPECT_TRUE(other_launched_with_records.load());
+  // No further pass after the interruption: the memory is not restored over the other work.
+  EXPECT_EQ(h.script.relaunches.load(), 1);
+  EXPECT_EQ(h.script.restores.load(), 1);
+  EXPECT_TRUE(records.on());
+  // The relaunch during which records came back on may have left a record: kp's.
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_TRUE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  // Later measurements switch records off again.
+  h.script.on_relaunch = nullptr;
+  OnThread([&] { h.DriverLaunch("after", 9); });
+  EXPECT_EQ(h.script.relaunches_with_records.load(), 0);
+  EXPECT_TRUE(records.on());
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.Name(h.ranges[0]), "after");
+  EXPECT_TRUE(
+      h.Noticed("1 measured kernel(s) dropped: another thread launched a kernel while "
+                "kernel records were off"));
+}
+
+TEST(KernelModeRecordsOn, ASameContextInterloperStopsThePassesBeforeAnyRestore) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  h.script.num_passes = 2;
+  SplitLaunch a("measured", 7);
+  WhileMeasuring(h.c(), a,
+                 [&] { OnThread([&] { h.DriverLaunch("other", 9, /*via_runtime=*/false); }); });
+  // The other kernel ran after the save: restoring would undo its writes, so no pass runs.
+  EXPECT_EQ(h.script.restores.load(), 0);
+  EXPECT_EQ(h.script.relaunches.load(), 0);
+  EXPECT_TRUE(records.on());
+  h.Finish();
+  EXPECT_TRUE(h.ranges.empty());
+  EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped: another thread launched work"));
 }
 
 TEST(KernelModeOwnReplay, TheFinalFlushWaitsForAStuckMeasurementAtMostItsLimit) {

@@ -1,0 +1,78 @@
+// KernelRecordSwitch (inject/cupti/kernel_record_switch.h) on the CPU: the kind's switch is a
+// fake that records each call. The kind is on exactly while a capture window is open and no
+// measurement has it suspended, and it is switched only when that changes.
+#include "inject/cupti/kernel_record_switch.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kp {
+namespace {
+
+struct Calls {
+  std::vector<std::string> log;
+};
+
+TEST(KernelRecordSwitch, FollowsTheWindowWhileNotSuspended) {
+  Calls c;
+  KernelRecordSwitch s([&c](bool on) { c.log.push_back(on ? "on" : "off"); });
+  EXPECT_FALSE(s.on());
+  s.SetWindow(true);
+  EXPECT_TRUE(s.on());
+  s.SetWindow(true);  // no change: no call
+  s.SetWindow(false);
+  EXPECT_FALSE(s.on());
+  EXPECT_EQ(c.log, (std::vector<std::string>{"on", "off"}));
+}
+
+TEST(KernelRecordSwitch, ASuspensionHoldsThroughWindowEdgesThatTakeEffectAtTheResume) {
+  Calls c;
+  KernelRecordSwitch s([&c](bool on) { c.log.push_back(on ? "on" : "off"); });
+  s.SetWindow(true);
+  s.Suspend();
+  EXPECT_FALSE(s.on());
+  s.SetWindow(false);  // the window closes meanwhile: still off, no call
+  s.SetWindow(true);   // and opens again: still off until the resume
+  EXPECT_FALSE(s.on());
+  s.Resume();
+  EXPECT_TRUE(s.on());
+  EXPECT_EQ(c.log, (std::vector<std::string>{"on", "off", "on"}));
+}
+
+TEST(KernelRecordSwitch, AResumeOutsideAWindowLeavesThemOff) {
+  Calls c;
+  KernelRecordSwitch s([&c](bool on) { c.log.push_back(on ? "on" : "off"); });
+  s.SetWindow(true);
+  s.Suspend();
+  s.SetWindow(false);
+  s.Resume();
+  EXPECT_FALSE(s.on());
+  s.Suspend();  // while off: no call
+  s.Resume();
+  EXPECT_EQ(c.log, (std::vector<std::string>{"on", "off"}));
+}
+
+TEST(KernelRecordSwitch, ConcurrentCallersNeverSwitchTwiceToTheSameState) {
+  std::vector<std::string> log;
+  KernelRecordSwitch s([&log](bool on) { log.push_back(on ? "on" : "off"); });  // under its mutex
+  s.SetWindow(true);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&s] {
+      for (int i = 0; i < 2000; ++i) {
+        s.Suspend();
+        s.Resume();
+      }
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_TRUE(s.on());
+  ASSERT_FALSE(log.empty());
+  for (size_t i = 1; i < log.size(); ++i) ASSERT_NE(log[i], log[i - 1]) << "at " << i;
+  EXPECT_EQ(log.back(), "on");
+}
+
+}  // namespace
+}  // namespace kp
