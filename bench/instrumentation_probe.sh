@@ -111,6 +111,9 @@ on, off = load("on"), load("off")
 print("| range | metric | records on | records off | on - off, per warp |")
 print("|---|---|---|---|---|")
 for rng in sorted(set(on) & set(off)):
+    if not all(on[rng][k] and off[rng][k] for k in KEYS):
+        print("| %s | (no values in one of the runs) | | | |" % rng)
+        continue
     w = st.median(off[rng]["sm__warps_launched.sum"])
     for k in KEYS[:2]:
         a, b = st.median(on[rng][k]), st.median(off[rng][k])

@@ -52,6 +52,10 @@ if [[ $# -lt 1 ]]; then
   exit 2
 fi
 DIST=$(cd "$1" && pwd) || exit 2
+if [[ $TINY != 1 && $TORCH != 1 ]]; then
+  echo "nothing to measure: TINY=0 needs TORCH=1" >&2
+  exit 2
+fi
 KPTRACE="$DIST/bin/kptrace"
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 OUT=${OUT:-$REPO/bench/results}
@@ -195,7 +199,9 @@ EOF
 
 # Kernel mode on a PyTorch training run: the cost of the memory save that every measured kernel
 # needs with kernel records on, where the context holds about 1.2 GB.
-if [[ $TORCH == 1 ]] && "$PYTHON" -c 'import torch' 2>/dev/null; then
+if [[ $TORCH == 1 ]] && ! "$PYTHON" -c 'import torch' 2>/dev/null; then
+  echo "TORCH=1: $PYTHON cannot import torch; the PyTorch part is skipped" | tee -a "$OUT/metrics_cost.md"
+elif [[ $TORCH == 1 ]]; then
   {
     echo
     echo "## Kernel mode on tests/gpu/metrics_train.py (one-pass set, launches 300-699)"
@@ -210,7 +216,7 @@ if [[ $TORCH == 1 ]] && "$PYTHON" -c 'import torch' 2>/dev/null; then
       [[ $build == base ]] && lib=(--lib "$BASE_LIB")
       trace="$WORK/torch-$build-$round.kptrace"
       t0=$(date +%s%N)
-      "$KPTRACE" run "${lib[@]}" --metrics "$ONE_PASS" --metrics-mode kernel \
+      "$KPTRACE" run ${lib[@]+"${lib[@]}"} --metrics "$ONE_PASS" --metrics-mode kernel \
         --metrics-launch-skip 300 --metrics-launch-count 400 -o "$trace" -- "$PYTHON" \
         "$REPO/tests/gpu/metrics_train.py" --steps 8 >"$WORK/run.out" 2>"$WORK/run.err"
       rc=$?

@@ -8,10 +8,11 @@ void KernelRecordSwitch::SetWindow(bool open) {
   Apply();
 }
 
-void KernelRecordSwitch::Suspend() {
+bool KernelRecordSwitch::Suspend() {
   std::lock_guard<std::mutex> lock(mu_);
   suspended_ = true;
   Apply();
+  return !enabled_;
 }
 
 void KernelRecordSwitch::Resume() {
@@ -22,8 +23,7 @@ void KernelRecordSwitch::Resume() {
 
 void KernelRecordSwitch::Apply() {
   const bool want = window_ && !suspended_;
-  if (want == enabled_) return;
-  apply_(want);
+  if (want == enabled_ || !apply_(want)) return;
   enabled_ = want;
   on_.store(want, std::memory_order_release);
 }

@@ -388,17 +388,20 @@ uint64_t TraceNowNs();
 // Capture windows switch tracing off again through the same function: `on` false disables.
 thread_local bool t_enabling = true;
 
-void EnableKind(CUpti_ActivityKind kind, const char* what) {
+// Whether the kind is now as asked.
+bool EnableKind(CUpti_ActivityKind kind, const char* what) {
   CUptiResult result = t_enabling ? cuptiActivityEnable(kind) : cuptiActivityDisable(kind);
-  if (result == CUPTI_SUCCESS) return;
+  if (result == CUPTI_SUCCESS) return true;
   if (result == CUPTI_ERROR_NOT_COMPATIBLE) {
     Log(LogSeverity::kWarning,
         "%s records are not compatible with the other kinds enabled; they are off (drop them "
         "from KP_ACTIVITIES to silence this)",
         what);
   } else {
-    Log(LogSeverity::kError, "cannot enable %s records: %s", what, CuptiErrorString(result));
+    Log(LogSeverity::kError, "cannot %s %s records: %s", t_enabling ? "enable" : "disable", what,
+        CuptiErrorString(result));
   }
+  return false;
 }
 
 void EnableCopyKinds(const Config& c) {
@@ -806,10 +809,15 @@ void DoToolInit(InjectionMode mode) {
   state->decoder = new ActivityDecoder(state->encoder, state->collector.get(), window);
   if (config.kernel) {
     state->kernel_records = std::make_unique<KernelRecordSwitch>([](bool on) {
+      // No CUPTI call once tracing has finished, after a fatal error, or while detaching (a
+      // measurement may still be ending then).
+      if (!CuptiUsable() || g_exit_done.load() || Detach().quiet()) return false;
       const bool enabling = t_enabling;
       t_enabling = on;
-      EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
+      const bool done =
+          EnableKind(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "kernel");  // never KERNEL
       t_enabling = enabling;
+      return done;
     });
     if (state->collector) state->collector->SetKernelRecords(state->kernel_records.get());
   }

@@ -1,7 +1,9 @@
 #include "inject/metrics/kernel_mode_collector.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 
 #include "inject/log/log.h"
 #include "inject/metrics/launch_callbacks.h"
@@ -43,9 +45,11 @@ struct KernelModeCollector::KernelContext : Context {
   // and exit), and the kernel or graph launches other threads made on it meanwhile.
   std::atomic<int> measuring{0};
   std::atomic<uint64_t> interlopers{0};
-  uint64_t interloper_base = 0;  // interlopers at the entry
-  uint64_t disturbed = 0;        // dropped: another thread launched meanwhile
-  uint64_t interrupted = 0;      // dropped: kernel records back on during the passes
+  uint64_t interloper_base = 0;         // interlopers at the entry
+  uint64_t disturbed = 0;               // dropped: another thread launched meanwhile
+  uint64_t interrupted = 0;             // dropped: kernel records on during the passes
+  uint64_t instrumented_fallbacks = 0;  // one-pass, records on, save failed: app launch measured
+  std::string fallback_reason;          // the last such save failure
   // The application's launch runs unmeasured with its record; kp's relaunches are every pass.
   bool record_first = false;
   bool sweep_ready = false;  // the sweep's buffer is allocated (before the first save)
@@ -228,8 +232,18 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
   if (!kernel && !IsGraphLaunch(domain, cbid)) return;
   OwnReplayThread& t = t_own;
   const bool exit = data->callbackSite == CUPTI_API_EXIT;
-  if (!exit && t.measuring == nullptr && records_suspended_.load(std::memory_order_acquire) > 0)
-    InterruptRecords();
+  if (records_ != nullptr && domain == CUPTI_CB_DOMAIN_DRIVER_API) {
+    // Kernel records must be on when this launch submits its kernel: it counts as in flight
+    // from its entry to its exit (no measurement switches records off meanwhile), and at its
+    // entry records go back on if a measurement holds them off. Sequentially consistent, with
+    // SuspendRecords's store and load in the opposite order: one of the two sees the other.
+    if (exit) {
+      launches_in_flight_.fetch_sub(1);
+    } else {
+      launches_in_flight_.fetch_add(1);
+      if (records_suspended_.load() > 0) InterruptRecords();
+    }
+  }
   if (!exit && domain == CUPTI_CB_DOMAIN_DRIVER_API && t.measuring == nullptr &&
       measuring_.load(std::memory_order_acquire) > 0) {
     if (KernelContext* q = FindContext(data->context);
@@ -345,8 +359,10 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
   measuring_.fetch_add(1, std::memory_order_acq_rel);
   p->interloper_base = p->interlopers.load(std::memory_order_acquire);
   // Kernel records on: the application's launch would be instrumented, so it is not a pass.
+  // (No measurement holds them off now: this launch is in flight, see OnLaunchOwnReplay.)
   p->record_first = records_ != nullptr && records_->on();
-  const size_t relaunches = p->setup.num_passes - (p->record_first ? 0 : 1);
+  const size_t passes = std::max<size_t>(p->setup.num_passes, 1);
+  size_t relaunches = passes - (p->record_first ? 0 : 1);
   Status status;
   try {
     if (relaunches > 0) {
@@ -356,7 +372,18 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
       status = p->session->SynchronizeContext();
       if (status.ok() && !p->sweep_ready) status = p->session->SweepL2();
       if (status.ok()) p->sweep_ready = true;
-      if (status.ok()) status = p->session->SaveMemory();
+      if (status.ok()) {
+        status = p->session->SaveMemory();
+        if (!status.ok() && p->record_first && passes == 1) {
+          // A one-pass set can still measure the application's own launch, with CUPTI's
+          // timing instructions in it: counted and said at exit, rather than metrics off.
+          ++p->instrumented_fallbacks;
+          p->fallback_reason = status.message();
+          p->record_first = false;
+          relaunches = 0;
+          status = Status();
+        }
+      }
     }
     if (status.ok() && !p->record_first) status = BeginPass(p);
     if (status.ok()) {
@@ -394,58 +421,72 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
   std::vector<Result> results;
   Status status;
   const bool record_first = p->record_first;
+  const size_t set_passes = std::max<size_t>(p->setup.num_passes, 1);
   size_t passes = record_first ? 0 : 1;  // the application's launch is the first, or none
   size_t relaunched = 0;
   bool interrupted = false;
+  bool restored_unrun = false;  // memory put back and the kernel not run on it again yet
+  auto disturbed = [p] {
+    return p->interlopers.load(std::memory_order_acquire) != p->interloper_base;
+  };
   try {
     StatusOr<bool> all = false;
     if (!record_first) {
       all = p->session->Stop();
       if (!all.ok()) status = all.status();
     }
-    uint64_t epoch = 0;
-    bool suspended = false;
-    if (status.ok() && launched && record_first) {
+    std::optional<RecordsOff> records_off;
+    if (status.ok() && launched && record_first && !disturbed()) {
       // The application's kernel is over (its record taken) before records go off.
       status = p->session->SynchronizeContext();
       if (status.ok()) {
-        epoch = SuspendRecords();
-        suspended = true;
+        records_off.emplace(this);
+        interrupted = !records_off->held();
       }
     }
-    while (status.ok() && launched && !all.value()) {
-      if (passes >= p->setup.num_passes) {
+    while (status.ok() && launched && !interrupted && !all.value()) {
+      if (passes >= set_passes) {
         status = Status::Error("kernel replay: CUPTI wanted more than the " +
-                               std::to_string(p->setup.num_passes) + " passes of the set");
+                               std::to_string(set_passes) + " passes of the set");
         break;
       }
       // Another thread's kernel ran meanwhile, or records are back on: the measurement is
       // dropped, and the memory is left as the last kernel left it (not restored over the
-      // other kernel's writes).
-      if ((suspended && RecordsInterrupted(epoch)) ||
-          p->interlopers.load(std::memory_order_acquire) != p->interloper_base)
-        break;
+      // other kernel's writes, as far as they were launched before this check).
+      if (disturbed() || (records_off && records_off->interrupted())) break;
       ++passes;
       // The pass before is over on the GPU before its memory is put back.
       status = p->session->SynchronizeContext();
-      if (status.ok()) status = p->session->RestoreMemory();
+      if (status.ok() && disturbed()) break;
+      if (status.ok()) {
+        status = p->session->RestoreMemory();
+        restored_unrun = status.ok();
+      }
       if (status.ok()) status = BeginPass(p);
       if (status.ok()) {
         ++relaunched;
         status = p->session->Relaunch(t.launch);
+        if (status.ok()) restored_unrun = false;
       }
       if (status.ok()) {
         all = p->session->Stop();
         if (!all.ok()) status = all.status();
       }
     }
-    if (suspended) {
-      interrupted = RecordsInterrupted(epoch);
-      ResumeRecords(epoch);
+    // A pass failed between the restore and the relaunch: the kernel runs once more on its
+    // memory, so that the program goes on from the kernel's results.
+    if (restored_unrun) {
+      ++relaunched;
+      RerunAfterRestore(p, t.launch);
+      restored_unrun = false;
+    }
+    if (records_off) {
+      interrupted = interrupted || records_off->interrupted();
+      records_off.reset();  // records back on
     }
     // The relaunches' records: with records off there were none (unless they came back on).
     const size_t recorded = record_first && !interrupted ? 0 : relaunched;
-    const size_t announced = p->setup.num_passes - (record_first ? 0 : 1);
+    const size_t announced = set_passes - (record_first ? 0 : 1);
     if (announced > 0 && recorded < announced) {
       // Fewer relaunch records than announced (records off, a failure, a failed launch):
       // expect only those.
@@ -488,33 +529,67 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
     }
   } catch (...) {
     status = Status::Error("kernel replay: out of memory while measuring a kernel");
+    if (restored_unrun) RerunAfterRestore(p, t.launch);
   }
   EndMeasurement(p, std::move(lock), status);
   PostResults(p, std::move(results));
   if (!status.ok()) Fail(status);
 }
 
-uint64_t KernelModeCollector::SuspendRecords() {
+void KernelModeCollector::RerunAfterRestore(KernelContext* p, const KernelLaunch& launch) {
+  Status rerun;
+  try {
+    rerun = p->session->Relaunch(launch);
+  } catch (...) {
+    rerun = Status::Error("out of memory");
+  }
+  if (rerun.ok()) return;
+  std::string msg = "a measured kernel could not run again after kp restored its memory (" +
+                    rerun.message() + "): the program's memory may lack that kernel's results";
+  Log(LogSeverity::kError, "metrics: %s", msg.c_str());
+  Notice(kNoticeError, msg);
+}
+
+bool KernelModeCollector::SuspendRecords(uint64_t* epoch) {
   std::lock_guard<std::mutex> lock(records_mu_);
-  if (records_holders_++ == 0) records_->Suspend();
-  records_suspended_.store(records_holders_, std::memory_order_release);
-  return records_epoch_.load(std::memory_order_relaxed);
+  ++records_holders_;
+  // Seen by every launch entering from now on; a launch already between its entry and its
+  // exit may still submit its kernel, and its record must not be lost: then nothing is
+  // switched (sequentially consistent, against OnLaunchOwnReplay's increment and load).
+  records_suspended_.store(records_holders_);
+  bool held = launches_in_flight_.load() <= 0;
+  if (held && records_holders_ == 1 && !records_->Suspend()) {
+    records_->Resume();  // the switch failed; its suspension is undone
+    held = false;
+  }
+  if (!held) --records_holders_;
+  records_suspended_.store(records_holders_);
+  *epoch = records_epoch_.load();
+  return held;
 }
 
 void KernelModeCollector::ResumeRecords(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(records_mu_);
   if (RecordsInterrupted(epoch)) return;  // already back on, and no longer held by this one
   if (--records_holders_ == 0) records_->Resume();
-  records_suspended_.store(records_holders_, std::memory_order_release);
+  records_suspended_.store(records_holders_);
 }
 
 void KernelModeCollector::InterruptRecords() {
   std::lock_guard<std::mutex> lock(records_mu_);
   if (records_holders_ == 0) return;
   records_holders_ = 0;
-  records_epoch_.fetch_add(1, std::memory_order_acq_rel);
+  records_epoch_.fetch_add(1);
   records_->Resume();
-  records_suspended_.store(0, std::memory_order_release);
+  records_suspended_.store(0);
+}
+
+KernelModeCollector::RecordsOff::RecordsOff(KernelModeCollector* c) : c_(c) {
+  held_ = c_->SuspendRecords(&epoch_);
+}
+
+KernelModeCollector::RecordsOff::~RecordsOff() {
+  if (held_) c_->ResumeRecords(epoch_);
 }
 
 void KernelModeCollector::EndMeasurement(KernelContext* p, std::unique_lock<std::mutex> lock,
@@ -649,9 +724,16 @@ void KernelModeCollector::FinalNotices(Context* c, std::vector<std::string>* war
                         " measured kernel(s) dropped: another thread launched work while they "
                         "were measured, which kernel mode would have counted into them");
   if (p->interrupted)
-    warnings->push_back(std::to_string(p->interrupted) +
-                        " measured kernel(s) dropped: another thread launched a kernel while "
-                        "kernel records were off for their passes (its record is kept)");
+    warnings->push_back(
+        std::to_string(p->interrupted) +
+        " measured kernel(s) dropped: another thread launched a kernel (on any GPU) while kernel "
+        "records were to be off for their passes, so they stayed on (its record is kept); "
+        "KP_ACTIVITIES without kernel measures without switching them");
+  if (p->instrumented_fallbacks)
+    warnings->push_back(std::to_string(p->instrumented_fallbacks) +
+                        " one-pass kernel measurement(s) include CUPTI's timing instructions (8 "
+                        "per warp): the memory save for kp's own pass failed (" +
+                        p->fallback_reason + "), so the application's launch was measured");
   if (p->ranges_dropped || p->graph_launches || p->index_mismatches || p->range_number_mismatches)
     warnings->push_back(
         std::to_string(p->ranges_dropped) + " measured range(s) dropped or incomplete, " +

@@ -122,9 +122,10 @@ class KernelModeCollector final : public ProfilerCollector {
   // being measured go down and p->mu (held by `lock`) is released.
   void EndMeasurement(KernelContext* p, std::unique_lock<std::mutex> lock, const Status& status);
   // Kernel records off for a measurement's passes (the first measurement that suspends them
-  // switches them off; the last to resume switches them back on). Returns the epoch that
+  // switches them off; the last to resume switches them back on). False, and nothing held,
+  // when another launch is between its entry and exit or the switch failed. *epoch is what
   // ResumeRecords and RecordsInterrupted compare against.
-  uint64_t SuspendRecords();
+  bool SuspendRecords(uint64_t* epoch);
   void ResumeRecords(uint64_t epoch);
   // Another thread's launch while records are off: they go back on at once (its record is
   // kept), and every measurement that had them off is spoilt (RecordsInterrupted).
@@ -132,6 +133,25 @@ class KernelModeCollector final : public ProfilerCollector {
   bool RecordsInterrupted(uint64_t epoch) const {
     return records_epoch_.load(std::memory_order_acquire) != epoch;
   }
+  // SuspendRecords for one measurement's passes, ResumeRecords when it goes (exceptions too).
+  class RecordsOff {
+   public:
+    explicit RecordsOff(KernelModeCollector* c);
+    ~RecordsOff();
+    RecordsOff(const RecordsOff&) = delete;
+    RecordsOff& operator=(const RecordsOff&) = delete;
+    bool held() const { return held_; }
+    // Records came back on (or were never off): the passes would carry CUPTI's instructions.
+    bool interrupted() const { return !held_ || c_->RecordsInterrupted(epoch_); }
+
+   private:
+    KernelModeCollector* c_;
+    uint64_t epoch_ = 0;
+    bool held_ = false;
+  };
+  // After a failed pass that had restored the memory: runs the kernel once more on it, so the
+  // program goes on from the kernel's results (an error line and notice if that fails too).
+  void RerunAfterRestore(KernelContext* p, const KernelLaunch& launch);
 
   const bool own_replay_;                   // KP_METRICS_CACHE is not none
   KernelRecords* records_ = nullptr;        // set before any callback; null: no kernel records
@@ -139,6 +159,7 @@ class KernelModeCollector final : public ProfilerCollector {
   int records_holders_ = 0;                 // measurements with kernel records suspended
   std::atomic<int> records_suspended_{0};   // records_holders_, for the launch hot path
   std::atomic<uint64_t> records_epoch_{0};  // bumped by every InterruptRecords
+  std::atomic<int> launches_in_flight_{0};  // driver kernel/graph launches between entry and exit
   std::atomic<uint64_t> unreplayable_{0};   // selected launches of a form kp cannot relaunch
   // Correlation ids of measured launches whose records follow (IsProfilerInternalLaunch): the
   // first record is the application's, the next `relaunches` are kp's.

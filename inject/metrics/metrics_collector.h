@@ -35,8 +35,9 @@ class KernelRecords {
   // Kernel records are being taken now (configured, and inside a capture window).
   virtual bool on() const = 0;
   // Off until Resume, whatever the capture windows do meanwhile (a window that opens or
-  // closes takes effect at the Resume).
-  virtual void Suspend() = 0;
+  // closes takes effect at the Resume). Not counted: one suspension at a time (the caller
+  // counts its holders). False when the kind could not be switched off (it is still on).
+  virtual bool Suspend() = 0;
   virtual void Resume() = 0;
 };
 

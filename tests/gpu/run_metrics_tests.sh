@@ -288,12 +288,14 @@ cache_section() {
 # "Kernel records and instruction counts").
 cache_instructions() {
   [[ -n $NCU ]] || return 0  # cache_programs has said so
-  local kernels=()
+  local kernels=() k
   for k in ${CACHE_INST_KERNELS//|/ }; do kernels+=(--kernel "$k=$k"); done
   cache_ncu cache_ncu_inst CACHE_MINST -k regex:"$CACHE_INST_KERNELS" "$BIN/metrics_cache" \
     --reps "$CACHE_REPS" || return 1
+  # kflags: cache_section's CACHE_KERNEL_FLAGS, as for the other kernel-mode runs.
   if kp_case cache_inst --metrics "$CACHE_MINST" --metrics-mode kernel \
-    --metrics-kernels regex:"$CACHE_INST_KERNELS" -- "$BIN/metrics_cache" --reps "$CACHE_REPS"; then
+    --metrics-kernels regex:"$CACHE_INST_KERNELS" ${kflags[@]+"${kflags[@]}"} \
+    -- "$BIN/metrics_cache" --reps "$CACHE_REPS"; then
     check_trace cache_inst
     cache_results cache_inst metrics_cache
     cache_compare cache_inst kernel "$CACHE_MINST" cache_ncu_inst "${kernels[@]}" --tolerance 0

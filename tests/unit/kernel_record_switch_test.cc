@@ -18,7 +18,10 @@ struct Calls {
 
 TEST(KernelRecordSwitch, FollowsTheWindowWhileNotSuspended) {
   Calls c;
-  KernelRecordSwitch s([&c](bool on) { c.log.push_back(on ? "on" : "off"); });
+  KernelRecordSwitch s([&c](bool on) {
+    c.log.push_back(on ? "on" : "off");
+    return true;
+  });
   EXPECT_FALSE(s.on());
   s.SetWindow(true);
   EXPECT_TRUE(s.on());
@@ -30,7 +33,10 @@ TEST(KernelRecordSwitch, FollowsTheWindowWhileNotSuspended) {
 
 TEST(KernelRecordSwitch, ASuspensionHoldsThroughWindowEdgesThatTakeEffectAtTheResume) {
   Calls c;
-  KernelRecordSwitch s([&c](bool on) { c.log.push_back(on ? "on" : "off"); });
+  KernelRecordSwitch s([&c](bool on) {
+    c.log.push_back(on ? "on" : "off");
+    return true;
+  });
   s.SetWindow(true);
   s.Suspend();
   EXPECT_FALSE(s.on());
@@ -44,7 +50,10 @@ TEST(KernelRecordSwitch, ASuspensionHoldsThroughWindowEdgesThatTakeEffectAtTheRe
 
 TEST(KernelRecordSwitch, AResumeOutsideAWindowLeavesThemOff) {
   Calls c;
-  KernelRecordSwitch s([&c](bool on) { c.log.push_back(on ? "on" : "off"); });
+  KernelRecordSwitch s([&c](bool on) {
+    c.log.push_back(on ? "on" : "off");
+    return true;
+  });
   s.SetWindow(true);
   s.Suspend();
   s.SetWindow(false);
@@ -55,9 +64,37 @@ TEST(KernelRecordSwitch, AResumeOutsideAWindowLeavesThemOff) {
   EXPECT_EQ(c.log, (std::vector<std::string>{"on", "off"}));
 }
 
+TEST(KernelRecordSwitch, AFailedSwitchLeavesTheStateAndIsTriedAgainAtTheNextChange) {
+  bool fail = false;
+  std::vector<std::string> log;
+  KernelRecordSwitch s([&](bool on) {
+    log.push_back(std::string(fail ? "failed " : "") + (on ? "on" : "off"));
+    return !fail;
+  });
+  s.SetWindow(true);
+  fail = true;
+  EXPECT_FALSE(s.Suspend());  // still on: the caller must not count on records being off
+  EXPECT_TRUE(s.on());
+  fail = false;
+  s.Resume();  // nothing to switch back
+  EXPECT_TRUE(s.on());
+  EXPECT_TRUE(s.Suspend());
+  EXPECT_FALSE(s.on());
+  fail = true;
+  s.Resume();  // enabling fails: off, and said so
+  EXPECT_FALSE(s.on());
+  fail = false;
+  s.SetWindow(true);  // the next change tries again
+  EXPECT_TRUE(s.on());
+  EXPECT_EQ(log, (std::vector<std::string>{"on", "failed off", "off", "failed on", "on"}));
+}
+
 TEST(KernelRecordSwitch, ConcurrentCallersNeverSwitchTwiceToTheSameState) {
   std::vector<std::string> log;
-  KernelRecordSwitch s([&log](bool on) { log.push_back(on ? "on" : "off"); });  // under its mutex
+  KernelRecordSwitch s([&log](bool on) {
+    log.push_back(on ? "on" : "off");
+    return true;
+  });  // under its mutex
   s.SetWindow(true);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)

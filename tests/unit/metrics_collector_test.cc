@@ -41,15 +41,18 @@ const CUcontext kCtx = reinterpret_cast<CUcontext>(0x1000);
 class FakeKernelRecords final : public KernelRecords {
  public:
   bool on() const override { return on_.load(); }
-  void Suspend() override {
+  bool Suspend() override {
     ++suspends;
+    if (fail_suspend) return false;
     on_ = false;
+    return true;
   }
   void Resume() override {
     ++resumes;
     on_ = true;
   }
   std::atomic<bool> on_{true};
+  std::atomic<bool> fail_suspend{false};  // the CUPTI call fails: records stay on
   std::atomic<int> suspends{0}, resumes{0};
 };
 
@@ -1634,7 +1637,9 @@ TEST(KernelModeOwnReplay, AFailedRelaunchTurnsMetricsOffAndDisablesTheSession) {
     h.DriverLaunch("k", 8);  // metrics are off: not measured
   });
   h.Finish();
-  EXPECT_EQ(h.script.relaunches.load(), 1);
+  // The pass's relaunch, then one more on the restored memory (fails too: said).
+  EXPECT_EQ(h.script.relaunches.load(), 2);
+  EXPECT_TRUE(h.Noticed("a measured kernel could not run again after kp restored its memory"));
   EXPECT_EQ(h.script.starts.load(), 2);
   EXPECT_TRUE(h.ranges.empty());
   EXPECT_EQ(h.script.sessions_enabled.load(), 0);
@@ -1803,26 +1808,20 @@ TEST(KernelModeRecordsOn, AnotherThreadsLaunchWhileRecordsAreOffTurnsThemOnAndDr
   h.script.on_relaunch = [&] {
     if (relaunch++ != 0) return;
     // During kp's first relaunch of "measured", another thread launches on another GPU: at
-    // its entry records go back on, so its record is kept.
+    // its entry records go back on, so its record is kept (and it is measured on its own).
     OnThread([&] {
-      CUpti_CallbackData d{};
-      d.context = other;
-      d.symbolName = "elsewhere";
-      d.correlationId = 20;
-      d.callbackSite = CUPTI_API_ENTER;
-      h.c().OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-                     &d);
+      SplitLaunch o("elsewhere", 20, other);
+      o.Enter(h.c());
       other_launched_with_records = records.on();
-      d.callbackSite = CUPTI_API_EXIT;
-      h.c().OnLaunch(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
-                     &d);
+      o.Exit(h.c());
     });
   };
   OnThread([&] { h.DriverLaunch("measured", 7); });
   EXPECT_TRUE(other_launched_with_records.load());
-  // No further pass after the interruption: the memory is not restored over the other work.
-  EXPECT_EQ(h.script.relaunches.load(), 1);
-  EXPECT_EQ(h.script.restores.load(), 1);
+  // No further pass of "measured" after the interruption: its one, and the other's three.
+  EXPECT_EQ(h.script.relaunches.load(), 4);
+  EXPECT_EQ(h.script.restores.load(), 4);
+  EXPECT_EQ(h.script.relaunches_with_records.load(), 0);
   EXPECT_TRUE(records.on());
   // The relaunch during which records came back on may have left a record: kp's.
   EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
@@ -1834,11 +1833,11 @@ TEST(KernelModeRecordsOn, AnotherThreadsLaunchWhileRecordsAreOffTurnsThemOnAndDr
   EXPECT_EQ(h.script.relaunches_with_records.load(), 0);
   EXPECT_TRUE(records.on());
   h.Finish();
-  ASSERT_EQ(h.ranges.size(), 1u);
-  EXPECT_EQ(h.Name(h.ranges[0]), "after");
-  EXPECT_TRUE(
-      h.Noticed("1 measured kernel(s) dropped: another thread launched a kernel while "
-                "kernel records were off"));
+  std::vector<std::string> names;
+  for (const auto& r : h.ranges) names.push_back(h.Name(r));
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"after", "elsewhere"}));
+  EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped: another thread launched a kernel"));
 }
 
 TEST(KernelModeRecordsOn, ASameContextInterloperStopsThePassesBeforeAnyRestore) {
@@ -1856,6 +1855,68 @@ TEST(KernelModeRecordsOn, ASameContextInterloperStopsThePassesBeforeAnyRestore) 
   h.Finish();
   EXPECT_TRUE(h.ranges.empty());
   EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped: another thread launched work"));
+}
+
+TEST(KernelModeRecordsOn, ALaunchInFlightKeepsRecordsOnAndDropsTheMeasurement) {
+  // Another thread is between its launch's entry and exit (its kernel not yet submitted) when
+  // the measured launch would switch records off: they stay on, and no pass runs.
+  const CUcontext other = reinterpret_cast<CUcontext>(0x2000);
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  SplitLaunch o("elsewhere", 20, other);
+  WhileMeasuring(h.c(), o, [&] { OnThread([&] { h.DriverLaunch("measured", 7); }); });
+  EXPECT_EQ(records.suspends.load(), 1);  // only "elsewhere", after "measured"
+  EXPECT_TRUE(records.on());
+  h.Finish();
+  std::vector<std::string> names;
+  for (const auto& r : h.ranges) names.push_back(h.Name(r));
+  EXPECT_EQ(names, (std::vector<std::string>{"elsewhere"}));
+  EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped: another thread launched a kernel"));
+}
+
+TEST(KernelModeRecordsOn, AFailedSwitchOffDropsTheMeasurementWithoutAPass) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  records.fail_suspend = true;
+  h.UseKernelRecords(&records);
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  EXPECT_EQ(h.script.restores.load(), 0);  // the memory stays as the application's launch left it
+  EXPECT_EQ(h.script.relaunches.load(), 0);
+  EXPECT_EQ(records.resumes.load(), 1);  // the switch's suspension undone
+  EXPECT_TRUE(records.on());
+  h.Finish();
+  EXPECT_TRUE(h.ranges.empty());
+  EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped"));
+}
+
+TEST(KernelModeRecordsOn, AFailedSaveMeasuresAOnePassSetOnTheApplicationsLaunch) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  h.script.fail_call = "Save";
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  EXPECT_EQ(h.script.relaunches.load(), 0);
+  EXPECT_EQ(records.suspends.load(), 0);
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);  // metrics stay on
+  EXPECT_TRUE(h.Noticed("1 one-pass kernel measurement(s) include CUPTI's timing instructions"));
+}
+
+TEST(KernelModeRecordsOn, AFailedPassAfterTheRestoreRunsTheKernelOnceMore) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  h.script.fail_call = "Start";  // the pass's start, after its restore
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  EXPECT_EQ(h.script.restores.load(), 1);
+  EXPECT_EQ(h.script.relaunches.load(), 1);  // not a pass: the program's results back
+  EXPECT_EQ(h.script.relaunches_with_records.load(), 0);
+  EXPECT_TRUE(records.on());
+  h.Finish();
+  EXPECT_TRUE(h.ranges.empty());
+  EXPECT_FALSE(h.Noticed("could not run again"));
+  EXPECT_EQ(h.script.sessions_enabled.load(), 0);  // metrics off after the error
 }
 
 TEST(KernelModeOwnReplay, TheFinalFlushWaitsForAStuckMeasurementAtMostItsLimit) {
