@@ -514,6 +514,11 @@ void EnableCallbacks(CUpti_SubscriberHandle sub, MetricsCollector* collector) {
         CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
         CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
         CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+        // Not measured; kernel mode keeps kernel records on while they submit kernels.
+        CUPTI_DRIVER_TRACE_CBID_cuLaunch,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+        CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
     };
     for (CUpti_CallbackId cbid : kRuntimeLaunches) {
       cuptiEnableCallback(1, sub, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);

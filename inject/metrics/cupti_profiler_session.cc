@@ -267,7 +267,12 @@ class CuptiProfilerSession final : public ProfilerSession {
     }
     StatusOr<const CheckpointApi*> api = LoadCheckpointApi();
     if (!api.ok()) return api.status();
-    if (Status s = Call("cuptiCheckpointSave", api.value()->save(&checkpoint_)); !s.ok()) return s;
+    if (Status s = Call("cuptiCheckpointSave", api.value()->save(&checkpoint_)); !s.ok()) {
+      // Whatever state a first, failed save set up in the handle is released (a failed
+      // save over a kept one is freed with it by FreeMemory).
+      if (!checkpoint_saved_) api.value()->free(&checkpoint_);
+      return s;
+    }
     checkpoint_saved_ = true;
     return Status();
   }

@@ -49,7 +49,8 @@ struct KernelModeCollector::KernelContext : Context {
   uint64_t disturbed = 0;               // dropped: another thread launched meanwhile
   uint64_t interrupted = 0;             // dropped: kernel records on during the passes
   uint64_t instrumented_fallbacks = 0;  // one-pass, records on, save failed: app launch measured
-  std::string fallback_reason;          // the last such save failure
+  std::string fallback_reason;          // the save's failure
+  bool save_failed = false;             // a memory save failed on this context
   // The application's launch runs unmeasured with its record; kp's relaunches are every pass.
   bool record_first = false;
   bool sweep_ready = false;  // the sweep's buffer is allocated (before the first save)
@@ -229,7 +230,8 @@ bool KernelModeCollector::Admissible(bool count_capture_skip) {
 void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                                             const CUpti_CallbackData* data) {
   const bool kernel = IsKernelLaunch(domain, cbid);
-  if (!kernel && !IsGraphLaunch(domain, cbid)) return;
+  const bool unmeasured = IsUnmeasuredKernelLaunch(domain, cbid);
+  if (!kernel && !unmeasured && !IsGraphLaunch(domain, cbid)) return;
   OwnReplayThread& t = t_own;
   const bool exit = data->callbackSite == CUPTI_API_EXIT;
   if (records_ != nullptr && domain == CUPTI_CB_DOMAIN_DRIVER_API) {
@@ -244,6 +246,7 @@ void KernelModeCollector::OnLaunchOwnReplay(CUpti_CallbackDomain domain, CUpti_C
       if (records_suspended_.load() > 0) InterruptRecords();
     }
   }
+  if (unmeasured) return;
   if (!exit && domain == CUPTI_CB_DOMAIN_DRIVER_API && t.measuring == nullptr &&
       measuring_.load(std::memory_order_acquire) > 0) {
     if (KernelContext* q = FindContext(data->context);
@@ -372,17 +375,24 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
       status = p->session->SynchronizeContext();
       if (status.ok() && !p->sweep_ready) status = p->session->SweepL2();
       if (status.ok()) p->sweep_ready = true;
-      if (status.ok()) {
+      // A one-pass set can still measure the application's own launch, with CUPTI's timing
+      // instructions in it, when the save fails (counted and said at exit, rather than
+      // metrics off); after one failure the context does not try again.
+      const bool may_fall_back = p->record_first && passes == 1;
+      if (status.ok() && may_fall_back && p->save_failed) {
+        status = Status::Error(p->fallback_reason);
+      } else if (status.ok()) {
         status = p->session->SaveMemory();
-        if (!status.ok() && p->record_first && passes == 1) {
-          // A one-pass set can still measure the application's own launch, with CUPTI's
-          // timing instructions in it: counted and said at exit, rather than metrics off.
-          ++p->instrumented_fallbacks;
+        if (!status.ok()) {
+          p->save_failed = true;
           p->fallback_reason = status.message();
-          p->record_first = false;
-          relaunches = 0;
-          status = Status();
         }
+      }
+      if (!status.ok() && may_fall_back && p->save_failed) {
+        ++p->instrumented_fallbacks;
+        p->record_first = false;
+        relaunches = 0;
+        status = Status();
       }
     }
     if (status.ok() && !p->record_first) status = BeginPass(p);
@@ -461,6 +471,7 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
       if (status.ok()) {
         status = p->session->RestoreMemory();
         restored_unrun = status.ok();
+        if (!status.ok()) MemoryNotice("could not restore a measured kernel's memory", status);
       }
       if (status.ok()) status = BeginPass(p);
       if (status.ok()) {
@@ -477,8 +488,8 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
     // memory, so that the program goes on from the kernel's results.
     if (restored_unrun) {
       ++relaunched;
-      RerunAfterRestore(p, t.launch);
       restored_unrun = false;
+      RerunAfterRestore(p, t.launch);
     }
     if (records_off) {
       interrupted = interrupted || records_off->interrupted();
@@ -543,9 +554,13 @@ void KernelModeCollector::RerunAfterRestore(KernelContext* p, const KernelLaunch
   } catch (...) {
     rerun = Status::Error("out of memory");
   }
-  if (rerun.ok()) return;
-  std::string msg = "a measured kernel could not run again after kp restored its memory (" +
-                    rerun.message() + "): the program's memory may lack that kernel's results";
+  if (!rerun.ok())
+    MemoryNotice("a measured kernel could not run again after kp restored its memory", rerun);
+}
+
+void KernelModeCollector::MemoryNotice(const char* what, const Status& why) {
+  const std::string msg = std::string(what) + " (" + why.message() +
+                          "): the program's memory may lack that kernel's results";
   Log(LogSeverity::kError, "metrics: %s", msg.c_str());
   Notice(kNoticeError, msg);
 }
@@ -557,7 +572,7 @@ bool KernelModeCollector::SuspendRecords(uint64_t* epoch) {
   // exit may still submit its kernel, and its record must not be lost: then nothing is
   // switched (sequentially consistent, against OnLaunchOwnReplay's increment and load).
   records_suspended_.store(records_holders_);
-  bool held = launches_in_flight_.load() <= 0;
+  bool held = launches_in_flight_.load() == 0;  // an imbalance fails safe
   if (held && records_holders_ == 1 && !records_->Suspend()) {
     records_->Resume();  // the switch failed; its suspension is undone
     held = false;
@@ -733,7 +748,9 @@ void KernelModeCollector::FinalNotices(Context* c, std::vector<std::string>* war
     warnings->push_back(std::to_string(p->instrumented_fallbacks) +
                         " one-pass kernel measurement(s) include CUPTI's timing instructions (8 "
                         "per warp): the memory save for kp's own pass failed (" +
-                        p->fallback_reason + "), so the application's launch was measured");
+                        p->fallback_reason +
+                        "), so the application's launch was measured "
+                        "(the save is not tried again on this context)");
   if (p->ranges_dropped || p->graph_launches || p->index_mismatches || p->range_number_mismatches)
     warnings->push_back(
         std::to_string(p->ranges_dropped) + " measured range(s) dropped or incomplete, " +

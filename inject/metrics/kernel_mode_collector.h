@@ -152,6 +152,8 @@ class KernelModeCollector final : public ProfilerCollector {
   // After a failed pass that had restored the memory: runs the kernel once more on it, so the
   // program goes on from the kernel's results (an error line and notice if that fails too).
   void RerunAfterRestore(KernelContext* p, const KernelLaunch& launch);
+  // The error line and notice when the program's memory may lack a measured kernel's results.
+  void MemoryNotice(const char* what, const Status& why);
 
   const bool own_replay_;                   // KP_METRICS_CACHE is not none
   KernelRecords* records_ = nullptr;        // set before any callback; null: no kernel records
@@ -159,8 +161,10 @@ class KernelModeCollector final : public ProfilerCollector {
   int records_holders_ = 0;                 // measurements with kernel records suspended
   std::atomic<int> records_suspended_{0};   // records_holders_, for the launch hot path
   std::atomic<uint64_t> records_epoch_{0};  // bumped by every InterruptRecords
-  std::atomic<int> launches_in_flight_{0};  // driver kernel/graph launches between entry and exit
-  std::atomic<uint64_t> unreplayable_{0};   // selected launches of a form kp cannot relaunch
+  // Driver kernel/graph launch calls between their entry and exit (a line of its own: every
+  // thread's launches touch it).
+  alignas(64) std::atomic<int> launches_in_flight_{0};
+  std::atomic<uint64_t> unreplayable_{0};  // selected launches of a form kp cannot relaunch
   // Correlation ids of measured launches whose records follow (IsProfilerInternalLaunch): the
   // first record is the application's, the next `relaunches` are kp's.
   struct Relaunched {

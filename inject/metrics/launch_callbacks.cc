@@ -44,4 +44,12 @@ bool IsGraphLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
   return false;
 }
 
+bool IsUnmeasuredKernelLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid) {
+  return domain == CUPTI_CB_DOMAIN_DRIVER_API &&
+         (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunch ||
+          cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid ||
+          cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync ||
+          cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice);
+}
+
 }  // namespace kp

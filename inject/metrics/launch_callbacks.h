@@ -8,5 +8,9 @@ namespace kp {
 
 bool IsKernelLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 bool IsGraphLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
+// Driver calls that also submit kernels but are not measured (cuLaunch, cuLaunchGrid,
+// cuLaunchGridAsync, cuLaunchCooperativeKernelMultiDevice): kernel mode only keeps kernel
+// records on while they run.
+bool IsUnmeasuredKernelLaunch(CUpti_CallbackDomain domain, CUpti_CallbackId cbid);
 
 }  // namespace kp

@@ -1895,12 +1895,49 @@ TEST(KernelModeRecordsOn, AFailedSaveMeasuresAOnePassSetOnTheApplicationsLaunch)
   FakeKernelRecords records;
   h.UseKernelRecords(&records);
   h.script.fail_call = "Save";
-  OnThread([&] { h.DriverLaunch("k", 7); });
+  OnThread([&] {
+    h.DriverLaunch("k", 7);
+    h.DriverLaunch("k", 8);
+  });
+  EXPECT_EQ(h.script.saves.load(), 1);  // not tried again on this context
   EXPECT_EQ(h.script.relaunches.load(), 0);
+  EXPECT_EQ(h.script.starts.load(), 2);  // the application's launches are the passes
   EXPECT_EQ(records.suspends.load(), 0);
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
   h.Finish();
-  ASSERT_EQ(h.ranges.size(), 1u);  // metrics stay on
-  EXPECT_TRUE(h.Noticed("1 one-pass kernel measurement(s) include CUPTI's timing instructions"));
+  ASSERT_EQ(h.ranges.size(), 2u);  // metrics stay on
+  EXPECT_EQ(h.ranges[0].correlation(), 7);
+  EXPECT_TRUE(h.Noticed("2 one-pass kernel measurement(s) include CUPTI's timing instructions"));
+}
+
+TEST(KernelModeRecordsOn, AnUnmeasuredLaunchCallInFlightKeepsRecordsOn) {
+  // cuLaunchGrid (and the other launch calls kp does not measure) submit kernels too.
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  CUpti_CallbackData legacy{};
+  legacy.context = kCtx;
+  legacy.callbackSite = CUPTI_API_ENTER;
+  std::atomic<bool> entered{false}, done{false};
+  std::thread other([&] {
+    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid, &legacy);
+    entered = true;
+    while (!done) std::this_thread::yield();
+    legacy.callbackSite = CUPTI_API_EXIT;
+    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid, &legacy);
+  });
+  while (!entered) std::this_thread::yield();
+  OnThread([&] { h.DriverLaunch("measured", 7); });
+  done = true;
+  other.join();
+  EXPECT_EQ(records.suspends.load(), 0);
+  EXPECT_EQ(h.script.relaunches.load(), 0);
+  OnThread([&] { h.DriverLaunch("after", 9); });  // the count is back to zero
+  EXPECT_EQ(records.suspends.load(), 1);
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.Name(h.ranges[0]), "after");
 }
 
 TEST(KernelModeRecordsOn, AFailedPassAfterTheRestoreRunsTheKernelOnceMore) {
