@@ -77,19 +77,10 @@ PY
 
 # 3. Range mode: the program's own launches, kernel records on (the default) and off.
 M=sm__inst_executed.sum,smsp__inst_executed_op_branch.sum,sm__warps_launched.sum
-for mode in on off; do
-  env=()
-  [[ $mode == off ]] && env=(KP_ACTIVITIES=memcpy,memset)
-  rm -rf "$W/range_$mode.kptrace" "$W/range_${mode}_csv"
-  env ${env[@]+"${env[@]}"} "$DIST/bin/kptrace" run --metrics "$M" \
-    --metrics-ranges write_heavy,read_only,reduction,atomic_hist -o "$W/range_$mode.kptrace" \
-    -- "$W/mc" --reps 4 >"$W/range_$mode.out" 2>&1 || {
-    echo "kp range mode ($mode) failed: $(tail -n 3 "$W/range_$mode.out")"
-    exit 1
-  }
-  "$DIST/bin/kptrace" convert "$W/range_$mode.kptrace" --to csv -o "$W/range_${mode}_csv" \
-    --no-progress >/dev/null || exit 1
-done
+kp_csv range_on -- --metrics "$M" --metrics-ranges write_heavy,read_only,reduction,atomic_hist \
+  -- "$W/mc" --reps 4
+kp_csv range_off KP_ACTIVITIES=memcpy,memset -- --metrics "$M" \
+  --metrics-ranges write_heavy,read_only,reduction,atomic_hist -- "$W/mc" --reps 4
 echo
 echo "## metrics_cache.cu: kp range mode (one kernel per range), kernel records on and off"
 echo

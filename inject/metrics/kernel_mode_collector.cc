@@ -365,6 +365,15 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
   // (No measurement holds them off now: this launch is in flight, see OnLaunchOwnReplay.)
   p->record_first = records_ != nullptr && records_->on();
   const size_t passes = std::max<size_t>(p->setup.num_passes, 1);
+  // A one-pass set can still measure the application's own launch, with CUPTI's timing
+  // instructions in it, when the memory save fails (counted and said at exit, rather than
+  // metrics off); after one failure the context does not try again.
+  const bool may_fall_back = p->record_first && passes == 1;
+  auto fall_back = [p] {
+    ++p->instrumented_fallbacks;
+    p->record_first = false;
+  };
+  if (may_fall_back && p->save_failed) fall_back();
   size_t relaunches = passes - (p->record_first ? 0 : 1);
   Status status;
   try {
@@ -375,24 +384,17 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
       status = p->session->SynchronizeContext();
       if (status.ok() && !p->sweep_ready) status = p->session->SweepL2();
       if (status.ok()) p->sweep_ready = true;
-      // A one-pass set can still measure the application's own launch, with CUPTI's timing
-      // instructions in it, when the save fails (counted and said at exit, rather than
-      // metrics off); after one failure the context does not try again.
-      const bool may_fall_back = p->record_first && passes == 1;
-      if (status.ok() && may_fall_back && p->save_failed) {
-        status = Status::Error(p->fallback_reason);
-      } else if (status.ok()) {
+      if (status.ok()) {
         status = p->session->SaveMemory();
         if (!status.ok()) {
           p->save_failed = true;
           p->fallback_reason = status.message();
+          if (may_fall_back) {
+            fall_back();
+            relaunches = 0;
+            status = Status();
+          }
         }
-      }
-      if (!status.ok() && may_fall_back && p->save_failed) {
-        ++p->instrumented_fallbacks;
-        p->record_first = false;
-        relaunches = 0;
-        status = Status();
       }
     }
     if (status.ok() && !p->record_first) status = BeginPass(p);
@@ -436,7 +438,8 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
   size_t relaunched = 0;
   bool interrupted = false;
   bool restored_unrun = false;  // memory put back and the kernel not run on it again yet
-  auto disturbed = [p] {
+  // Another thread launched on this context since the entry.
+  auto interloped = [p] {
     return p->interlopers.load(std::memory_order_acquire) != p->interloper_base;
   };
   try {
@@ -446,7 +449,7 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
       if (!all.ok()) status = all.status();
     }
     std::optional<RecordsOff> records_off;
-    if (status.ok() && launched && record_first && !disturbed()) {
+    if (status.ok() && launched && record_first && !interloped()) {
       // The application's kernel is over (its record taken) before records go off.
       status = p->session->SynchronizeContext();
       if (status.ok()) {
@@ -463,11 +466,11 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
       // Another thread's kernel ran meanwhile, or records are back on: the measurement is
       // dropped, and the memory is left as the last kernel left it (not restored over the
       // other kernel's writes, as far as they were launched before this check).
-      if (disturbed() || (records_off && records_off->interrupted())) break;
+      if (interloped() || (records_off && records_off->interrupted())) break;
       ++passes;
       // The pass before is over on the GPU before its memory is put back.
       status = p->session->SynchronizeContext();
-      if (status.ok() && disturbed()) break;
+      if (status.ok() && interloped()) break;
       if (status.ok()) {
         status = p->session->RestoreMemory();
         restored_unrun = status.ok();
@@ -525,8 +528,7 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
         ++p->failed_launches;
       } else if (interrupted) {
         ++p->interrupted;
-      } else if (decoded.value().size() > 1 ||
-                 p->interlopers.load(std::memory_order_acquire) != p->interloper_base) {
+      } else if (decoded.value().size() > 1 || interloped()) {
         // Another kernel ran while the profiler did (another thread's launch): its range or
         // its counters are mixed into this one's.
         ++p->disturbed;
@@ -567,18 +569,17 @@ void KernelModeCollector::MemoryNotice(const char* what, const Status& why) {
 
 bool KernelModeCollector::SuspendRecords(uint64_t* epoch) {
   std::lock_guard<std::mutex> lock(records_mu_);
-  ++records_holders_;
+  const int holders = records_suspended_.load() + 1;
   // Seen by every launch entering from now on; a launch already between its entry and its
   // exit may still submit its kernel, and its record must not be lost: then nothing is
   // switched (sequentially consistent, against OnLaunchOwnReplay's increment and load).
-  records_suspended_.store(records_holders_);
+  records_suspended_.store(holders);
   bool held = launches_in_flight_.load() == 0;  // an imbalance fails safe
-  if (held && records_holders_ == 1 && !records_->Suspend()) {
+  if (held && holders == 1 && !records_->Suspend()) {
     records_->Resume();  // the switch failed; its suspension is undone
     held = false;
   }
-  if (!held) --records_holders_;
-  records_suspended_.store(records_holders_);
+  if (!held) records_suspended_.store(holders - 1);
   *epoch = records_epoch_.load();
   return held;
 }
@@ -586,14 +587,14 @@ bool KernelModeCollector::SuspendRecords(uint64_t* epoch) {
 void KernelModeCollector::ResumeRecords(uint64_t epoch) {
   std::lock_guard<std::mutex> lock(records_mu_);
   if (RecordsInterrupted(epoch)) return;  // already back on, and no longer held by this one
-  if (--records_holders_ == 0) records_->Resume();
-  records_suspended_.store(records_holders_);
+  const int holders = records_suspended_.load() - 1;
+  records_suspended_.store(holders);
+  if (holders == 0) records_->Resume();
 }
 
 void KernelModeCollector::InterruptRecords() {
   std::lock_guard<std::mutex> lock(records_mu_);
-  if (records_holders_ == 0) return;
-  records_holders_ = 0;
+  if (records_suspended_.load() == 0) return;
   records_epoch_.fetch_add(1);
   records_->Resume();
   records_suspended_.store(0);

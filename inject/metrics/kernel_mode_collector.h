@@ -155,11 +155,12 @@ class KernelModeCollector final : public ProfilerCollector {
   // The error line and notice when the program's memory may lack a measured kernel's results.
   void MemoryNotice(const char* what, const Status& why);
 
-  const bool own_replay_;                   // KP_METRICS_CACHE is not none
-  KernelRecords* records_ = nullptr;        // set before any callback; null: no kernel records
-  std::mutex records_mu_;                   // guards records_holders_ and the switch's calls
-  int records_holders_ = 0;                 // measurements with kernel records suspended
-  std::atomic<int> records_suspended_{0};   // records_holders_, for the launch hot path
+  const bool own_replay_;             // KP_METRICS_CACHE is not none
+  KernelRecords* records_ = nullptr;  // set before any callback; null: no kernel records
+  std::mutex records_mu_;  // serializes the writes of records_suspended_ and the switch's calls
+  // Measurements with kernel records suspended (written under records_mu_; read lock-free on
+  // the launch path).
+  std::atomic<int> records_suspended_{0};
   std::atomic<uint64_t> records_epoch_{0};  // bumped by every InterruptRecords
   // Driver kernel/graph launch calls between their entry and exit (a line of its own: every
   // thread's launches touch it).

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -12,16 +13,20 @@
 namespace kp {
 namespace {
 
+// Records each switch of the kind; every switch succeeds.
 struct Calls {
   std::vector<std::string> log;
+  std::function<bool(bool)> Apply() {
+    return [this](bool on) {
+      log.push_back(on ? "on" : "off");
+      return true;
+    };
+  }
 };
 
 TEST(KernelRecordSwitch, FollowsTheWindowWhileNotSuspended) {
   Calls c;
-  KernelRecordSwitch s([&c](bool on) {
-    c.log.push_back(on ? "on" : "off");
-    return true;
-  });
+  KernelRecordSwitch s(c.Apply());
   EXPECT_FALSE(s.on());
   s.SetWindow(true);
   EXPECT_TRUE(s.on());
@@ -33,10 +38,7 @@ TEST(KernelRecordSwitch, FollowsTheWindowWhileNotSuspended) {
 
 TEST(KernelRecordSwitch, ASuspensionHoldsThroughWindowEdgesThatTakeEffectAtTheResume) {
   Calls c;
-  KernelRecordSwitch s([&c](bool on) {
-    c.log.push_back(on ? "on" : "off");
-    return true;
-  });
+  KernelRecordSwitch s(c.Apply());
   s.SetWindow(true);
   s.Suspend();
   EXPECT_FALSE(s.on());
@@ -50,10 +52,7 @@ TEST(KernelRecordSwitch, ASuspensionHoldsThroughWindowEdgesThatTakeEffectAtTheRe
 
 TEST(KernelRecordSwitch, AResumeOutsideAWindowLeavesThemOff) {
   Calls c;
-  KernelRecordSwitch s([&c](bool on) {
-    c.log.push_back(on ? "on" : "off");
-    return true;
-  });
+  KernelRecordSwitch s(c.Apply());
   s.SetWindow(true);
   s.Suspend();
   s.SetWindow(false);
@@ -90,11 +89,8 @@ TEST(KernelRecordSwitch, AFailedSwitchLeavesTheStateAndIsTriedAgainAtTheNextChan
 }
 
 TEST(KernelRecordSwitch, ConcurrentCallersNeverSwitchTwiceToTheSameState) {
-  std::vector<std::string> log;
-  KernelRecordSwitch s([&log](bool on) {
-    log.push_back(on ? "on" : "off");
-    return true;
-  });  // under its mutex
+  Calls c;
+  KernelRecordSwitch s(c.Apply());  // called under the switch's mutex
   s.SetWindow(true);
   std::vector<std::thread> threads;
   for (int t = 0; t < 4; ++t)
@@ -106,9 +102,9 @@ TEST(KernelRecordSwitch, ConcurrentCallersNeverSwitchTwiceToTheSameState) {
     });
   for (std::thread& t : threads) t.join();
   EXPECT_TRUE(s.on());
-  ASSERT_FALSE(log.empty());
-  for (size_t i = 1; i < log.size(); ++i) ASSERT_NE(log[i], log[i - 1]) << "at " << i;
-  EXPECT_EQ(log.back(), "on");
+  ASSERT_FALSE(c.log.empty());
+  for (size_t i = 1; i < c.log.size(); ++i) ASSERT_NE(c.log[i], c.log[i - 1]) << "at " << i;
+  EXPECT_EQ(c.log.back(), "on");
 }
 
 }  // namespace

@@ -515,6 +515,13 @@ Config RangeConfig(uint32_t skip) {
 }
 
 // Runs `body` on a thread of its own (the collectors keep per-thread range stacks).
+// The measured ranges' names, in posting order.
+std::vector<std::string> Names(const Harness& h) {
+  std::vector<std::string> names;
+  for (const auto& r : h.ranges) names.push_back(h.Name(r));
+  return names;
+}
+
 template <typename F>
 void OnThread(F body) {
   std::thread t(body);
@@ -870,9 +877,7 @@ TEST(KernelMode, CaptureBeginOnlyStopsTheBatchAndLaunchesDuringItAreNotMeasured)
   });
   h.Finish();
   EXPECT_EQ(h.script.calls_during_capture.load(), 0);
-  std::vector<std::string> names;
-  for (const auto& r : h.ranges) names.push_back(h.Name(r));
-  EXPECT_EQ(names, (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(Names(h), (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_TRUE(h.Noticed("1 kernel launch(es) during CUDA-graph stream capture"));
 }
 
@@ -891,11 +896,6 @@ TEST(KernelMode, CaptureRacesWithLaunches) {
 
 // --- kernel targeting (kernel_selector.h) ---
 
-std::vector<std::string> Names(const Harness& h) {
-  std::vector<std::string> names;
-  for (const auto& r : h.ranges) names.push_back(h.Name(r));
-  return names;
-}
 std::vector<int64_t> Correlations(const Harness& h) {
   std::vector<int64_t> ids;
   for (const auto& r : h.ranges) ids.push_back(r.correlation());
@@ -1722,8 +1722,7 @@ TEST(KernelModeOwnReplay, ALaunchOnAnotherContextDoesNotDisturbAMeasurement) {
       // the application's kernel, on this context's session
       [&] { h.script.current->KernelLaunched(); });
   h.Finish();
-  std::vector<std::string> names;
-  for (const auto& r : h.ranges) names.push_back(h.Name(r));
+  std::vector<std::string> names = Names(h);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"on_gpu0", "on_gpu1"}));
   EXPECT_FALSE(h.Noticed("dropped: another thread launched work"));
@@ -1833,8 +1832,7 @@ TEST(KernelModeRecordsOn, AnotherThreadsLaunchWhileRecordsAreOffTurnsThemOnAndDr
   EXPECT_EQ(h.script.relaunches_with_records.load(), 0);
   EXPECT_TRUE(records.on());
   h.Finish();
-  std::vector<std::string> names;
-  for (const auto& r : h.ranges) names.push_back(h.Name(r));
+  std::vector<std::string> names = Names(h);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"after", "elsewhere"}));
   EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped: another thread launched a kernel"));
@@ -1869,9 +1867,7 @@ TEST(KernelModeRecordsOn, ALaunchInFlightKeepsRecordsOnAndDropsTheMeasurement) {
   EXPECT_EQ(records.suspends.load(), 1);  // only "elsewhere", after "measured"
   EXPECT_TRUE(records.on());
   h.Finish();
-  std::vector<std::string> names;
-  for (const auto& r : h.ranges) names.push_back(h.Name(r));
-  EXPECT_EQ(names, (std::vector<std::string>{"elsewhere"}));
+  EXPECT_EQ(Names(h), (std::vector<std::string>{"elsewhere"}));
   EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped: another thread launched a kernel"));
 }
 
