@@ -58,6 +58,9 @@ LOG="$OUT/metrics_tests.log"
 NVIDIA_SMI=${KP_NVIDIA_SMI:-nvidia-smi}
 PYTHON=${PYTHON:-python3}  # compare_metrics.py needs only the standard library
 REPS=${REPS:-12}
+# range_sol: 9 passes, warm-up skip 1, so 19 occurrences give each range two value sets; with one
+# set, a single slow occurrence (the set then dropped as inconsistent) leaves a range no reading.
+SOL_REPS=${SOL_REPS:-20}
 M=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
 M1=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum  # one pass
 SOL_NAMES=sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,gpc__cycles_elapsed.avg.per_second,sm__cycles_active.avg
@@ -506,11 +509,11 @@ main() {
   # The verdict is checked as `kptrace summary` gives it (in range mode from the percentages
   # while the range's kernels ran, busy_fraction); both readings are printed.
   if kp_case range_sol --metrics sol --metrics-ranges "$RANGES" -- "$BIN/metrics_sol" \
-    --reps "$REPS"; then
+    --reps "$SOL_REPS"; then
     py_checks verdict --summary "$T/range_sol.summary.json" --label range_sol/verdict \
       --expect mem=memory-bound --expect mma=compute-bound --report mma_tiled
     py_checks passes --summary "$T/range_sol.summary.json" --csv "$T/range_sol_csv/metrics.csv" \
-      --label range_sol/full_set --ranges "$RANGES" --metrics "$SOL_NAMES" --occurrences "$REPS" --skip 1
+      --label range_sol/full_set --ranges "$RANGES" --metrics "$SOL_NAMES" --occurrences "$SOL_REPS" --skip 1
   fi
   if kp_case kernel_sol --metrics sol --metrics-mode kernel -- "$BIN/metrics_sol" --reps 4; then
     py_checks verdict --summary "$T/kernel_sol.summary.json" --label kernel_sol/verdict \

@@ -37,6 +37,23 @@ std::string ReadFile(const std::string& path) {
 }
 
 // Interns `name` as string `id` and adds kernel shape `id` with it as its name and demangled name.
+// A chunk with range name 1 = `name` and range-mode metric config 1 (`passes`, warm-up skip 1,
+// `metrics`).
+MetricConfig* AddRangeConfig(Chunk* c, const std::string& name, uint32_t passes,
+                             const std::vector<std::string>& metrics) {
+  c->set_time_base_ns(1000000000);
+  InternedString* str = c->add_strings();
+  str->set_id(1);
+  str->set_value(name);
+  MetricConfig* cfg = c->add_metric_configs();
+  cfg->set_id(1);
+  cfg->set_mode("range");
+  cfg->set_num_passes(passes);
+  cfg->set_skip(1);
+  for (const std::string& m : metrics) cfg->add_metric_names(m);
+  return cfg;
+}
+
 void AddKernelShape(Chunk* c, uint32_t id, const std::string& name) {
   InternedString* s = c->add_strings();
   s->set_id(id);
@@ -262,16 +279,7 @@ TEST(Summary, RangeMetricsAreAlsoReadWhileTheGpuWasBusy) {
 TEST(Summary, InconsistentValueSetsAreLeftOutOfTheMedianUnlessAll) {
   ProtoTraceWriter w;
   Chunk c;
-  c.set_time_base_ns(1000000000);
-  InternedString* str = c.add_strings();
-  str->set_id(1);
-  str->set_value("step");
-  MetricConfig* cfg = c.add_metric_configs();
-  cfg->set_id(1);
-  cfg->set_mode("range");
-  cfg->set_num_passes(3);
-  cfg->set_skip(1);
-  cfg->add_metric_names("sm__throughput.avg.pct_of_peak_sustained_elapsed");
+  AddRangeConfig(&c, "step", 3, {"sm__throughput.avg.pct_of_peak_sustained_elapsed"});
   const double sm[] = {0.5, 55.0, 57.0, 56.0};  // the first set mixed a warm-up step in
   for (int i = 0; i < 4; ++i) {
     MetricRange* m = c.add_metric_ranges();
@@ -305,6 +313,52 @@ TEST(Summary, InconsistentValueSetsAreLeftOutOfTheMedianUnlessAll) {
               1e-9);
   EXPECT_NE(FormatSummaryText(all, 20).find("[4 value set(s) used (1 of them inconsistent)"),
             std::string::npos);
+}
+
+// A range whose every value set was dropped keeps its passes and warm-up skip in the header and
+// says why it has no reading, instead of "0 passes, warm-up skip 0" and a missing-metric hint.
+TEST(Summary, RangeWithEveryValueSetDroppedSaysWhy) {
+  ProtoTraceWriter w;
+  Chunk c;
+  AddRangeConfig(&c, "mma", 9,
+                 {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                  "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"});
+  MetricRange* m = c.add_metric_ranges();
+  m->set_config(1);
+  m->set_name(1);
+  m->set_occurrence(9);
+  m->set_occurrences_used(9);
+  m->set_start(100000000);
+  m->set_duration(4000000);
+  m->set_occurrence_min_ns(3920000);
+  m->set_occurrence_max_ns(8270000);
+  m->set_inconsistent(true);
+  m->add_values(80.0);
+  m->add_values(40.0);
+  w.Add(c);
+  const std::string path = WriteTemp("all_dropped", w.bytes());
+  TraceSummary s = SummarizeTraces({path});
+  ASSERT_EQ(s.metrics.size(), 1u);
+  EXPECT_EQ(s.metrics[0].occurrences, 0u);
+  EXPECT_EQ(s.metrics[0].passes, 9u);
+  EXPECT_EQ(s.metrics[0].skip, 1u);
+  EXPECT_TRUE(s.metrics[0].verdict.empty());
+  std::string text = FormatSummaryText(s, 20);
+  EXPECT_NE(text.find("mma  [0 value set(s) used, 1 dropped as inconsistent (--all shows them), "
+                      "9 passes, warm-up skip 1]"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("no value set to read: all 1 were dropped as inconsistent"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("not collected"), std::string::npos) << text;
+  EXPECT_EQ(text.find("needs sm__throughput"), std::string::npos) << text;
+  nlohmann::json j = nlohmann::json::parse(FormatSummaryJson(s));
+  EXPECT_EQ(j["metrics"][0]["passes"], 9);
+  EXPECT_EQ(j["metrics"][0]["skip"], 1);
+  TraceSummary all = SummarizeTraces({path}, /*include_inconsistent=*/true);
+  EXPECT_EQ(all.metrics[0].occurrences, 1u);
+  EXPECT_EQ(all.metrics[0].verdict, "compute-bound");
 }
 
 // PyTorch kernel names: "(anonymous namespace)" must not be taken for the parameter list, and

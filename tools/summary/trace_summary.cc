@@ -341,19 +341,21 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
         MetricAccum& acc = metrics[{name, domain, m.config()}];
         acc.name = name;
         acc.domain = domain;
-        if (m.inconsistent()) {
-          ++acc.inconsistent;
-          if (!options.include_inconsistent) continue;  // counted, left out of the medians
-        }
-        ++acc.occurrences;
         auto it = configs.find(m.config());
-        if (it != configs.end()) {
+        if (it != configs.end()) {  // the set's configuration, whether or not it is used
           acc.passes = it->second.num_passes();
           acc.skip = it->second.skip();
           acc.chip = it->second.chip();
           if (acc.names.empty()) {
             acc.names.assign(it->second.metric_names().begin(), it->second.metric_names().end());
           }
+        }
+        if (m.inconsistent()) {
+          ++acc.inconsistent;
+          if (!options.include_inconsistent) continue;  // counted, left out of the medians
+        }
+        ++acc.occurrences;
+        if (it != configs.end()) {
           double gpu_time = 0;
           for (int i = 0; i < m.values_size() && i < it->second.metric_names_size(); ++i) {
             if (!std::isnan(m.values(i))) {
@@ -621,6 +623,13 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     }
     m.verdict = sol.verdict;
     m.explanation = sol.explanation;
+    if (m.occurrences == 0 && m.sets_inconsistent > 0) {
+      m.explanation = StringPrintf(
+          "no value set to read: all %" PRIu64
+          " were dropped as inconsistent (their occurrences differ in duration by more than "
+          "the threshold); --all includes them, or run more occurrences",
+          m.sets_inconsistent);
+    }
     sum.metrics.push_back(m);
   }
   if (saw_pm_samples) sum.pm = SummarizePmSamples(paths);
@@ -841,7 +850,9 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
                         m.sm_clock_mhz > 0
                             ? StringPrintf(", SM clock %.0f MHz", m.sm_clock_mhz).c_str()
                             : "");
-      for (const std::string& name : m.order) {
+      // Every set dropped: the names have no value, and the explanation says why.
+      const bool all_dropped = m.occurrences == 0 && m.sets_inconsistent > 0;
+      for (const std::string& name : all_dropped ? std::vector<std::string>() : m.order) {
         auto it = m.medians.find(name);
         if (it == m.medians.end()) {
           o += StringPrintf("    %-66s (not collected)\n", name.c_str());
