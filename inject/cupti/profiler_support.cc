@@ -1,5 +1,8 @@
 #include "inject/cupti/profiler_support.h"
 
+#include <unistd.h>
+
+#include <thread>
 #include <utility>
 
 #include "common/metric_plan.h"
@@ -12,6 +15,29 @@ Status CheckCuptiCall(const char* call, CUptiResult result) {
   const std::string why = ExplainCounterAccessError(result);
   if (!why.empty()) message += ": " + why;
   return Status::Error(std::move(message));
+}
+
+std::chrono::milliseconds BusyPause(int attempt, uint32_t seed) {
+  // 60, 120, 240 ms, each plus 0-31 ms that depend on the seed and the attempt.
+  const uint32_t jitter = (seed * 2654435761u + static_cast<uint32_t>(attempt) * 40503u) >> 27;
+  return std::chrono::milliseconds((60 << attempt) + jitter);
+}
+
+CUptiResult RetryWhileBusy(const std::function<CUptiResult()>& call,
+                           const std::function<void(std::chrono::milliseconds)>& pause,
+                           uint32_t seed) {
+  CUptiResult r = call();
+  for (int attempt = 0; r == CUPTI_ERROR_HARDWARE_BUSY && attempt < kBusyRetries; ++attempt) {
+    pause(BusyPause(attempt, seed));
+    r = call();
+  }
+  return r;
+}
+
+CUptiResult RetryWhileBusy(const std::function<CUptiResult()>& call) {
+  return RetryWhileBusy(
+      call, [](std::chrono::milliseconds ms) { std::this_thread::sleep_for(ms); },
+      static_cast<uint32_t>(getpid()));
 }
 
 CUptiResult EvaluateToGpuValues(CUpti_Profiler_Host_Object* host, const std::vector<uint8_t>& image,

@@ -7,7 +7,9 @@
 #include <cupti.h>
 #include <cupti_profiler_target.h>
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,21 @@ Status CheckCuptiCall(const char* call, CUptiResult result);
 // OK when `device` supports `api`; else why not (the call's failure, or the reason from
 // ExplainDeviceSupport).
 Status CheckDeviceSupported(uint32_t device, CUpti_Profiler_API api);
+
+// Two processes setting up counters on one GPU at the same moment (two ranks sharing it) can
+// each find them held by the other's set-up call (a counter-availability query takes ~0.1 s on
+// an H200), and then neither measures. RetryWhileBusy makes `call` again while it answers
+// CUPTI_ERROR_HARDWARE_BUSY, at most kBusyRetries more times, after BusyPause(attempt, seed):
+// pauses that grow and differ between processes (seed: the pid), so one of them wins. A session
+// that holds the counters for good (ncu, DCGM, the other process's profiler) still fails, after
+// about half a second.
+constexpr int kBusyRetries = 3;
+std::chrono::milliseconds BusyPause(int attempt, uint32_t seed);
+CUptiResult RetryWhileBusy(const std::function<CUptiResult()>& call,
+                           const std::function<void(std::chrono::milliseconds)>& pause,
+                           uint32_t seed);
+// The same, sleeping the calling thread, seeded with the pid.
+CUptiResult RetryWhileBusy(const std::function<CUptiResult()>& call);
 
 // The values of `metrics` for range (or PM sample) `index` of a counter-data image, into
 // values[0 .. metrics.size()): cuptiProfilerHostEvaluateToGpuValues for both collectors.

@@ -73,15 +73,13 @@ class CuptiProfilerSession final : public ProfilerSession {
     CUpti_Profiler_GetCounterAvailability_Params ca{};
     ca.structSize = CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE;
     ca.ctx = ctx_;
-    if (Status s =
-            Call("cuptiProfilerGetCounterAvailability", cuptiProfilerGetCounterAvailability(&ca));
-        !s.ok())
+    // Busy answers are retried: another process may be setting up on this GPU right now.
+    auto query = [&ca] { return cuptiProfilerGetCounterAvailability(&ca); };
+    if (Status s = Call("cuptiProfilerGetCounterAvailability", RetryWhileBusy(query)); !s.ok())
       return s;
     std::vector<uint8_t> availability(ca.counterAvailabilityImageSize);
     ca.pCounterAvailabilityImage = availability.data();
-    if (Status s =
-            Call("cuptiProfilerGetCounterAvailability", cuptiProfilerGetCounterAvailability(&ca));
-        !s.ok())
+    if (Status s = Call("cuptiProfilerGetCounterAvailability", RetryWhileBusy(query)); !s.ok())
       return s;
     setup.availability_ms = MsSince(t_avail);
 
@@ -110,7 +108,9 @@ class CuptiProfilerSession final : public ProfilerSession {
     CUpti_RangeProfiler_Enable_Params en{};
     en.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
     en.ctx = ctx_;
-    if (Status s = Call("cuptiRangeProfilerEnable", cuptiRangeProfilerEnable(&en)); !s.ok())
+    if (Status s = Call("cuptiRangeProfilerEnable",
+                        RetryWhileBusy([&en] { return cuptiRangeProfilerEnable(&en); }));
+        !s.ok())
       return s;
     obj_ = en.pRangeProfilerObject;
     return Status();

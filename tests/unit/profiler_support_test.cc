@@ -1,0 +1,72 @@
+// RetryWhileBusy (inject/cupti/profiler_support.h) with a scripted CUPTI call and a recorded
+// pause: busy answers are retried a bounded number of times, other answers are not.
+#include "inject/cupti/profiler_support.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+#include <vector>
+
+namespace kp {
+namespace {
+
+struct Scripted {
+  std::vector<CUptiResult> answers;  // the last one repeats
+  size_t calls = 0;
+  CUptiResult operator()() {
+    const CUptiResult r = answers[std::min(calls, answers.size() - 1)];
+    ++calls;
+    return r;
+  }
+};
+
+TEST(RetryWhileBusy, ASetUpThatFreesTheCountersLetsTheRetryWin) {
+  Scripted call{{CUPTI_ERROR_HARDWARE_BUSY, CUPTI_ERROR_HARDWARE_BUSY, CUPTI_SUCCESS}};
+  std::vector<std::chrono::milliseconds> pauses;
+  const CUptiResult r = RetryWhileBusy(
+      [&] { return call(); }, [&](std::chrono::milliseconds ms) { pauses.push_back(ms); }, 1234);
+  EXPECT_EQ(r, CUPTI_SUCCESS);
+  EXPECT_EQ(call.calls, 3u);
+  ASSERT_EQ(pauses.size(), 2u);
+  EXPECT_EQ(pauses[0], BusyPause(0, 1234));
+  EXPECT_EQ(pauses[1], BusyPause(1, 1234));
+}
+
+TEST(RetryWhileBusy, CountersHeldForGoodFailAfterTheLastRetry) {
+  Scripted call{{CUPTI_ERROR_HARDWARE_BUSY}};
+  std::chrono::milliseconds waited{0};
+  const CUptiResult r = RetryWhileBusy([&] { return call(); },
+                                       [&](std::chrono::milliseconds ms) { waited += ms; }, 7);
+  EXPECT_EQ(r, CUPTI_ERROR_HARDWARE_BUSY);
+  EXPECT_EQ(call.calls, static_cast<size_t>(kBusyRetries) + 1);
+  // Long enough to outlast another process's availability query (~0.1 s), short enough to be
+  // paid once at set-up.
+  EXPECT_GE(waited.count(), 400);
+  EXPECT_LE(waited.count(), 520);
+}
+
+TEST(RetryWhileBusy, OtherAnswersAreNotRetried) {
+  for (CUptiResult answer :
+       {CUPTI_SUCCESS, CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, CUPTI_ERROR_INVALID_PARAMETER}) {
+    Scripted call{{answer}};
+    int pauses = 0;
+    EXPECT_EQ(
+        RetryWhileBusy([&] { return call(); }, [&](std::chrono::milliseconds) { ++pauses; }, 1),
+        answer);
+    EXPECT_EQ(call.calls, 1u);
+    EXPECT_EQ(pauses, 0);
+  }
+}
+
+TEST(RetryWhileBusy, PausesGrowAndDifferBetweenProcesses) {
+  std::set<long> first;
+  for (uint32_t pid = 1000; pid < 1016; ++pid) {
+    for (int a = 0; a + 1 < kBusyRetries; ++a) EXPECT_LT(BusyPause(a, pid), BusyPause(a + 1, pid));
+    first.insert(static_cast<long>(BusyPause(0, pid).count()));
+  }
+  // Two ranks with neighbouring pids do not retry in lockstep.
+  EXPECT_GE(first.size(), 8u);
+}
+
+}  // namespace
+}  // namespace kp
