@@ -165,7 +165,9 @@ class CuptiProfilerSession final : public ProfilerSession {
     CUpti_RangeProfiler_Start_Params s{};
     s.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
     s.pRangeProfilerObject = obj_;
-    return Call("cuptiRangeProfilerStart", cuptiRangeProfilerStart(&s));
+    // Busy answers are retried: another process's set-up query may hold the counters briefly.
+    return Call("cuptiRangeProfilerStart",
+                RetryWhileBusy([&s] { return cuptiRangeProfilerStart(&s); }));
   }
 
   StatusOr<bool> DoStop() override {
