@@ -60,7 +60,7 @@ PYTHON=${PYTHON:-python3}  # compare_metrics.py needs only the standard library
 REPS=${REPS:-12}
 # range_sol: 9 passes, warm-up skip 1, so 19 occurrences give each range two value sets; with one
 # set, a single slow occurrence (the set then dropped as inconsistent) leaves a range no reading.
-SOL_REPS=${SOL_REPS:-20}
+SOL_REPS=${SOL_REPS:-19}
 M=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed
 M1=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum  # one pass
 SOL_NAMES=sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,gpc__cycles_elapsed.avg.per_second,sm__cycles_active.avg

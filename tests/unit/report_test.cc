@@ -118,5 +118,26 @@ TEST(HtmlReport, AwkwardNamesAreEscaped) {
   EXPECT_EQ(HtmlEscape("<a href=\"x\">&'"), "&lt;a href=&quot;x&quot;&gt;&amp;&#39;");
 }
 
+// A range whose every value set was dropped as inconsistent: the page lists no metric as "not
+// collected" and shows no -1 percentage; the reading says why.
+TEST(HtmlReport, RangeWithEveryValueSetDroppedListsNoValues) {
+  TraceSummary s;
+  MetricRangeSummary m;
+  m.name = "mma";
+  m.passes = 9;
+  m.skip = 1;
+  m.sets_inconsistent = 1;
+  m.order = {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+             "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed"};
+  m.explanation = "no value set to read: all 1 were dropped as inconsistent";
+  s.metrics.push_back(m);
+  ASSERT_TRUE(s.metrics[0].all_dropped());
+  const std::string html = RenderHtmlReport(s, ReportTimeline(), "test");
+  EXPECT_EQ(html.find("not collected"), std::string::npos);
+  EXPECT_NE(html.find("(every value set dropped)"), std::string::npos);
+  EXPECT_NE(html.find("no value set to read"), std::string::npos);
+  EXPECT_EQ(html.find(">-1.0<"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kp

@@ -575,24 +575,28 @@ std::string SolSection(const TraceSummary& s) {
        Head({"range / kernel", "occurrences", "passes", "SM clock", "SM %", "memory %", "GPU busy",
              "verdict", "reading"}) +
        "<tbody>";
+  // A percentage kp could not read (no value set, or metrics missing) is -1: shown as "-".
+  auto pct = [](double v) { return Td(v >= 0 ? StringPrintf("%.1f", v) : "-", v); };
   for (const MetricRangeSummary& m : s.metrics) {
     const bool busy = m.sm_pct_busy >= 0;
-    o +=
-        "<tr>" + TdName(Label(m.domain, m.name)) +
-        Td(std::to_string(m.occurrences), static_cast<double>(m.occurrences)) +
-        Td(std::to_string(m.passes), m.passes) +
-        Td(m.sm_clock_mhz > 0 ? StringPrintf("%.0f MHz", m.sm_clock_mhz) : "-", m.sm_clock_mhz) +
-        Td(StringPrintf("%.1f", busy ? m.sm_pct_busy : m.sm_pct), busy ? m.sm_pct_busy : m.sm_pct) +
-        Td(StringPrintf("%.1f", busy ? m.mem_pct_busy : m.mem_pct),
-           busy ? m.mem_pct_busy : m.mem_pct) +
-        Td(m.busy_fraction >= 0 ? StringPrintf("%.0f%%", m.busy_fraction * 100) : "-",
-           m.busy_fraction) +
-        TdText(m.verdict) + TdText(m.explanation) + "</tr>";
+    o += "<tr>" + TdName(Label(m.domain, m.name)) +
+         Td(std::to_string(m.occurrences), static_cast<double>(m.occurrences)) +
+         Td(std::to_string(m.passes), m.passes) +
+         Td(m.sm_clock_mhz > 0 ? StringPrintf("%.0f MHz", m.sm_clock_mhz) : "-", m.sm_clock_mhz) +
+         pct(busy ? m.sm_pct_busy : m.sm_pct) + pct(busy ? m.mem_pct_busy : m.mem_pct) +
+         Td(m.busy_fraction >= 0 ? StringPrintf("%.0f%%", m.busy_fraction * 100) : "-",
+            m.busy_fraction) +
+         TdText(m.verdict) + TdText(m.explanation) + "</tr>";
   }
   o += "</tbody></table><h3>Metric values (median over occurrences)</h3><table "
        "class=\"sortable\">" +
        Head({"range / kernel", "metric", "value"}) + "<tbody>";
   for (const MetricRangeSummary& m : s.metrics) {
+    if (m.all_dropped()) {  // the SOL table's explanation says why
+      o += "<tr>" + TdName(Label(m.domain, m.name)) + TdText("(every value set dropped)") +
+           TdText("-") + "</tr>";
+      continue;
+    }
     for (const std::string& name : m.order) {
       auto it = m.medians.find(name);
       o += "<tr>" + TdName(Label(m.domain, m.name)) + TdName(name) +

@@ -623,7 +623,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     }
     m.verdict = sol.verdict;
     m.explanation = sol.explanation;
-    if (m.occurrences == 0 && m.sets_inconsistent > 0) {
+    if (m.all_dropped()) {
       m.explanation = StringPrintf(
           "no value set to read: all %" PRIu64
           " were dropped as inconsistent (their occurrences differ in duration by more than "
@@ -851,8 +851,7 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
                             ? StringPrintf(", SM clock %.0f MHz", m.sm_clock_mhz).c_str()
                             : "");
       // Every set dropped: the names have no value, and the explanation says why.
-      const bool all_dropped = m.occurrences == 0 && m.sets_inconsistent > 0;
-      for (const std::string& name : all_dropped ? std::vector<std::string>() : m.order) {
+      for (const std::string& name : m.all_dropped() ? std::vector<std::string>() : m.order) {
         auto it = m.medians.find(name);
         if (it == m.medians.end()) {
           o += StringPrintf("    %-66s (not collected)\n", name.c_str());

@@ -81,6 +81,8 @@ struct MetricRangeSummary {
   double sm_pct_busy = -1, mem_pct_busy = -1;
   // metric -> every occurrence's value; only with SummaryOptions::keep_samples
   std::map<std::string, std::vector<double>> samples;
+  // Every value set was dropped as inconsistent: no metric has a value, `explanation` says why.
+  bool all_dropped() const { return occurrences == 0 && sets_inconsistent > 0; }
 };
 
 // One process of a multi-process (multi-rank) input.
