@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "common/metric_plan.h"
+#include "common/mix64.h"
+#include "inject/log/log.h"
 
 namespace kp {
 
@@ -17,15 +19,14 @@ Status CheckCuptiCall(const char* call, CUptiResult result) {
   return Status::Error(std::move(message));
 }
 
-std::chrono::milliseconds BusyPause(int attempt, uint32_t seed) {
-  // 60, 120, 240 ms, each plus 0-31 ms that depend on the seed and the attempt.
-  const uint32_t jitter = (seed * 2654435761u + static_cast<uint32_t>(attempt) * 40503u) >> 27;
-  return std::chrono::milliseconds((60 << attempt) + jitter);
+std::chrono::milliseconds BusyPause(int attempt, uint64_t seed) {
+  const uint64_t jitter = Mix64(seed + static_cast<uint64_t>(attempt)) % 121;
+  return std::chrono::milliseconds((50 << attempt) + static_cast<int64_t>(jitter));
 }
 
 CUptiResult RetryWhileBusy(const std::function<CUptiResult()>& call,
                            const std::function<void(std::chrono::milliseconds)>& pause,
-                           uint32_t seed) {
+                           uint64_t seed) {
   CUptiResult r = call();
   for (int attempt = 0; r == CUPTI_ERROR_HARDWARE_BUSY && attempt < kBusyRetries; ++attempt) {
     pause(BusyPause(attempt, seed));
@@ -34,10 +35,20 @@ CUptiResult RetryWhileBusy(const std::function<CUptiResult()>& call,
   return r;
 }
 
-CUptiResult RetryWhileBusy(const std::function<CUptiResult()>& call) {
+CUptiResult RetryWhileBusy(const char* name, const std::function<CUptiResult()>& call) {
+  const uint64_t seed =
+      Mix64(static_cast<uint64_t>(getpid())) ^
+      static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  int attempt = 0;
   return RetryWhileBusy(
-      call, [](std::chrono::milliseconds ms) { std::this_thread::sleep_for(ms); },
-      static_cast<uint32_t>(getpid()));
+      call,
+      [&](std::chrono::milliseconds ms) {
+        Log(LogSeverity::kDebug,
+            "metrics: %s answered CUPTI_ERROR_HARDWARE_BUSY; retry %d of %d in %lld ms", name,
+            ++attempt, kBusyRetries, static_cast<long long>(ms.count()));
+        std::this_thread::sleep_for(ms);
+      },
+      seed);
 }
 
 CUptiResult EvaluateToGpuValues(CUpti_Profiler_Host_Object* host, const std::vector<uint8_t>& image,

@@ -30,16 +30,17 @@ Status CheckDeviceSupported(uint32_t device, CUpti_Profiler_API api);
 // each find them held by the other's set-up call (a counter-availability query takes ~0.1 s on
 // an H200), and then neither measures. RetryWhileBusy makes `call` again while it answers
 // CUPTI_ERROR_HARDWARE_BUSY, at most kBusyRetries more times, after BusyPause(attempt, seed):
-// pauses that grow and differ between processes (seed: the pid), so one of them wins. A session
-// that holds the counters for good (ncu, DCGM, the other process's profiler) still fails, after
-// about half a second.
+// 50, 100 and 200 ms, each plus 0-120 ms drawn afresh for every attempt from the seed, so that
+// two processes' retries fall apart and one of them wins. A session that holds the counters for
+// good (ncu, DCGM, the other process's profiler) still fails, after 0.35-0.71 s of pauses.
 constexpr int kBusyRetries = 3;
-std::chrono::milliseconds BusyPause(int attempt, uint32_t seed);
+std::chrono::milliseconds BusyPause(int attempt, uint64_t seed);
 CUptiResult RetryWhileBusy(const std::function<CUptiResult()>& call,
                            const std::function<void(std::chrono::milliseconds)>& pause,
-                           uint32_t seed);
-// The same, sleeping the calling thread, seeded with the pid.
-CUptiResult RetryWhileBusy(const std::function<CUptiResult()>& call);
+                           uint64_t seed);
+// The same, sleeping the calling thread, seeded with the pid and the clock (processes in
+// separate containers may share a pid); each retry is a KP_LOG=debug line naming `name`.
+CUptiResult RetryWhileBusy(const char* name, const std::function<CUptiResult()>& call);
 
 // The values of `metrics` for range (or PM sample) `index` of a counter-data image, into
 // values[0 .. metrics.size()): cuptiProfilerHostEvaluateToGpuValues for both collectors.

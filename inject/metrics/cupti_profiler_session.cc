@@ -75,12 +75,11 @@ class CuptiProfilerSession final : public ProfilerSession {
     ca.ctx = ctx_;
     // Busy answers are retried: another process may be setting up on this GPU right now.
     auto query = [&ca] { return cuptiProfilerGetCounterAvailability(&ca); };
-    if (Status s = Call("cuptiProfilerGetCounterAvailability", RetryWhileBusy(query)); !s.ok())
-      return s;
+    const char* kQuery = "cuptiProfilerGetCounterAvailability";
+    if (Status s = Call(kQuery, RetryWhileBusy(kQuery, query)); !s.ok()) return s;
     std::vector<uint8_t> availability(ca.counterAvailabilityImageSize);
     ca.pCounterAvailabilityImage = availability.data();
-    if (Status s = Call("cuptiProfilerGetCounterAvailability", RetryWhileBusy(query)); !s.ok())
-      return s;
+    if (Status s = Call(kQuery, RetryWhileBusy(kQuery, query)); !s.ok()) return s;
     setup.availability_ms = MsSince(t_avail);
 
     auto t_config = std::chrono::steady_clock::now();
@@ -105,11 +104,13 @@ class CuptiProfilerSession final : public ProfilerSession {
   Status DoEnable(RangeReplay replay, size_t max_ranges) override {
     replay_ = replay;
     max_ranges_ = max_ranges;
+    started_once_ = false;
     CUpti_RangeProfiler_Enable_Params en{};
     en.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
     en.ctx = ctx_;
     if (Status s = Call("cuptiRangeProfilerEnable",
-                        RetryWhileBusy([&en] { return cuptiRangeProfilerEnable(&en); }));
+                        RetryWhileBusy("cuptiRangeProfilerEnable",
+                                       [&en] { return cuptiRangeProfilerEnable(&en); }));
         !s.ok())
       return s;
     obj_ = en.pRangeProfilerObject;
@@ -165,9 +166,16 @@ class CuptiProfilerSession final : public ProfilerSession {
     CUpti_RangeProfiler_Start_Params s{};
     s.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
     s.pRangeProfilerObject = obj_;
-    // Busy answers are retried: another process's set-up query may hold the counters briefly.
-    return Call("cuptiRangeProfilerStart",
-                RetryWhileBusy([&s] { return cuptiRangeProfilerStart(&s); }));
+    // Once this session has started, a busy answer is transient (another process's set-up query
+    // holds the counters briefly) and is retried. A first start that finds them busy finds
+    // another process's started profiler, which a retry would only wait for: in a job whose
+    // processes wait for each other (DDP ranks sharing a GPU) the wait would fall inside the
+    // other process's measured range.
+    auto start = [&s] { return cuptiRangeProfilerStart(&s); };
+    const CUptiResult r =
+        started_once_ ? RetryWhileBusy("cuptiRangeProfilerStart", start) : start();
+    if (r == CUPTI_SUCCESS) started_once_ = true;
+    return Call("cuptiRangeProfilerStart", r);
   }
 
   StatusOr<bool> DoStop() override {
@@ -314,6 +322,7 @@ class CuptiProfilerSession final : public ProfilerSession {
   L2Sweep sweep_;
   NV::Cupti::Checkpoint::CUpti_Checkpoint checkpoint_{};
   bool checkpoint_saved_ = false;
+  bool started_once_ = false;  // a Start succeeded since the last Enable
 };
 
 class CuptiProfilerBackend final : public ProfilerBackend {

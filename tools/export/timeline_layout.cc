@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "common/mix64.h"
 #include "common/sort_runs.h"
 #include "common/time_math.h"
 
@@ -298,30 +299,19 @@ bool LaunchCorrelations::Contains(uint64_t c) const {
   return (bits_[(c % kWindow) / 64] >> (c % 64)) & 1;
 }
 
-namespace {
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-}  // namespace
-
 uint64_t TimelineIds::TrackUuid(uint64_t kind, uint64_t a, uint64_t b) const {
-  return Mix(Mix(Mix(seed ^ kind) ^ a) ^ (b * 31 + 7));
+  return Mix64(Mix64(Mix64(seed ^ kind) ^ a) ^ (b * 31 + 7));
 }
 
 TimelineIds TimelineIdAllocator::ForFile(const Header* header, int file_index) {
   uint64_t seed = 0x6b70ull;  // "kp"
   if (header != nullptr) {
-    seed = Mix(seed ^ std::hash<std::string>()(header->hostname()));
-    seed = Mix(seed ^ header->pid());
-    seed = Mix(seed ^ header->start_time_trace_ns());
-    seed = Mix(seed ^ header->start_time_unix_ns());
+    seed = Mix64(seed ^ std::hash<std::string>()(header->hostname()));
+    seed = Mix64(seed ^ header->pid());
+    seed = Mix64(seed ^ header->start_time_trace_ns());
+    seed = Mix64(seed ^ header->start_time_unix_ns());
   } else {
-    seed = Mix(seed ^ static_cast<uint64_t>(file_index));
+    seed = Mix64(seed ^ static_cast<uint64_t>(file_index));
   }
   for (;;) {
     TimelineIds ids;
@@ -337,7 +327,7 @@ TimelineIds TimelineIdAllocator::ForFile(const Header* header, int file_index) {
       return ids;
     }
     // The same file twice, or a one-in-a-million clash: derive another from the position.
-    seed = Mix(seed ^ (static_cast<uint64_t>(file_index) + 1));
+    seed = Mix64(seed ^ (static_cast<uint64_t>(file_index) + 1));
   }
 }
 
