@@ -1,6 +1,6 @@
-// mix64.h: SplitMix64's finalizer, a fast 64-bit mix whose every input bit changes about half
-// of the output bits. For ids and jitter that must differ between nearby inputs; not for
-// anything secret.
+// mix64.h: one SplitMix64 step (add the golden-ratio gamma, then mix), a fast 64-bit hash whose
+// every input bit changes about half of the output bits. For ids and jitter that must differ
+// between nearby inputs; not for anything secret.
 #pragma once
 
 #include <cstdint>

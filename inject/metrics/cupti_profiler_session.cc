@@ -104,7 +104,6 @@ class CuptiProfilerSession final : public ProfilerSession {
   Status DoEnable(RangeReplay replay, size_t max_ranges) override {
     replay_ = replay;
     max_ranges_ = max_ranges;
-    started_once_ = false;
     CUpti_RangeProfiler_Enable_Params en{};
     en.structSize = CUpti_RangeProfiler_Enable_Params_STRUCT_SIZE;
     en.ctx = ctx_;
@@ -166,16 +165,12 @@ class CuptiProfilerSession final : public ProfilerSession {
     CUpti_RangeProfiler_Start_Params s{};
     s.structSize = CUpti_RangeProfiler_Start_Params_STRUCT_SIZE;
     s.pRangeProfilerObject = obj_;
-    // Once this session has started, a busy answer is transient (another process's set-up query
-    // holds the counters briefly) and is retried. A first start that finds them busy finds
-    // another process's started profiler, which a retry would only wait for: in a job whose
-    // processes wait for each other (DDP ranks sharing a GPU) the wait would fall inside the
-    // other process's measured range.
-    auto start = [&s] { return cuptiRangeProfilerStart(&s); };
-    const CUptiResult r =
-        started_once_ ? RetryWhileBusy("cuptiRangeProfilerStart", start) : start();
-    if (r == CUPTI_SUCCESS) started_once_ = true;
-    return Call("cuptiRangeProfilerStart", r);
+    // Not retried when busy: the counters are then held by another process's started profiler
+    // (the first to start holds them). Kernel mode starts and stops on every kernel, so a
+    // retried Start would let two processes take turns, each waiting in its launch callback,
+    // and in a job whose processes wait for each other (DDP ranks sharing a GPU) the wait
+    // would fall inside the other process's measured range.
+    return Call("cuptiRangeProfilerStart", cuptiRangeProfilerStart(&s));
   }
 
   StatusOr<bool> DoStop() override {
@@ -322,7 +317,6 @@ class CuptiProfilerSession final : public ProfilerSession {
   L2Sweep sweep_;
   NV::Cupti::Checkpoint::CUpti_Checkpoint checkpoint_{};
   bool checkpoint_saved_ = false;
-  bool started_once_ = false;  // a Start succeeded since the last Enable
 };
 
 class CuptiProfilerBackend final : public ProfilerBackend {

@@ -24,8 +24,10 @@
 //    memory save/restore, sweeps and relaunches, so a capture begin or a flush waits for the
 //    measured kernel; the final flush waits at most kFinalFlushWait.
 //  - setup_mu_ serializes the one-time per-context set-up and capture begins, so a capture
-//    never starts while a set-up is in flight. Order: setup_mu_, then Context::mu (several:
-//    in address order), then mu_.
+//    never starts while a set-up is in flight. A set-up whose counter-availability query or
+//    enable finds the counters busy sleeps between its retries (RetryWhileBusy: at most 0.71 s
+//    per call) with setup_mu_ held: a capture begin may wait that long, once. Order: setup_mu_,
+//    then Context::mu (several: in address order), then mu_.
 //  - Posts to the encoder (post_) happen after Context::mu is released.
 //  - At a capture begin (the application's cudaStreamBeginCapture callback) every Context::mu
 //    is taken and the gate raised under them: a push or launch either finished before or sees

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <vector>
 
@@ -39,8 +40,8 @@ TEST(RetryWhileBusy, CountersHeldForGoodFailAfterTheLastRetry) {
                                        [&](std::chrono::milliseconds ms) { waited += ms; }, 7);
   EXPECT_EQ(r, CUPTI_ERROR_HARDWARE_BUSY);
   EXPECT_EQ(call.calls, static_cast<size_t>(kBusyRetries) + 1);
-  // Long enough to outlast another process's availability query (~0.1 s), short enough to be
-  // paid once at set-up.
+  // Long enough to outlast another process's availability query (~0.1 s), short enough for a
+  // set-up call.
   EXPECT_GE(waited.count(), 350);
   EXPECT_LE(waited.count(), 710);
 }
@@ -58,18 +59,24 @@ TEST(RetryWhileBusy, OtherAnswersAreNotRetried) {
   }
 }
 
-// Two processes' retries must fall apart: the jitter (0-120 ms, comparable to the ~0.1 s a
-// query holds the counters) differs between seeds and is drawn afresh for every attempt, so two
-// processes that collided once do not keep the same offset.
-TEST(RetryWhileBusy, JitterDiffersBetweenProcessesAndAttempts) {
+// Two processes' retries must fall apart: after the bases of 50, 100 and 200 ms, the jitter
+// spans 0-120 ms (comparable to the ~0.1 s a query holds the counters), differs between seeds
+// and is drawn afresh for every attempt, so two processes that collided once do not keep the
+// same offset.
+TEST(RetryWhileBusy, JitterSpansItsRangeAndDiffersBetweenProcessesAndAttempts) {
+  for (int a = 0; a < kBusyRetries; ++a) {
+    long lo = 1000, hi = -1;
+    for (uint64_t seed = 0; seed < 2000; ++seed) {
+      const long jitter = static_cast<long>(BusyPause(a, seed).count()) - (50L << a);
+      lo = std::min(lo, jitter);
+      hi = std::max(hi, jitter);
+    }
+    EXPECT_EQ(lo, 0) << "attempt " << a;
+    EXPECT_EQ(hi, 120) << "attempt " << a;
+  }
   std::set<long> first;
   int offsets_changed = 0;
   for (uint64_t seed = 1000; seed < 1032; ++seed) {
-    for (int a = 0; a < kBusyRetries; ++a) {
-      const long jitter = static_cast<long>(BusyPause(a, seed).count()) - (50L << a);
-      EXPECT_GE(jitter, 0);
-      EXPECT_LE(jitter, 120);
-    }
     first.insert(static_cast<long>(BusyPause(0, seed).count()));
     const long offset0 = BusyPause(0, seed).count() - BusyPause(0, seed + 7).count();
     const long offset1 = BusyPause(1, seed).count() - BusyPause(1, seed + 7).count();

@@ -594,7 +594,7 @@ std::string SolSection(const TraceSummary& s) {
   for (const MetricRangeSummary& m : s.metrics) {
     if (m.all_dropped()) {  // the SOL table's explanation says why
       o += "<tr>" + TdName(Label(m.domain, m.name)) + TdText("(every value set dropped)") +
-           TdText("-") + "</tr>";
+           Td("-", -1) + "</tr>";
       continue;
     }
     for (const std::string& name : m.order) {
