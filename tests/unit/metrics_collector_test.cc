@@ -522,6 +522,13 @@ std::vector<std::string> Names(const Harness& h) {
   return names;
 }
 
+// The same, in name order (for measurements whose order between threads is not fixed).
+std::vector<std::string> SortedNames(const Harness& h) {
+  std::vector<std::string> names = Names(h);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 template <typename F>
 void OnThread(F body) {
   std::thread t(body);
@@ -1722,9 +1729,7 @@ TEST(KernelModeOwnReplay, ALaunchOnAnotherContextDoesNotDisturbAMeasurement) {
       // the application's kernel, on this context's session
       [&] { h.script.current->KernelLaunched(); });
   h.Finish();
-  std::vector<std::string> names = Names(h);
-  std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"on_gpu0", "on_gpu1"}));
+  EXPECT_EQ(SortedNames(h), (std::vector<std::string>{"on_gpu0", "on_gpu1"}));
   EXPECT_FALSE(h.Noticed("dropped: another thread launched work"));
 }
 
@@ -1832,9 +1837,7 @@ TEST(KernelModeRecordsOn, AnotherThreadsLaunchWhileRecordsAreOffTurnsThemOnAndDr
   EXPECT_EQ(h.script.relaunches_with_records.load(), 0);
   EXPECT_TRUE(records.on());
   h.Finish();
-  std::vector<std::string> names = Names(h);
-  std::sort(names.begin(), names.end());
-  EXPECT_EQ(names, (std::vector<std::string>{"after", "elsewhere"}));
+  EXPECT_EQ(SortedNames(h), (std::vector<std::string>{"after", "elsewhere"}));
   EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped: another thread launched a kernel"));
 }
 
