@@ -36,6 +36,11 @@
 //   ce_discard ce, then kp's discard of the sweep buffer's lines
 //   kp_tlb     kp, then one load per 64 KiB of the measured kernels' buffers (their address
 //              translations warm again; 12,288 sectors, 384 KiB, read into the L2)
+//   tlb_thrash every SM loads one word per 2 MiB of a 16 GiB buffer (8,192 pages: whatever the
+//              translation caches held is evicted), then kp
+//   tlb_inval  kp, then a 2 MiB physical allocation mapped, touched and unmapped again with the
+//              driver's virtual memory calls (cuMemMap, cuMemSetAccess, cuMemUnmap: the driver
+//              invalidates the GPU's address translations on the unmap)
 //
 // --witness 1 adds three measured kernels that say what a tool's own cache control leaves in
 // the counters, apart from the kernels' requests: spin_dirty (right after the dirty state,
@@ -110,6 +115,24 @@ __global__ void prep_touch(const char* p, uint64_t pages, unsigned* sink) {
     x ^= __ldcg(reinterpret_cast<const unsigned*>(p + (i << 16)));
   if (x == 0x9e3779b9u) *sink = x;
 }
+
+// Every block loads one word per 2 MiB page (launched with one block per SM, so that every SM's
+// translation caches see every page).
+__global__ void prep_thrash(const char* p, uint64_t pages, unsigned* sink) {
+  unsigned x = 0;
+  for (uint64_t i = threadIdx.x; i < pages; i += blockDim.x)
+    x ^= __ldcg(reinterpret_cast<const unsigned*>(p + (i << 21)));
+  if (x == 0x9e3779b9u) *sink = x;
+}
+
+#define CU_CHECK(call)                                                   \
+  do {                                                                   \
+    const CUresult r_ = (call);                                          \
+    if (r_ != CUDA_SUCCESS) {                                            \
+      std::fprintf(stderr, "l2_prestate: %s: CUresult %d\n", #call, r_); \
+      std::exit(1);                                                      \
+    }                                                                    \
+  } while (0)
 
 // Every block discards every line (launched with one block per SM).
 __global__ void prep_discard_all(char* p, uint64_t lines) {
@@ -198,9 +221,9 @@ int main(int argc, char** argv) {
     }
   }
   const std::string known[] = {
-      "none",        "idle",   "kp",         "kp_idle",       "rsweep",    "wsweep",
-      "kp2",         "kp_all", "wsweep_all", "reset_persist", "set_limit", "rdma_flush",
-      "memop_flush", "ce",     "ce_discard", "kp_tlb"};
+      "none",        "idle",   "kp",         "kp_idle",       "rsweep",     "wsweep",
+      "kp2",         "kp_all", "wsweep_all", "reset_persist", "set_limit",  "rdma_flush",
+      "memop_flush", "ce",     "ce_discard", "kp_tlb",        "tlb_thrash", "tlb_inval"};
   bool ok = false;
   for (const auto& k : known) ok = ok || prestate == k;
   if (!args_ok || !ok || reps < 1 ||
@@ -208,7 +231,8 @@ int main(int argc, char** argv) {
     std::fprintf(
         stderr,
         "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all"
-        "|reset_persist|set_limit|rdma_flush|memop_flush|ce|ce_discard|kp_tlb [--reps R] [--dirty "
+        "|reset_persist|set_limit|rdma_flush|memop_flush|ce|ce_discard|kp_tlb|tlb_thrash|tlb_inval"
+        " [--reps R] [--dirty "
         "same|other|alloc|read] [--witness 0|1]\n");
     return 2;
   }
@@ -232,6 +256,26 @@ int main(int argc, char** argv) {
   CHECK(cudaMemset(sbuf, 0, sbytes));
   void* host = nullptr;
   if (prestate == "ce" || prestate == "ce_discard") CHECK(cudaMallocHost(&host, sbytes));
+  const uint64_t tbytes = uint64_t{16} << 30;
+  char* tbuf = nullptr;
+  if (prestate == "tlb_thrash") CHECK(cudaMalloc(&tbuf, tbytes));
+  CUdeviceptr va = 0;
+  size_t gran = 0;
+  CUmemGenericAllocationHandle handle = 0;
+  CUmemAccessDesc access;
+  std::memset(&access, 0, sizeof access);
+  if (prestate == "tlb_inval") {
+    CUmemAllocationProp prop;
+    std::memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CU_CHECK(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CU_CHECK(cuMemCreate(&handle, gran, &prop, 0));
+    CU_CHECK(cuMemAddressReserve(&va, gran, 0, 0, 0));
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
   fill_small<<<grid, kThreads>>>(reinterpret_cast<float*>(rbuf), rbytes / 4);
   CHECK(cudaDeviceSynchronize());
 
@@ -240,8 +284,17 @@ int main(int argc, char** argv) {
     prep_discard<<<grid, kThreads>>>(reinterpret_cast<char*>(sbuf), sbytes / 128);
   };
   auto prepare = [&] {
-    if (prestate == "kp" || prestate == "kp_idle" || prestate == "kp2" || prestate == "kp_tlb")
+    if (prestate == "tlb_thrash") prep_thrash<<<sms, 1024>>>(tbuf, tbytes >> 21, sink);
+    if (prestate == "kp" || prestate == "kp_idle" || prestate == "kp2" || prestate == "kp_tlb" ||
+        prestate == "tlb_thrash" || prestate == "tlb_inval")
       kp_sweep();
+    if (prestate == "tlb_inval") {
+      CU_CHECK(cuMemMap(va, gran, 0, handle, 0));
+      CU_CHECK(cuMemSetAccess(va, gran, &access, 1));
+      prep_touch<<<1, 32>>>(reinterpret_cast<const char*>(va), gran >> 16, sink);
+      CHECK(cudaDeviceSynchronize());
+      CU_CHECK(cuMemUnmap(va, gran));
+    }
     if (prestate == "kp_tlb") {
       prep_touch<<<grid, kThreads>>>(reinterpret_cast<const char*>(wbuf), wbytes >> 16, sink);
       prep_touch<<<grid, kThreads>>>(reinterpret_cast<const char*>(rbuf), rbytes >> 16, sink);
