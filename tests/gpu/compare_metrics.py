@@ -437,6 +437,36 @@ def cmd_selfconsistent(a):
     return 0
 
 
+def cmd_clock(a):
+    """The summary's SM clock of a range against its GPU's maximum: below half of it, the
+    range's explanation must start by saying the counters ran for part of the range only (or
+    the GPU ran slowly); at half or above it must not. The maximum must be known (the trace
+    describes its GPU)."""
+    try:
+        with open(a.summary) as f:
+            summary = json.load(f)
+    except (OSError, ValueError) as e:
+        out("FAIL", a.label, f"cannot read {a.summary}: {e}")
+        return 0
+    rows = [m for m in summary.get("metrics", []) if m.get("range") == a.range]
+    if not rows:
+        out("FAIL", a.label, f"no range '{a.range}' in the summary")
+        return 0
+    m = rows[0]
+    clock, top = m.get("sm_clock_mhz", 0), m.get("sm_clock_max_mhz", 0)
+    text = m.get("explanation", "")
+    noted = text.startswith("SM clock ")
+    detail = f"SM clock {clock:.0f} MHz of a {top:.0f} MHz maximum; explanation: {text[:160]!r}"
+    if top <= 0 or clock <= 0:
+        out("FAIL", a.label, detail + ": the clock or the GPU's maximum is unknown")
+    elif (clock < 0.5 * top) == noted:
+        out("PASS", a.label, detail)
+    else:
+        out("FAIL", a.label, detail + (": no note on a clock below half the maximum" if not noted
+                                       else ": a note on a clock at half the maximum or above"))
+    return 0
+
+
 def cmd_kernels(a):
     """Kernel records against the program's launches. Flagged records (profiler_internal: the
     range profiler's own WaitNs, one per measured range) never count. The program's own kernels
@@ -525,6 +555,10 @@ def main():
     s.add_argument("--peak-min", type=float, default=1.2e12, help="B/s (H200: 4.8e12)")
     s.add_argument("--peak-max", type=float, default=20.0e12)
     s.add_argument("--sm-factor", type=float, default=10.0)
+    s = sub.add_parser("clock", help="a range's SM clock note against its GPU's maximum")
+    s.add_argument("--summary", required=True, help="kptrace summary --format json")
+    s.add_argument("--range", required=True)
+    s.add_argument("--label", required=True)
     s = sub.add_parser("kernels", help="kernel records against the program's launches")
     s.add_argument("--kernels", required=True)
     s.add_argument("--launches", type=int, required=True,
@@ -537,7 +571,7 @@ def main():
     s.add_argument("--label", required=True)
     a = p.parse_args()
     return {"ncu": cmd_ncu, "verdict": cmd_verdict, "passes": cmd_passes, "addup": cmd_addup,
-            "kernels": cmd_kernels, "window": cmd_window,
+            "kernels": cmd_kernels, "window": cmd_window, "clock": cmd_clock,
             "selfconsistent": cmd_selfconsistent}[a.cmd](a)
 
 

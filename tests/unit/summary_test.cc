@@ -315,6 +315,68 @@ TEST(Summary, InconsistentValueSetsAreLeftOutOfTheMedianUnlessAll) {
             std::string::npos);
 }
 
+// A range whose measured SM clock (elapsed cycles over its time) is far below its GPU's maximum:
+// the counters ran for part of it only (as for a rank measuring a GPU it shares with another
+// process, which read 104 MHz on a 1980 MHz H200), and the explanation says so in the text, the
+// JSON and the report. A clock at half the maximum (990 MHz) or above says nothing.
+TEST(Summary, SmClockFarBelowTheGpuMaximumIsExplained) {
+  for (double clock_hz : {1.038e8, 9.8e8, 9.9e8, 1.976e9}) {
+    ProtoTraceWriter w;
+    Chunk c;
+    Device* d = c.add_devices();
+    d->set_id(0);
+    d->set_name("NVIDIA H200");
+    d->set_core_clock_khz(1980000);
+    AddRangeConfig(&c, "step", 9,
+                   {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                    "gpc__cycles_elapsed.avg.per_second"});
+    for (int i = 0; i < 2; ++i) {
+      MetricRange* m = c.add_metric_ranges();
+      m->set_config(1);
+      m->set_name(1);
+      m->set_device(0);
+      m->set_occurrence(9 + 9 * i);
+      m->set_occurrences_used(9);
+      m->set_start(1000000 + i * 300000000);
+      m->set_duration(181000000);
+      m->set_occurrence_min_ns(181000000);
+      m->set_occurrence_max_ns(209000000);
+      m->add_values(5.2);
+      m->add_values(4.7);
+      m->add_values(clock_hz);
+    }
+    w.Add(c);
+    TraceSummary s = SummarizeTraces({WriteTemp("low_clock", w.bytes())});
+    ASSERT_EQ(s.metrics.size(), 1u);
+    const MetricRangeSummary& m = s.metrics[0];
+    EXPECT_DOUBLE_EQ(m.sm_clock_max_mhz, 1980);
+    const std::string text = FormatSummaryText(s, 20);
+    const nlohmann::json j = nlohmann::json::parse(FormatSummaryJson(s));
+    EXPECT_DOUBLE_EQ(j["metrics"][0]["sm_clock_max_mhz"].get<double>(), 1980);
+    const std::string note = "is 5% of GPU 0's maximum (1980 MHz): the counters ran for only part";
+    if (clock_hz < 9.9e8) {  // below half of 1980 MHz
+      EXPECT_TRUE(m.low_sm_clock()) << clock_hz;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "SM clock %.0f MHz is %.0f%% of GPU 0's maximum (1980 MHz)",
+                    clock_hz / 1e6, clock_hz / 1.98e7);
+      const std::string head = buf;
+      EXPECT_EQ(m.explanation.find(head), 0u) << m.explanation;
+      EXPECT_NE(text.find("    " + head), std::string::npos) << text;
+      EXPECT_EQ(j["metrics"][0]["explanation"].get<std::string>().find(head), 0u);
+      // The speed-of-light explanation follows it.
+      EXPECT_NE(m.explanation.find("what was counted. "), std::string::npos) << m.explanation;
+      if (clock_hz < 2e8) {
+        EXPECT_NE(m.explanation.find(note), std::string::npos) << m.explanation;
+      }
+    } else {
+      EXPECT_FALSE(m.low_sm_clock());
+      EXPECT_EQ(m.explanation.find("SM clock"), std::string::npos) << m.explanation;
+      EXPECT_EQ(text.find("of GPU 0's maximum"), std::string::npos) << text;
+    }
+  }
+}
+
 // A range whose every value set was dropped keeps its passes and warm-up skip in the header and
 // says why it has no reading, instead of "0 passes, warm-up skip 0" and a missing-metric hint.
 TEST(Summary, RangeWithEveryValueSetDroppedSaysWhy) {
@@ -474,6 +536,10 @@ TEST(Summary, FixedTraceCopiesRangesMetricsAndFormats) {
   EXPECT_DOUBLE_EQ(s.metrics[0].medians["sm__throughput.avg.pct_of_peak_sustained_elapsed"],
                    72.5);  // nearest-rank median of {72.5, 77.5}
   EXPECT_DOUBLE_EQ(s.metrics[0].sm_clock_mhz, 1980);
+  EXPECT_DOUBLE_EQ(s.metrics[0].sm_clock_max_mhz, 1980);
+  EXPECT_FALSE(s.metrics[0].low_sm_clock());
+  EXPECT_EQ(s.metrics[0].explanation.find("SM clock"), std::string::npos)
+      << s.metrics[0].explanation;
   bool dropped = false;
   for (const auto& l : s.losses) dropped |= l.find("3 records dropped by CUPTI") == 0;
   EXPECT_TRUE(dropped);

@@ -55,6 +55,8 @@ struct MetricAccum {
   std::map<std::string, std::vector<double>> values;
   std::vector<double> sm_clock_khz;
   bool range_mode = false;
+  bool have_device = false;
+  uint32_t device = 0;  // the device of its first record
   struct Occurrence {
     uint64_t start, end;
     uint32_t device;
@@ -350,6 +352,10 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
             acc.names.assign(it->second.metric_names().begin(), it->second.metric_names().end());
           }
         }
+        if (!acc.have_device) {
+          acc.have_device = true;
+          acc.device = m.device();
+        }
         if (m.inconsistent()) {
           ++acc.inconsistent;
           if (!options.include_inconsistent) continue;  // counted, left out of the medians
@@ -588,6 +594,13 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       std::sort(acc.sm_clock_khz.begin(), acc.sm_clock_khz.end());
       m.sm_clock_mhz = acc.sm_clock_khz[(acc.sm_clock_khz.size() + 1) / 2 - 1] / 1000.0;
     }
+    if (acc.have_device) {
+      for (const Device& d : sum.devices) {
+        if (d.id() != acc.device) continue;
+        m.sm_clock_max_mhz = d.core_clock_khz() / 1000.0;
+        break;
+      }
+    }
     SolReading sol = DiagnoseSpeedOfLight(m.medians);
     m.sm_pct = sol.sm_pct;
     m.mem_pct = sol.mem_pct;
@@ -629,6 +642,16 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
           " were dropped as inconsistent (their occurrences differ in duration by more than "
           "the threshold); --all includes them, or run more occurrences",
           m.sets_inconsistent);
+    }
+    if (m.low_sm_clock()) {
+      const std::string note = StringPrintf(
+          "SM clock %.0f MHz is %.0f%% of GPU %u's maximum (%.0f MHz): the counters ran for only "
+          "part of the range (on a GPU shared with another process they stand still while its "
+          "kernels run) or the GPU ran slowly (idle clocks, throttling); the percentages describe "
+          "what was counted",
+          m.sm_clock_mhz, 100 * m.sm_clock_mhz / m.sm_clock_max_mhz, acc.device,
+          m.sm_clock_max_mhz);
+      m.explanation = m.explanation.empty() ? note : note + ". " + m.explanation;
     }
     sum.metrics.push_back(m);
   }
@@ -996,6 +1019,7 @@ std::string FormatSummaryJson(const TraceSummary& s) {
                        {"sets_inconsistent", m.sets_inconsistent},
                        {"inconsistent_included", m.inconsistent_included},
                        {"sm_clock_mhz", m.sm_clock_mhz},
+                       {"sm_clock_max_mhz", m.sm_clock_max_mhz},
                        {"medians", m.medians},
                        {"verdict", m.verdict},
                        {"sm_pct", m.sm_pct},

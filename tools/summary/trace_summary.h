@@ -68,6 +68,10 @@ struct MetricRangeSummary {
   uint64_t sets_inconsistent = 0;      // multi-pass sets of unlike occurrences (MetricRange flag)
   bool inconsistent_included = false;  // --all: those sets are in the medians too
   double sm_clock_mhz = 0;             // 0 = unknown
+  // The maximum SM clock of the range's GPU (its Device record; 0 = unknown). A measured clock
+  // below half of it (low_sm_clock) means the counters did not run through the whole range at
+  // speed, and the explanation says so.
+  double sm_clock_max_mhz = 0;
   std::map<std::string, double> medians;  // metric -> median over occurrences
   std::vector<std::string> order;         // metric names in config order
   std::string verdict, explanation;
@@ -83,6 +87,9 @@ struct MetricRangeSummary {
   std::map<std::string, std::vector<double>> samples;
   // Every value set was dropped as inconsistent: no metric has a value, `explanation` says why.
   bool all_dropped() const { return occurrences == 0 && sets_inconsistent > 0; }
+  bool low_sm_clock() const {
+    return sm_clock_mhz > 0 && sm_clock_max_mhz > 0 && sm_clock_mhz < 0.5 * sm_clock_max_mhz;
+  }
 };
 
 // One process of a multi-process (multi-rank) input.
