@@ -3,7 +3,10 @@
 # gloo, both ranks on GPU 0, KP_METRICS=sol) again and again until SECONDS have passed, and
 # prints per run how many ranks measured and how many said HARDWARE_BUSY. Both ranks set up
 # their counters at about the same moment; exactly one must measure every time (the other says
-# HARDWARE_BUSY once and traces on). Run from the repository root on a GPU machine.
+# HARDWARE_BUSY once and traces on). For the rank that measured it prints the SM clock its
+# `step` read against the GPU's maximum (its counters run only while its own work holds the
+# GPU) and whether the summary's explanation says so. Run from the repository root on a GPU
+# machine.
 set -u
 DIST=$1
 LIMIT=$2
@@ -20,12 +23,20 @@ while ((SECONDS - start < LIMIT)); do
   rc=$?
   busy=$(grep -c 'HARDWARE_BUSY' "$T/err")
   measured=0
+  clock=
   for r in 0 1; do
     "$DIST/bin/kptrace" convert "$T/ddp-$r.kptrace" --to csv -o "$T/csv$r" --no-progress \
       >/dev/null 2>&1
     rows=$(wc -l <"$T/csv$r/metrics.csv" 2>/dev/null || echo 0)
-    [[ ${rows:-0} -gt 1 ]] && measured=$((measured + 1))
+    [[ ${rows:-0} -gt 1 ]] || continue
+    measured=$((measured + 1))
+    clock=$("$DIST/bin/kptrace" summary "$T/ddp-$r.kptrace" --format json 2>/dev/null |
+      python3 -c 'import json, sys
+m = [x for x in json.load(sys.stdin)["metrics"] if x["range"] == "step"][0]
+note = "noted" if m["explanation"].startswith("SM clock ") else "no note"
+clock, top = m["sm_clock_mhz"], m["sm_clock_max_mhz"]
+print(f"SM clock {clock:.0f} of {top:.0f} MHz, {note}")')
   done
-  echo "run $n: rc $rc, $measured rank(s) measured, $busy HARDWARE_BUSY line(s), $((SECONDS - t0)) s"
+  echo "run $n: rc $rc, $measured rank(s) measured, $busy HARDWARE_BUSY line(s), $((SECONDS - t0)) s${clock:+; $clock}"
 done
 rm -rf "$T"
