@@ -36,11 +36,11 @@
 //   ce_discard ce, then kp's discard of the sweep buffer's lines
 //   kp_tlb     kp, then one load per 64 KiB of the measured kernels' buffers (their address
 //              translations warm again; 12,288 sectors, 384 KiB, read into the L2)
-//   tlb_thrash every SM loads one word per 2 MiB of a 16 GiB buffer (8,192 pages: whatever the
-//              translation caches held is evicted), then kp
+//   tlb_thrash every SM loads one word per 2 MiB of a 16 GiB buffer (8,192 pages if mapped
+//              with 2 MiB pages: meant to evict what the translation caches held), then kp
 //   tlb_inval  kp, then a 2 MiB physical allocation mapped, touched and unmapped again with the
-//              driver's virtual memory calls (cuMemMap, cuMemSetAccess, cuMemUnmap: the driver
-//              invalidates the GPU's address translations on the unmap)
+//              driver's virtual-memory calls (cuMemMap, cuMemSetAccess, cuMemUnmap: an unmap
+//              makes the driver invalidate translations, for the range or all of them)
 //
 // --witness 1 adds three measured kernels that say what a tool's own cache control leaves in
 // the counters, apart from the kernels' requests: spin_dirty (right after the dirty state,

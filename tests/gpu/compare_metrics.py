@@ -438,32 +438,46 @@ def cmd_selfconsistent(a):
 
 
 def cmd_clock(a):
-    """The summary's SM clock of a range against its GPU's maximum: below half of it, the
-    range's explanation must start by saying the counters ran for part of the range only (or
-    the GPU ran slowly); at half or above it must not. The maximum must be known (the trace
-    describes its GPU)."""
+    """Each value set's SM clock (metrics.csv: gpc__cycles_elapsed.avg.per_second, else
+    sm_clock_khz; the sets the summary uses, i.e. consistent ones) against its GPU's maximum
+    (the summary's sm_clock_max_mhz, which must be known): when any set reads below half of it,
+    the range's explanation must start by saying so, with that count of sets; otherwise it must
+    not."""
     try:
         with open(a.summary) as f:
             summary = json.load(f)
+        table = read_table(a.csv)
     except (OSError, ValueError) as e:
-        out("FAIL", a.label, f"cannot read {a.summary}: {e}")
+        out("FAIL", a.label, f"cannot read {a.summary} or {a.csv}: {e}")
         return 0
     rows = [m for m in summary.get("metrics", []) if m.get("range") == a.range]
     if not rows:
         out("FAIL", a.label, f"no range '{a.range}' in the summary")
         return 0
     m = rows[0]
-    clock, top = m.get("sm_clock_mhz", 0), m.get("sm_clock_max_mhz", 0)
+    top = m.get("sm_clock_max_mhz", 0)
+    clocks = []
+    for r in table:
+        if r.get("range") != a.range or r.get("consistent") in ("0", "false", "False"):
+            continue
+        hz = num(r.get("gpc__cycles_elapsed.avg.per_second"))
+        if not hz > 0:
+            hz = num(r.get("sm_clock_khz")) * 1e3
+        if hz > 0:
+            clocks.append(hz / 1e6)
+    low = [c for c in clocks if c < 0.5 * top]
     text = m.get("explanation", "")
-    noted = text.startswith("SM clock ")
-    detail = f"SM clock {clock:.0f} MHz of a {top:.0f} MHz maximum; explanation: {text[:160]!r}"
-    if top <= 0 or clock <= 0:
-        out("FAIL", a.label, detail + ": the clock or the GPU's maximum is unknown")
-    elif (clock < 0.5 * top) == noted:
+    want = (f"SM clock below half of the GPU's maximum in {len(low)} of {len(clocks)} value set(s)"
+            if low else "")
+    detail = (f"set clocks {[round(c) for c in clocks]} MHz of a {top:.0f} MHz maximum; "
+              f"explanation: {text[:160]!r}")
+    if top <= 0 or not clocks:
+        out("FAIL", a.label, detail + ": the GPU's maximum or the sets' clocks are unknown")
+    elif (text.startswith(want) if low else not text.startswith("SM clock ")):
         out("PASS", a.label, detail)
     else:
-        out("FAIL", a.label, detail + (": no note on a clock below half the maximum" if not noted
-                                       else ": a note on a clock at half the maximum or above"))
+        out("FAIL", a.label, detail + (f": want it to start with {want!r}" if low
+                                       else ": a note with no set below half the maximum"))
     return 0
 
 
@@ -555,8 +569,9 @@ def main():
     s.add_argument("--peak-min", type=float, default=1.2e12, help="B/s (H200: 4.8e12)")
     s.add_argument("--peak-max", type=float, default=20.0e12)
     s.add_argument("--sm-factor", type=float, default=10.0)
-    s = sub.add_parser("clock", help="a range's SM clock note against its GPU's maximum")
+    s = sub.add_parser("clock", help="a range's SM clock note against its sets' clocks")
     s.add_argument("--summary", required=True, help="kptrace summary --format json")
+    s.add_argument("--csv", required=True, help="kp metrics.csv")
     s.add_argument("--range", required=True)
     s.add_argument("--label", required=True)
     s = sub.add_parser("kernels", help="kernel records against the program's launches")

@@ -315,66 +315,129 @@ TEST(Summary, InconsistentValueSetsAreLeftOutOfTheMedianUnlessAll) {
             std::string::npos);
 }
 
-// A range whose measured SM clock (elapsed cycles over its time) is far below its GPU's maximum:
-// the counters ran for part of it only (as for a rank measuring a GPU it shares with another
-// process, which read 104 MHz on a 1980 MHz H200), and the explanation says so in the text, the
-// JSON and the report. A clock at half the maximum (990 MHz) or above says nothing.
-TEST(Summary, SmClockFarBelowTheGpuMaximumIsExplained) {
-  for (double clock_hz : {1.038e8, 9.8e8, 9.9e8, 1.976e9}) {
-    ProtoTraceWriter w;
-    Chunk c;
+// A trace of range "step" measured twice (two 9-pass sets of SM %, memory %, clock) on device
+// `device`, whose Device record (when `max_khz` > 0) carries that maximum SM clock and `uuid`;
+// the first set reads `first_hz` as its SM clock, the second 1976 MHz. Each 181 ms occurrence
+// holds one 18.1 ms kernel: the GPU is busy 10 % of it.
+std::string StepClockTrace(double first_hz, uint32_t device, uint32_t max_khz,
+                           const std::string& uuid) {
+  ProtoTraceWriter w;
+  Chunk c;
+  if (max_khz > 0) {
     Device* d = c.add_devices();
-    d->set_id(0);
+    d->set_id(device);
     d->set_name("NVIDIA H200");
-    d->set_core_clock_khz(1980000);
-    AddRangeConfig(&c, "step", 9,
-                   {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
-                    "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
-                    "gpc__cycles_elapsed.avg.per_second"});
-    for (int i = 0; i < 2; ++i) {
-      MetricRange* m = c.add_metric_ranges();
-      m->set_config(1);
-      m->set_name(1);
-      m->set_device(0);
-      m->set_occurrence(9 + 9 * i);
-      m->set_occurrences_used(9);
-      m->set_start(1000000 + i * 300000000);
-      m->set_duration(181000000);
-      m->set_occurrence_min_ns(181000000);
-      m->set_occurrence_max_ns(209000000);
-      m->add_values(5.2);
-      m->add_values(4.7);
-      m->add_values(clock_hz);
-    }
-    w.Add(c);
-    TraceSummary s = SummarizeTraces({WriteTemp("low_clock", w.bytes())});
+    d->set_uuid(uuid);
+    d->set_core_clock_khz(max_khz);
+  }
+  AddRangeConfig(&c, "step", 9,
+                 {"sm__throughput.avg.pct_of_peak_sustained_elapsed",
+                  "gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed",
+                  "gpc__cycles_elapsed.avg.per_second"});
+  AddKernelShape(&c, 5, "fwd");
+  for (int i = 0; i < 2; ++i) {
+    const int64_t start = 1000000 + i * int64_t{300000000};
+    Kernel* k = c.add_kernels();
+    k->set_start(start + 1000000);
+    k->set_duration(18100000);
+    k->set_shape(5);
+    k->set_stream(7);
+    k->set_device(device);
+    MetricRange* m = c.add_metric_ranges();
+    m->set_config(1);
+    m->set_name(1);
+    m->set_device(device);
+    m->set_occurrence(9 + 9 * i);
+    m->set_occurrences_used(9);
+    m->set_start(start);
+    m->set_duration(181000000);
+    m->set_occurrence_min_ns(181000000);
+    m->set_occurrence_max_ns(209000000);
+    m->add_values(5.2);
+    m->add_values(4.7);
+    m->add_values(i == 0 ? first_hz : 1.976e9);
+  }
+  w.Add(c);
+  return w.bytes();
+}
+
+// A value set whose SM clock (elapsed cycles over its time) reads below half of its GPU's
+// maximum counted for part of the range only (as a rank measuring a GPU it shares, which read
+// 104 MHz of 1980): the explanation says in how many sets and the lowest, in the text, the JSON
+// (and so the report), and the percentages are not divided by the range's busy share on top.
+// A set at half the maximum (990 MHz) or above says nothing, and the busy reading stays.
+TEST(Summary, SmClockFarBelowTheGpuMaximumIsExplained) {
+  for (double clock_hz : {1.038e8, 9.897e8, 9.9e8, 1.976e9}) {
+    TraceSummary s =
+        SummarizeTraces({WriteTemp("low_clock", StepClockTrace(clock_hz, 1, 1980000, "GPU-a"))});
     ASSERT_EQ(s.metrics.size(), 1u);
     const MetricRangeSummary& m = s.metrics[0];
     EXPECT_DOUBLE_EQ(m.sm_clock_max_mhz, 1980);
+    EXPECT_EQ(m.sets_with_sm_clock, 2u);
     const std::string text = FormatSummaryText(s, 20);
     const nlohmann::json j = nlohmann::json::parse(FormatSummaryJson(s));
     EXPECT_DOUBLE_EQ(j["metrics"][0]["sm_clock_max_mhz"].get<double>(), 1980);
-    const std::string note = "is 5% of GPU 0's maximum (1980 MHz): the counters ran for only part";
+    EXPECT_NEAR(m.busy_fraction, 0.1, 1e-9);
     if (clock_hz < 9.9e8) {  // below half of 1980 MHz
       EXPECT_TRUE(m.low_sm_clock()) << clock_hz;
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "SM clock %.0f MHz is %.0f%% of GPU 0's maximum (1980 MHz)",
-                    clock_hz / 1e6, clock_hz / 1.98e7);
+      EXPECT_EQ(m.sets_low_sm_clock, 1u);
+      EXPECT_DOUBLE_EQ(m.lowest_sm_clock_mhz, clock_hz / 1e6);
+      EXPECT_EQ(j["metrics"][0]["sets_low_sm_clock"], 1);
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "SM clock below half of the GPU's maximum in 1 of 2 value set(s) (lowest %.0f "
+                    "MHz, %.1f%% of GPU 1's 1980 MHz): the counters ran for only part",
+                    std::floor(clock_hz / 1e6), std::floor(clock_hz / 1.98e6) / 10);
       const std::string head = buf;
       EXPECT_EQ(m.explanation.find(head), 0u) << m.explanation;
       EXPECT_NE(text.find("    " + head), std::string::npos) << text;
       EXPECT_EQ(j["metrics"][0]["explanation"].get<std::string>().find(head), 0u);
-      // The speed-of-light explanation follows it.
-      EXPECT_NE(m.explanation.find("what was counted. "), std::string::npos) << m.explanation;
-      if (clock_hz < 2e8) {
-        EXPECT_NE(m.explanation.find(note), std::string::npos) << m.explanation;
-      }
+      // Not rescaled to the 10 % busy share: the speed-of-light reading is of what was counted.
+      EXPECT_EQ(m.sm_pct_busy, -1);
+      EXPECT_EQ(m.explanation.find("while busy"), std::string::npos) << m.explanation;
+      EXPECT_NE(m.explanation.find("busy time. latency-bound: SM 5.2%"), std::string::npos)
+          << m.explanation;
     } else {
       EXPECT_FALSE(m.low_sm_clock());
+      EXPECT_EQ(m.sets_low_sm_clock, 0u);
       EXPECT_EQ(m.explanation.find("SM clock"), std::string::npos) << m.explanation;
-      EXPECT_EQ(text.find("of GPU 0's maximum"), std::string::npos) << text;
+      EXPECT_NEAR(m.sm_pct_busy, 52.0, 1e-9);  // 5.2 % / 0.1
+      EXPECT_NE(m.explanation.find("percentages while busy"), std::string::npos) << m.explanation;
     }
   }
+  // 989.7 MHz is below half: clock and share are rounded down (49.98 % reads 49.9 %), so that
+  // it never reads as half.
+  TraceSummary edge =
+      SummarizeTraces({WriteTemp("edge_clock", StepClockTrace(9.897e8, 1, 1980000, "GPU-a"))});
+  EXPECT_NE(edge.metrics[0].explanation.find("(lowest 989 MHz, 49.9% of"), std::string::npos)
+      << edge.metrics[0].explanation;
+}
+
+// Each set's clock is read against its own trace's GPU: two ranks' traces reuse device id 0 for
+// GPUs of different maximum clocks, and a 750 MHz set of the 1410 MHz GPU (53 %) is not low
+// even though the first trace's GPU has a 1980 MHz maximum. A set with no Device record for
+// its device has no maximum and is never called low.
+TEST(Summary, SmClockIsReadAgainstEachTracesOwnGpu) {
+  const std::string a = WriteTemp("clock_a", StepClockTrace(1.976e9, 0, 1980000, "GPU-a"));
+  const std::string b = WriteTemp("clock_b", StepClockTrace(7.5e8, 0, 1410000, "GPU-b"));
+  TraceSummary s = SummarizeTraces({a, b});
+  ASSERT_EQ(s.metrics.size(), 1u);
+  EXPECT_EQ(s.metrics[0].sets_with_sm_clock, 4u);
+  EXPECT_EQ(s.metrics[0].sets_low_sm_clock, 0u);
+  EXPECT_EQ(s.metrics[0].explanation.find("SM clock"), std::string::npos)
+      << s.metrics[0].explanation;
+  // The same 750 MHz set against a 1980 MHz GPU of that trace is low: 1 of the 4 sets.
+  const std::string c = WriteTemp("clock_c", StepClockTrace(7.5e8, 0, 1980000, "GPU-c"));
+  TraceSummary low = SummarizeTraces({a, c});
+  EXPECT_EQ(low.metrics[0].sets_low_sm_clock, 1u);
+  EXPECT_NE(low.metrics[0].explanation.find("in 1 of 4 value set(s) (lowest 750 MHz, 37.8% of "
+                                            "GPU 0's 1980 MHz)"),
+            std::string::npos)
+      << low.metrics[0].explanation;
+  TraceSummary none =
+      SummarizeTraces({WriteTemp("clock_none", StepClockTrace(1.038e8, 0, 0, "GPU-a"))});
+  EXPECT_DOUBLE_EQ(none.metrics[0].sm_clock_max_mhz, 0);
+  EXPECT_FALSE(none.metrics[0].low_sm_clock());
 }
 
 // A range whose every value set was dropped keeps its passes and warm-up skip in the header and

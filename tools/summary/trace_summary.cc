@@ -55,8 +55,13 @@ struct MetricAccum {
   std::map<std::string, std::vector<double>> values;
   std::vector<double> sm_clock_khz;
   bool range_mode = false;
-  bool have_device = false;
-  uint32_t device = 0;  // the device of its first record
+  // Each value set's SM clock (where it has one) with its device and that device's maximum
+  // SM clock in the set's own trace (device ids repeat across traces; 0 = no Device record).
+  struct SetClock {
+    double mhz, max_mhz;
+    uint32_t device;
+  };
+  std::vector<SetClock> set_clocks;
   struct Occurrence {
     uint64_t start, end;
     uint32_t device;
@@ -352,21 +357,21 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
             acc.names.assign(it->second.metric_names().begin(), it->second.metric_names().end());
           }
         }
-        if (!acc.have_device) {
-          acc.have_device = true;
-          acc.device = m.device();
-        }
         if (m.inconsistent()) {
           ++acc.inconsistent;
           if (!options.include_inconsistent) continue;  // counted, left out of the medians
         }
         ++acc.occurrences;
+        double set_clock_hz = 0;
         if (it != configs.end()) {
           double gpu_time = 0;
           for (int i = 0; i < m.values_size() && i < it->second.metric_names_size(); ++i) {
             if (!std::isnan(m.values(i))) {
               acc.values[it->second.metric_names(i)].push_back(m.values(i));
               if (it->second.metric_names(i) == "gpu__time_duration.sum") gpu_time = m.values(i);
+              if (it->second.metric_names(i) == "gpc__cycles_elapsed.avg.per_second") {
+                set_clock_hz = m.values(i);
+              }
             }
           }
           acc.range_mode = it->second.mode() == "range";
@@ -377,6 +382,16 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
           }
         }
         if (m.sm_clock_khz() > 0) acc.sm_clock_khz.push_back(m.sm_clock_khz());
+        if (set_clock_hz <= 0) set_clock_hz = m.sm_clock_khz() * 1000.0;
+        if (set_clock_hz > 0) {
+          double max_mhz = 0;
+          for (const Device& d : reader->devices()) {
+            if (d.id() != m.device()) continue;
+            max_mhz = d.core_clock_khz() / 1000.0;
+            break;
+          }
+          acc.set_clocks.push_back({set_clock_hz / 1e6, max_mhz, m.device()});
+        }
       }
       for (const CaptureWindow& w : c.capture_windows()) {
         const uint64_t base =
@@ -594,12 +609,13 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       std::sort(acc.sm_clock_khz.begin(), acc.sm_clock_khz.end());
       m.sm_clock_mhz = acc.sm_clock_khz[(acc.sm_clock_khz.size() + 1) / 2 - 1] / 1000.0;
     }
-    if (acc.have_device) {
-      for (const Device& d : sum.devices) {
-        if (d.id() != acc.device) continue;
-        m.sm_clock_max_mhz = d.core_clock_khz() / 1000.0;
-        break;
-      }
+    m.sets_with_sm_clock = acc.set_clocks.size();
+    const MetricAccum::SetClock* lowest = nullptr;  // of the sets below half their maximum
+    for (const MetricAccum::SetClock& c : acc.set_clocks) {
+      if (m.sm_clock_max_mhz <= 0) m.sm_clock_max_mhz = c.max_mhz;
+      if (c.max_mhz <= 0 || c.mhz >= 0.5 * c.max_mhz) continue;
+      ++m.sets_low_sm_clock;
+      if (lowest == nullptr || c.mhz / c.max_mhz < lowest->mhz / lowest->max_mhz) lowest = &c;
     }
     SolReading sol = DiagnoseSpeedOfLight(m.medians);
     m.sm_pct = sol.sm_pct;
@@ -617,7 +633,10 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       std::sort(fractions.begin(), fractions.end());
       m.busy_fraction = fractions[(fractions.size() + 1) / 2 - 1];
     }
-    if (m.busy_fraction > 0.01 && m.busy_fraction < 0.999 && !sol.verdict.empty()) {
+    // Percentages of sets whose counters ran for part of the range only are of what was
+    // counted already: dividing them by the range's busy share would correct twice.
+    if (m.busy_fraction > 0.01 && m.busy_fraction < 0.999 && !sol.verdict.empty() &&
+        !m.low_sm_clock()) {
       std::map<std::string, double> busy_values = m.medians;
       static const std::string kElapsed = ".pct_of_peak_sustained_elapsed";
       for (auto& [name, value] : busy_values) {
@@ -643,14 +662,17 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
           "the threshold); --all includes them, or run more occurrences",
           m.sets_inconsistent);
     }
-    if (m.low_sm_clock()) {
+    if (lowest != nullptr) {
+      m.lowest_sm_clock_mhz = lowest->mhz;
+      // Rounded down, so that a clock just below half never reads as half.
       const std::string note = StringPrintf(
-          "SM clock %.0f MHz is %.0f%% of GPU %u's maximum (%.0f MHz): the counters ran for only "
-          "part of the range (on a GPU shared with another process they stand still while its "
-          "kernels run) or the GPU ran slowly (idle clocks, throttling); the percentages describe "
-          "what was counted",
-          m.sm_clock_mhz, 100 * m.sm_clock_mhz / m.sm_clock_max_mhz, acc.device,
-          m.sm_clock_max_mhz);
+          "SM clock below half of the GPU's maximum in %" PRIu64 " of %" PRIu64
+          " value set(s) (lowest %.0f MHz, %.1f%% of GPU %u's %.0f MHz): the counters ran for "
+          "only part of the range (on a GPU shared with another process they stand still while "
+          "the other process's kernels run) or the GPU ran slowly (idle clocks, throttling); the "
+          "percentages describe what was counted and are not rescaled to the range's busy time",
+          m.sets_low_sm_clock, m.sets_with_sm_clock, std::floor(lowest->mhz),
+          std::floor(1000 * lowest->mhz / lowest->max_mhz) / 10, lowest->device, lowest->max_mhz);
       m.explanation = m.explanation.empty() ? note : note + ". " + m.explanation;
     }
     sum.metrics.push_back(m);
@@ -1020,6 +1042,8 @@ std::string FormatSummaryJson(const TraceSummary& s) {
                        {"inconsistent_included", m.inconsistent_included},
                        {"sm_clock_mhz", m.sm_clock_mhz},
                        {"sm_clock_max_mhz", m.sm_clock_max_mhz},
+                       {"sets_low_sm_clock", m.sets_low_sm_clock},
+                       {"lowest_sm_clock_mhz", m.lowest_sm_clock_mhz},
                        {"medians", m.medians},
                        {"verdict", m.verdict},
                        {"sm_pct", m.sm_pct},

@@ -68,10 +68,15 @@ struct MetricRangeSummary {
   uint64_t sets_inconsistent = 0;      // multi-pass sets of unlike occurrences (MetricRange flag)
   bool inconsistent_included = false;  // --all: those sets are in the medians too
   double sm_clock_mhz = 0;             // 0 = unknown
-  // The maximum SM clock of the range's GPU (its Device record; 0 = unknown). A measured clock
-  // below half of it (low_sm_clock) means the counters did not run through the whole range at
-  // speed, and the explanation says so.
+  // The maximum SM clock of the GPU of the range's first value set with a clock (its Device
+  // record in that set's trace; 0 = unknown). A value set whose own SM clock reads below half
+  // of its GPU's maximum did not count through the whole range at speed: such sets are
+  // counted, the lowest kept, the percentages are not rescaled to the range's busy time, and
+  // the explanation says so (low_sm_clock).
   double sm_clock_max_mhz = 0;
+  uint64_t sets_low_sm_clock = 0;
+  uint64_t sets_with_sm_clock = 0;        // value sets used that have an SM clock
+  double lowest_sm_clock_mhz = 0;         // of the sets below half (lowest share); 0 = none
   std::map<std::string, double> medians;  // metric -> median over occurrences
   std::vector<std::string> order;         // metric names in config order
   std::string verdict, explanation;
@@ -87,9 +92,7 @@ struct MetricRangeSummary {
   std::map<std::string, std::vector<double>> samples;
   // Every value set was dropped as inconsistent: no metric has a value, `explanation` says why.
   bool all_dropped() const { return occurrences == 0 && sets_inconsistent > 0; }
-  bool low_sm_clock() const {
-    return sm_clock_mhz > 0 && sm_clock_max_mhz > 0 && sm_clock_mhz < 0.5 * sm_clock_max_mhz;
-  }
+  bool low_sm_clock() const { return sets_low_sm_clock > 0; }
 };
 
 // One process of a multi-process (multi-rank) input.
