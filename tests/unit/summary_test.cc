@@ -440,6 +440,41 @@ TEST(Summary, SmClockIsReadAgainstEachTracesOwnGpu) {
   EXPECT_FALSE(none.metrics[0].low_sm_clock());
 }
 
+// Without the clock metric in the set, each set's clock is its record's sm_clock_khz: the
+// header's clock is their median, and a set below half its GPU's maximum is noted as above.
+TEST(Summary, SmClockFromTheRecordsWhenTheSetHasNoClockMetric) {
+  ProtoTraceWriter w;
+  Chunk c;
+  Device* d = c.add_devices();
+  d->set_id(0);
+  d->set_core_clock_khz(1980000);
+  AddRangeConfig(&c, "step", 1, {"sm__throughput.avg.pct_of_peak_sustained_elapsed"});
+  const uint32_t khz[] = {1755000, 500000, 1980000};
+  for (int i = 0; i < 3; ++i) {
+    MetricRange* m = c.add_metric_ranges();
+    m->set_config(1);
+    m->set_name(1);
+    m->set_occurrence(1 + i);
+    m->set_occurrences_used(1);
+    m->set_start(1000000 + i * 10000000);
+    m->set_duration(1000000);
+    m->set_sm_clock_khz(khz[i]);
+    m->add_values(40.0);
+  }
+  w.Add(c);
+  TraceSummary s = SummarizeTraces({WriteTemp("record_clock", w.bytes())});
+  ASSERT_EQ(s.metrics.size(), 1u);
+  EXPECT_DOUBLE_EQ(s.metrics[0].sm_clock_mhz, 1755);
+  EXPECT_EQ(s.metrics[0].sets_with_sm_clock, 3u);
+  EXPECT_EQ(s.metrics[0].sets_low_sm_clock, 1u);
+  EXPECT_DOUBLE_EQ(s.metrics[0].lowest_sm_clock_mhz, 500);
+  EXPECT_EQ(s.metrics[0].explanation.find("SM clock below half of the GPU's maximum in 1 of 3 "
+                                          "value set(s) (lowest 500 MHz, 25.2% of GPU 0's "
+                                          "1980 MHz)"),
+            0u)
+      << s.metrics[0].explanation;
+}
+
 // A range whose every value set was dropped keeps its passes and warm-up skip in the header and
 // says why it has no reading, instead of "0 passes, warm-up skip 0" and a missing-metric hint.
 TEST(Summary, RangeWithEveryValueSetDroppedSaysWhy) {

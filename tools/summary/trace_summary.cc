@@ -53,9 +53,9 @@ struct MetricAccum {
   uint64_t inconsistent = 0;
   std::vector<std::string> names;
   std::map<std::string, std::vector<double>> values;
-  std::vector<double> sm_clock_khz;
   bool range_mode = false;
-  // Each value set's SM clock (where it has one) with its device and that device's maximum
+  // Each value set's SM clock (gpc__cycles_elapsed.avg.per_second, else the record's
+  // sm_clock_khz; sets with neither are left out) with its device and that device's maximum
   // SM clock in the set's own trace (device ids repeat across traces; 0 = no Device record).
   struct SetClock {
     double mhz, max_mhz;
@@ -381,16 +381,16 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
                                             m.device(), gpu_time});
           }
         }
-        if (m.sm_clock_khz() > 0) acc.sm_clock_khz.push_back(m.sm_clock_khz());
-        if (set_clock_hz <= 0) set_clock_hz = m.sm_clock_khz() * 1000.0;
-        if (set_clock_hz > 0) {
+        const double set_clock_mhz =
+            set_clock_hz > 0 ? set_clock_hz / 1e6 : m.sm_clock_khz() / 1000.0;
+        if (set_clock_mhz > 0) {
           double max_mhz = 0;
           for (const Device& d : reader->devices()) {
             if (d.id() != m.device()) continue;
             max_mhz = d.core_clock_khz() / 1000.0;
             break;
           }
-          acc.set_clocks.push_back({set_clock_hz / 1e6, max_mhz, m.device()});
+          acc.set_clocks.push_back({set_clock_mhz, max_mhz, m.device()});
         }
       }
       for (const CaptureWindow& w : c.capture_windows()) {
@@ -605,9 +605,12 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     auto clk = m.medians.find("gpc__cycles_elapsed.avg.per_second");
     if (clk != m.medians.end()) {
       m.sm_clock_mhz = clk->second / 1e6;
-    } else if (!acc.sm_clock_khz.empty()) {
-      std::sort(acc.sm_clock_khz.begin(), acc.sm_clock_khz.end());
-      m.sm_clock_mhz = acc.sm_clock_khz[(acc.sm_clock_khz.size() + 1) / 2 - 1] / 1000.0;
+    } else if (!acc.set_clocks.empty()) {
+      // No set has the clock metric, so every set's clock is its record's sm_clock_khz.
+      std::vector<double> clocks;
+      for (const MetricAccum::SetClock& c : acc.set_clocks) clocks.push_back(c.mhz);
+      std::sort(clocks.begin(), clocks.end());
+      m.sm_clock_mhz = clocks[(clocks.size() + 1) / 2 - 1];
     }
     m.sets_with_sm_clock = acc.set_clocks.size();
     const MetricAccum::SetClock* lowest = nullptr;  // of the sets below half their maximum
