@@ -71,6 +71,15 @@
     }                                                                               \
   } while (0)
 
+#define CU_CHECK(call)                                                   \
+  do {                                                                   \
+    const CUresult r_ = (call);                                          \
+    if (r_ != CUDA_SUCCESS) {                                            \
+      std::fprintf(stderr, "l2_prestate: %s: CUresult %d\n", #call, r_); \
+      std::exit(1);                                                      \
+    }                                                                    \
+  } while (0)
+
 constexpr int kThreads = 256;
 
 __global__ void fill_dirty(float4* p, uint64_t n4, float v) {
@@ -124,15 +133,6 @@ __global__ void prep_thrash(const char* p, uint64_t pages, unsigned* sink) {
     x ^= __ldcg(reinterpret_cast<const unsigned*>(p + (i << 21)));
   if (x == 0x9e3779b9u) *sink = x;
 }
-
-#define CU_CHECK(call)                                                   \
-  do {                                                                   \
-    const CUresult r_ = (call);                                          \
-    if (r_ != CUDA_SUCCESS) {                                            \
-      std::fprintf(stderr, "l2_prestate: %s: CUresult %d\n", #call, r_); \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
 
 // Every block discards every line (launched with one block per SM).
 __global__ void prep_discard_all(char* p, uint64_t lines) {
@@ -331,11 +331,7 @@ int main(int argc, char** argv) {
       CUstreamBatchMemOpParams op;
       std::memset(&op, 0, sizeof op);
       op.flushRemoteWrites.operation = CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES;
-      const CUresult r = cuStreamBatchMemOp(nullptr, 1, &op, 0);
-      if (r != CUDA_SUCCESS) {
-        std::fprintf(stderr, "l2_prestate: cuStreamBatchMemOp(FLUSH_REMOTE_WRITES): %d\n", r);
-        std::exit(1);
-      }
+      CU_CHECK(cuStreamBatchMemOp(nullptr, 1, &op, 0));
     }
     CHECK(cudaDeviceSynchronize());
     if (prestate == "idle" || prestate == "kp_idle") usleep(20000);
