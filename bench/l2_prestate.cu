@@ -41,6 +41,9 @@
 //   tlb_inval  kp, then a 2 MiB physical allocation mapped, touched and unmapped again with the
 //              driver's virtual-memory calls (cuMemMap, cuMemSetAccess, cuMemUnmap: an unmap
 //              makes the driver invalidate translations, for the range or all of them)
+//   rm_evict   the kernel driver's L2 evict (write back every dirty line, invalidate every
+//              line), asked for through a driver client of the program's own
+//              (inject/metrics/l2_evict.h, kp's flush); prints the call's mean time
 //
 // --witness 1 adds three measured kernels that say what a tool's own cache control leaves in
 // the counters, apart from the kernels' requests: spin_dirty (right after the dirty state,
@@ -49,18 +52,21 @@
 // the kernel starts, say); touch_pages then loads one word per 64 KiB of write_heavy's buffer
 // (8,192 sectors), so its L2 traffic beyond that is address translation.
 //
-// nvcc -arch=sm_90 -O2 -o l2_prestate l2_prestate.cu -lcuda
+// nvcc -arch=sm_90 -O2 -I.. -o l2_prestate l2_prestate.cu ../inject/metrics/l2_evict.cc -lcuda
 // Usage: l2_prestate --prestate NAME [--reps R] (default 4) [--dirty same|other|alloc|read]
 // (default same) [--witness 0|1] (default 0)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+
+#include "inject/metrics/l2_evict.h"
 
 #define CHECK(call)                                                                 \
   do {                                                                              \
@@ -221,19 +227,20 @@ int main(int argc, char** argv) {
     }
   }
   const std::string known[] = {
-      "none",        "idle",   "kp",         "kp_idle",       "rsweep",     "wsweep",
-      "kp2",         "kp_all", "wsweep_all", "reset_persist", "set_limit",  "rdma_flush",
-      "memop_flush", "ce",     "ce_discard", "kp_tlb",        "tlb_thrash", "tlb_inval"};
+      "none",      "idle",       "kp",          "kp_idle",    "rsweep",
+      "wsweep",    "kp2",        "kp_all",      "wsweep_all", "reset_persist",
+      "set_limit", "rdma_flush", "memop_flush", "ce",         "ce_discard",
+      "kp_tlb",    "tlb_thrash", "tlb_inval",   "rm_evict"};
   bool ok = false;
   for (const auto& k : known) ok = ok || prestate == k;
   if (!args_ok || !ok || reps < 1 ||
       (dirty != "same" && dirty != "other" && dirty != "alloc" && dirty != "read")) {
-    std::fprintf(
-        stderr,
-        "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all"
-        "|reset_persist|set_limit|rdma_flush|memop_flush|ce|ce_discard|kp_tlb|tlb_thrash|tlb_inval"
-        " [--reps R] [--dirty "
-        "same|other|alloc|read] [--witness 0|1]\n");
+    std::fprintf(stderr,
+                 "l2_prestate: --prestate none|idle|kp|kp_idle|rsweep|wsweep|kp2|kp_all|wsweep_all"
+                 "|reset_persist|set_limit|rdma_flush|memop_flush|ce|ce_discard|kp_tlb|tlb_thrash|"
+                 "tlb_inval|rm_evict"
+                 " [--reps R] [--dirty "
+                 "same|other|alloc|read] [--witness 0|1]\n");
     return 2;
   }
   CHECK(cudaSetDevice(0));
@@ -275,6 +282,19 @@ int main(int argc, char** argv) {
     CU_CHECK(cuMemAddressReserve(&va, gran, 0, 0, 0));
     access.location = prop.location;
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  }
+  kp::DriverL2Evict evictor;
+  double evict_us = 0;
+  long evicts = 0;
+  if (prestate == "rm_evict") {
+    int dom = 0, bus = 0, slot = 0;
+    CHECK(cudaDeviceGetAttribute(&dom, cudaDevAttrPciDomainId, 0));
+    CHECK(cudaDeviceGetAttribute(&bus, cudaDevAttrPciBusId, 0));
+    CHECK(cudaDeviceGetAttribute(&slot, cudaDevAttrPciDeviceId, 0));
+    if (kp::Status s = evictor.Open(dom, bus, slot); !s.ok()) {
+      std::fprintf(stderr, "l2_prestate: %s\n", s.message().c_str());
+      return 1;
+    }
   }
   fill_small<<<grid, kThreads>>>(reinterpret_cast<float*>(rbuf), rbytes / 4);
   CHECK(cudaDeviceSynchronize());
@@ -334,6 +354,16 @@ int main(int argc, char** argv) {
       CU_CHECK(cuStreamBatchMemOp(nullptr, 1, &op, 0));
     }
     CHECK(cudaDeviceSynchronize());
+    if (prestate == "rm_evict") {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (kp::Status s = evictor.Evict(); !s.ok()) {
+        std::fprintf(stderr, "l2_prestate: %s\n", s.message().c_str());
+        std::exit(1);
+      }
+      evict_us +=
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      ++evicts;
+    }
     if (prestate == "idle" || prestate == "kp_idle") usleep(20000);
   };
   for (long r = 0; r < reps; ++r) {
@@ -367,5 +397,6 @@ int main(int argc, char** argv) {
   }
   std::printf("l2_prestate: %s, dirty %s, %ld repetitions, sweep buffer %llu bytes\n",
               prestate.c_str(), dirty.c_str(), reps, static_cast<unsigned long long>(sbytes));
+  if (evicts) std::printf("l2_prestate: %ld L2 evicts, mean %.1f us\n", evicts, evict_us / evicts);
   return 0;
 }

@@ -3,7 +3,7 @@
 # PROBE_NAME. Sets REPO, DIST, NVCC, NCU, PYTHON (from the environment, or nvcc, ncu, python3)
 # and the work directory W (PROBE_DIR, or a new /tmp/kp-$PROBE_NAME.XXXXXX), and defines the
 # builds of the two probe programs into W: build_l2_prestate (W/l2p: bench/l2_prestate.cu,
-# which calls the driver API) and build_metrics_cache (W/mc:
+# which calls the driver API, with kp's driver L2 flush) and build_metrics_cache (W/mc:
 # tests/gpu/programs/metrics_cache.cu), and the measurements: ncu_app (ncu's application replay
 # from a flushed L2), kp_csv (a kp run converted to CSV) and kp_kernel_csv (the same in kernel
 # mode).
@@ -16,7 +16,8 @@ PYTHON=${PYTHON:-python3}
 W=${PROBE_DIR:-$(mktemp -d "/tmp/kp-$PROBE_NAME.XXXXXX")}
 mkdir -p "$W"
 build_l2_prestate() {
-  "$NVCC" -arch=sm_90 -O2 -o "$W/l2p" "$REPO/bench/l2_prestate.cu" -lcuda
+  "$NVCC" -arch=sm_90 -O2 -I"$REPO" -o "$W/l2p" "$REPO/bench/l2_prestate.cu" \
+    "$REPO/inject/metrics/l2_evict.cc" -lcuda
 }
 build_metrics_cache() {
   "$NVCC" -arch=sm_90 -O2 -std=c++17 -I"$REPO/tests/gpu/programs" -o "$W/mc" \

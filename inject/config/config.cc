@@ -560,8 +560,23 @@ Config ParseConfig(const GetEnvFn& getenv, std::vector<ConfigError>* errors) {
       c.metrics_cache = MetricsCache::kNone;
     } else {
       AddError(errors, "KP_METRICS_CACHE", v,
-               "expected pass (sweep the L2 after each range-profiler start), range (before "
+               "expected pass (empty the L2 after each range-profiler start), range (before "
                "every measured range, like ncu --cache-control all) or none (default pass)",
+               kMetrics);
+    }
+  }
+
+  if (const char* v = get("KP_METRICS_L2_FLUSH")) {
+    std::string_view s = Trim(v);
+    if (s == "driver") {
+      c.metrics_l2_flush = MetricsL2Flush::kDriver;
+    } else if (s == "sweep") {
+      c.metrics_l2_flush = MetricsL2Flush::kSweep;
+    } else {
+      AddError(errors, "KP_METRICS_L2_FLUSH", v,
+               "expected driver (the GPU driver's L2 evict, like ncu's cache control; kp's "
+               "sweep where the driver refuses) or sweep (kp reads the L2 out and discards it) "
+               "(default driver)",
                kMetrics);
     }
   }
@@ -797,6 +812,7 @@ std::vector<std::pair<std::string, std::string>> DescribeConfig(const Config& c)
       {"KP_METRICS_CACHE", c.metrics_cache == MetricsCache::kRange  ? "range"
                            : c.metrics_cache == MetricsCache::kNone ? "none"
                                                                     : "pass"},
+      {"KP_METRICS_L2_FLUSH", c.metrics_l2_flush == MetricsL2Flush::kSweep ? "sweep" : "driver"},
       {"KP_FLUSH_MS", std::to_string(c.flush_ms)},
       {"KP_BUFFER_MB", std::to_string(c.buffer_mb)},
       {"KP_COMPRESSION", c.zstd_level > 0 ? "zstd:" + std::to_string(c.zstd_level) : "none"},

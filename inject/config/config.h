@@ -29,6 +29,10 @@ enum class ApiMode { kLaunch, kLaunchRuntime, kLaunchActivity, kAll, kNone };
 enum class MetricsMode { kRange, kKernel };
 // KP_METRICS_CACHE: when range mode sweeps the L2 before a measured range (see range_collector.h).
 enum class MetricsCache { kPass, kRange, kNone };
+// KP_METRICS_L2_FLUSH: how the L2 is emptied where KP_METRICS_CACHE asks for it: the driver's
+// evict (inject/metrics/l2_evict.h; the sweep where the driver refuses) or kp's sweep + discard
+// (inject/metrics/l2_sweep.h).
+enum class MetricsL2Flush { kDriver, kSweep };
 enum class LogLevel { kQuiet, kInfo, kDebug };
 
 struct Config {
@@ -43,8 +47,9 @@ struct Config {
   std::vector<std::string> metrics;         // KP_METRICS (comma list; "sol" expands)
   std::vector<std::string> metrics_ranges;  // KP_METRICS_RANGES (comma list of globs,
                                             // "domain::glob" to name a domain); empty = all
-  MetricsMode metrics_mode = MetricsMode::kRange;    // KP_METRICS_MODE=range|kernel
-  MetricsCache metrics_cache = MetricsCache::kPass;  // KP_METRICS_CACHE=pass|range|none
+  MetricsMode metrics_mode = MetricsMode::kRange;             // KP_METRICS_MODE=range|kernel
+  MetricsCache metrics_cache = MetricsCache::kPass;           // KP_METRICS_CACHE=pass|range|none
+  MetricsL2Flush metrics_l2_flush = MetricsL2Flush::kDriver;  // KP_METRICS_L2_FLUSH=driver|sweep
   // KP_METRICS_SKIP: warm-up occurrences of each range name not measured (range mode)
   uint32_t metrics_skip = 1;
   // Kernel-mode targeting, like ncu's (inject/metrics/kernel_selector.h). Any of them set

@@ -6,7 +6,7 @@ namespace kp {
 
 StatusOr<std::unique_ptr<MetricsCollector>> MetricsCollector::Create(const Config& config,
                                                                      EncoderPost post) {
-  return CreateWithBackend(config, std::move(post), NewCuptiProfilerBackend());
+  return CreateWithBackend(config, std::move(post), NewCuptiProfilerBackend(config.metrics_l2_flush));
 }
 
 }  // namespace kp

@@ -16,6 +16,7 @@
 #include "common/metric_plan.h"
 #include "inject/cupti/driver_symbol.h"
 #include "inject/cupti/profiler_support.h"
+#include "inject/metrics/l2_evict.h"
 #include "inject/metrics/l2_sweep.h"
 #include "inject/metrics/profiler_session.h"
 
@@ -52,7 +53,7 @@ StatusOr<const CheckpointApi*> LoadCheckpointApi() {
 
 class CuptiProfilerSession final : public ProfilerSession {
  public:
-  explicit CuptiProfilerSession(CUcontext ctx) : ctx_(ctx) {}
+  CuptiProfilerSession(CUcontext ctx, MetricsL2Flush flush) : ctx_(ctx), flush_(flush) {}
   ~CuptiProfilerSession() override { Disable(); }
 
   StatusOr<SessionSetup> Plan(const std::vector<std::string>& metrics) override {
@@ -94,10 +95,44 @@ class CuptiProfilerSession final : public ProfilerSession {
     return setup;
   }
 
-  Status SweepL2() override {
+  Status FlushL2() override {
+    if (flush_ == MetricsL2Flush::kDriver) {
+      if (!evict_tried_) {
+        evict_tried_ = true;
+        if (Status s = OpenEvict(); !s.ok()) flush_fallback_ = s.message();
+      }
+      if (evict_.ready()) {
+        // The evict acts at once: the context's earlier work finishes first.
+        Status s = DoSynchronizeContext();
+        if (s.ok()) s = evict_.Evict();
+        if (s.ok()) return s;
+        flush_fallback_ = s.message();  // from now on the sweep
+        evict_.Close();
+      }
+    }
     if (!sweep_.ready())
       if (Status s = sweep_.Init(ctx_); !s.ok()) return s;
     return sweep_.Run();
+  }
+
+ private:
+  // The driver client for this context's GPU, found by its PCI address.
+  Status OpenEvict() {
+    static const auto device_get = FindDriverSymbol<CUresult (*)(CUdevice*, int)>("cuDeviceGet");
+    static const auto attribute =
+        FindDriverSymbol<CUresult (*)(int*, CUdevice_attribute, CUdevice)>("cuDeviceGetAttribute");
+    uint32_t ordinal = 0;
+    CUdevice dev = 0;
+    int pci[3] = {0, 0, 0};
+    const CUdevice_attribute attrs[3] = {CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID,
+                                         CU_DEVICE_ATTRIBUTE_PCI_BUS_ID,
+                                         CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID};
+    bool ok = device_get && attribute && cuptiGetDeviceId(ctx_, &ordinal) == CUPTI_SUCCESS &&
+              device_get(&dev, static_cast<int>(ordinal)) == CUDA_SUCCESS;
+    for (int i = 0; ok && i < 3; ++i) ok = attribute(&pci[i], attrs[i], dev) == CUDA_SUCCESS;
+    if (!ok) return Status::Error("driver L2 flush: the GPU's PCI address was not found");
+    return evict_.Open(static_cast<unsigned>(pci[0]), static_cast<unsigned>(pci[1]),
+                       static_cast<unsigned>(pci[2]));
   }
 
  protected:
@@ -314,6 +349,9 @@ class CuptiProfilerSession final : public ProfilerSession {
   std::vector<const char*> metric_ptrs_;
   CUpti_RangeProfiler_Object* obj_ = nullptr;
   std::vector<uint8_t> image_;
+  const MetricsL2Flush flush_;
+  DriverL2Evict evict_;
+  bool evict_tried_ = false;
   L2Sweep sweep_;
   NV::Cupti::Checkpoint::CUpti_Checkpoint checkpoint_{};
   bool checkpoint_saved_ = false;
@@ -321,8 +359,9 @@ class CuptiProfilerSession final : public ProfilerSession {
 
 class CuptiProfilerBackend final : public ProfilerBackend {
  public:
+  explicit CuptiProfilerBackend(MetricsL2Flush flush) : flush_(flush) {}
   std::unique_ptr<ProfilerSession> NewSession(CUcontext ctx) override {
-    return std::make_unique<CuptiProfilerSession>(ctx);
+    return std::make_unique<CuptiProfilerSession>(ctx, flush_);
   }
   Status Initialize() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -363,14 +402,15 @@ class CuptiProfilerBackend final : public ProfilerBackend {
   }
 
  private:
+  const MetricsL2Flush flush_;
   std::mutex mu_;
   bool initialized_ = false;
 };
 
 }  // namespace
 
-std::unique_ptr<ProfilerBackend> NewCuptiProfilerBackend() {
-  return std::make_unique<CuptiProfilerBackend>();
+std::unique_ptr<ProfilerBackend> NewCuptiProfilerBackend(MetricsL2Flush flush) {
+  return std::make_unique<CuptiProfilerBackend>(flush);
 }
 
 }  // namespace kp

@@ -53,7 +53,9 @@ struct KernelModeCollector::KernelContext : Context {
   bool save_failed = false;             // a memory save failed on this context
   // The application's launch runs unmeasured with its record; kp's relaunches are every pass.
   bool record_first = false;
-  bool sweep_ready = false;  // the sweep's buffer is allocated (before the first save)
+  // The L2 flush is set up (the driver's client opened or, for the sweep, its buffer allocated)
+  // before the first memory save.
+  bool flush_ready = false;
 };
 
 KernelModeCollector::KernelModeCollector(const Config& config, std::vector<std::string> metrics,
@@ -333,12 +335,9 @@ KernelModeCollector::KernelContext* KernelModeCollector::FindContext(CUcontext c
 
 Status KernelModeCollector::BeginPass(KernelContext* p) {
   if (Status s = p->session->SynchronizeContext(); !s.ok()) return s;
-  // The sweep runs before the Start: with auto ranges every kernel launched while the profiler
-  // runs is a range.
-  auto t0 = std::chrono::steady_clock::now();
-  const Status swept = p->session->SweepL2();
-  p->session->AddTime(SessionCall::kSweep, MsSince(t0));
-  if (!swept.ok()) return swept;
+  // The flush runs before the Start: with auto ranges every kernel launched while the profiler
+  // runs is a range (the sweep's too).
+  if (Status flushed = FlushL2(p); !flushed.ok()) return flushed;
   return p->session->Start();
 }
 
@@ -379,11 +378,11 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
   try {
     if (relaunches > 0) {
       // The memory the first pass starts from, for the others: after a synchronize (the
-      // application's earlier work is in it) and after the sweep's buffer exists (the save
-      // may take most of the free device memory, and the buffer would no longer fit).
+      // application's earlier work is in it) and after the flush is set up (the save may take
+      // most of the free device memory, and the sweep's buffer would no longer fit).
       status = p->session->SynchronizeContext();
-      if (status.ok() && !p->sweep_ready) status = p->session->SweepL2();
-      if (status.ok()) p->sweep_ready = true;
+      if (status.ok() && !p->flush_ready) status = FlushL2(p);
+      if (status.ok()) p->flush_ready = true;
       if (status.ok()) {
         status = p->session->SaveMemory();
         if (!status.ok()) {

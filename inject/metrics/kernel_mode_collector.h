@@ -5,11 +5,11 @@
 //    The profiler runs with auto ranges (CUPTI brackets each kernel itself, so time and
 //    throughput cover the kernel alone) and user replay (kp decides what runs between passes).
 //    At the entry of the kernel's driver launch kp waits for the context (cuCtxSynchronize),
-//    saves its device memory when the set needs several passes (CUPTI checkpoint), reads the L2
-//    out (l2_sweep.h: the kernel starts from an L2 holding no dirty line, as under ncu's
-//    default --cache-control all) and starts the profiler; the application's launch is the
+//    saves its device memory when the set needs several passes (CUPTI checkpoint), empties the
+//    L2 (ProfilerSession::FlushL2: the driver's evict, as ncu's default --cache-control all
+//    leaves it) and starts the profiler; the application's launch is the
 //    first pass. At the launch's exit kp stops the profiler; for each further pass it restores
-//    the memory, sweeps the L2 again, starts, launches the kernel again itself (same function,
+//    the memory, flushes the L2 again, starts, launches the kernel again itself (same function,
 //    grid, arguments and stream; kernel_launch.h) and stops, then decodes the one range. The
 //    application's launch keeps its timestamps; CUPTI gives the relaunches the application
 //    call's correlation id, and kp marks every record of that id after the first one
@@ -18,7 +18,7 @@
 //    the profiler would count those instructions (+8 per warp on an H200). Then the
 //    application's launch is not a pass: kp saves the memory at its entry (one-pass sets
 //    too), lets it run unmeasured with its record, and at its exit synchronizes, switches
-//    kernel records off, measures every pass with its own relaunches (restore, sweep, start,
+//    kernel records off, measures every pass with its own relaunches (restore, flush, start,
 //    relaunch, stop) and switches them back on; one more kernel run per measured launch. A
 //    kernel launch by another thread while records are off switches them back on at its
 //    entry (its record is kept) and drops the measurement (counted).
@@ -114,7 +114,7 @@ class KernelModeCollector final : public ProfilerCollector {
   bool BeginOwnReplay(KernelContext* p, const std::string& name, uint32_t correlation);
   // The context's state if it has a profiler (never sets one up).
   KernelContext* FindContext(CUcontext ctx);
-  // Sync, L2 sweep, Start: one pass up to the launch (p->mu held).
+  // Sync, L2 flush, Start: one pass up to the launch (p->mu held).
   Status BeginPass(KernelContext* p);
   // The launch's exit: the remaining passes, the decode, the result (unlocks p->mu).
   void FinishOwnReplay(const CUpti_CallbackData* data);

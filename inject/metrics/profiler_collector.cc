@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string_view>
@@ -49,6 +50,25 @@ void ProfilerCollector::Notice(int severity, const std::string& message) {
   post_([severity, message, t](TraceEncoder& enc) {
     enc.AddNotice(severity, "metrics", message, t);
   });
+}
+
+namespace {
+std::string FlushFallbackMessage(const std::string& why) {
+  return why +
+         "; kp empties the L2 with its own sweep instead, whose L2 (lts__t_*) counts can read up "
+         "to ~3 % below ncu's (docs/metrics.md#l2-flush)";
+}
+}  // namespace
+
+Status ProfilerCollector::FlushL2(Context* p) {
+  auto t0 = std::chrono::steady_clock::now();
+  Status s = p->session->FlushL2();
+  p->session->AddTime(SessionCall::kFlush, MsSince(t0));
+  // The line now; the trace's notice at the context's final flush (p->mu is held here).
+  if (!p->session->flush_fallback().empty() && !flush_fallback_said_.exchange(true))
+    Log(LogSeverity::kWarning, "metrics: %s",
+        FlushFallbackMessage(p->session->flush_fallback()).c_str());
+  return s;
 }
 
 void ProfilerCollector::Fail(const Status& failure) {
@@ -270,6 +290,8 @@ void ProfilerCollector::FlushContext(Context* p, bool final) {
     status = FlushLocked(p, &results);
     if (final) {
       FinalNotices(p, &warnings);
+      if (!p->session->flush_fallback().empty() && !flush_fallback_noticed_.exchange(true))
+        warnings.push_back(FlushFallbackMessage(p->session->flush_fallback()));
       dropped = p->ranges_dropped;
       call_times = p->session->FormatCallTimes();
       p->closed = true;

@@ -18,10 +18,11 @@
 //  - Context::mu guards one context's state and its session, and is held across the session's
 //    range-profiler calls (which never call back into kp), so that a flush from another thread
 //    (context destroy, Shutdown) or a capture begin cannot interleave with a push, pop or
-//    launch. Range mode never holds it across a driver call that may launch work (the L2
-//    sweep). Kernel mode's own replay (kernel_mode_collector.h) is the exception: it holds it
-//    from a measured launch's entry callback to its exit callback, across its synchronize,
-//    memory save/restore, sweeps and relaunches, so a capture begin or a flush waits for the
+//    launch. It is also held across the L2 flush (FlushL2: a context synchronize and the
+//    driver's evict, or kp's sweep kernels), so that a capture cannot begin during them.
+//    Kernel mode's own replay (kernel_mode_collector.h) holds it longest: from a measured
+//    launch's entry callback to its exit callback, across its synchronize, memory
+//    save/restore, flushes and relaunches, so a capture begin or a flush waits for the
 //    measured kernel; the final flush waits at most kFinalFlushWait.
 //  - setup_mu_ serializes the one-time per-context set-up and capture begins, so a capture
 //    never starts while a set-up is in flight. A set-up whose counter-availability query or
@@ -124,6 +125,10 @@ class ProfilerCollector : public MetricsCollector {
   void Fail(const Status& failure);
   void Notice(int severity, const std::string& message);
   void PostResults(Context* p, std::vector<Result> results);
+  // p->mu held, no other thread measuring on the context: session->FlushL2, timed
+  // (SessionCall::kFlush). When the driver's flush was refused and the sweep stands in, one
+  // warning line per process now and one trace notice at the context's final flush.
+  Status FlushL2(Context* p);
   void FlushContext(Context* p, bool final);
   // Checks the metric names for the chip of `device` (the same check as `kptrace metrics
   // check`); a bad name turns metrics off with one line naming it and the closest names.
@@ -151,6 +156,7 @@ class ProfilerCollector : public MetricsCollector {
   StreamCaptureGate gate_;
   std::atomic<bool> off_{false};
   std::atomic<bool> failed_{false};  // Fail() has printed its line
+  std::atomic<bool> flush_fallback_said_{false}, flush_fallback_noticed_{false};
   std::atomic<uint64_t> skipped_during_capture_{0};
 
   std::mutex mu_;  // guards the maps below; never held across a CUDA/CUPTI call

@@ -95,7 +95,7 @@ std::string ProfilerSession::FormatCallTimes() const {
       "Start",           "Stop",
       "PushRange",       "PopRange",
       "decode+evaluate", "image re-init+SetConfig",
-      "L2 sweep",        "context synchronize",
+      "L2 flush",        "context synchronize",
       "memory save",     "memory restore",
       "kernel relaunch"};
   std::string out;

@@ -37,7 +37,7 @@ enum class SessionCall {
   kPop,
   kDecode,
   kRearm,
-  kSweep,
+  kFlush,     // FlushL2
   kSync,      // kp's replay: cuCtxSynchronize before a measured kernel
   kSave,      // kp's replay: checkpoint of the context's memory before a multi-pass kernel
   kRestore,   // kp's replay: the checkpoint restored before each further pass
@@ -100,9 +100,14 @@ class ProfilerSession {
   // and ranges CUPTI dropped are added to *dropped instead of returned.
   StatusOr<std::vector<DecodedRange>> Decode(
       const std::function<bool(size_t, const std::string&)>& want, uint64_t* dropped);
-  // Reads 2x the L2 on a stream of its own and waits (l2_sweep.h). Driver calls: the caller
-  // holds no mutex of the collector.
-  virtual Status SweepL2() = 0;
+  // Empties the L2 so that the next measured work starts from it as under ncu's cache control:
+  // waits for the context's work, then has the driver write back and invalidate the whole L2
+  // (l2_evict.h); with KP_METRICS_L2_FLUSH=sweep, or where the driver refuses (flush_fallback()
+  // says why, from then on), reads 2x the L2 on a stream of kp's own, discards it and waits
+  // (l2_sweep.h). Driver calls; no other thread measures on the context meanwhile.
+  virtual Status FlushL2() = 0;
+  // Why the driver's flush was refused and FlushL2 sweeps instead; empty while it is not.
+  const std::string& flush_fallback() const { return flush_fallback_; }
   // kp's own kernel replay (kernel mode with cache control; each call timed):
   // waits for all work on the context;
   Status SynchronizeContext();
@@ -147,6 +152,8 @@ class ProfilerSession {
   virtual void DoFreeMemory() = 0;
   virtual Status DoRelaunch(const KernelLaunch& launch) = 0;
 
+  std::string flush_fallback_;  // set by a FlushL2 that falls back to the sweep
+
  private:
   // Adds the time from construction to destruction to one call's times.
   class Timer {
@@ -183,7 +190,8 @@ class ProfilerBackend {
   virtual StatusOr<std::string> ChipName(uint32_t ordinal) = 0;
 };
 
-// The CUPTI implementation (cupti_profiler_session.cc).
-std::unique_ptr<ProfilerBackend> NewCuptiProfilerBackend();
+// The CUPTI implementation (cupti_profiler_session.cc); its sessions flush the L2 with `flush`
+// (KP_METRICS_L2_FLUSH).
+std::unique_ptr<ProfilerBackend> NewCuptiProfilerBackend(MetricsL2Flush flush);
 
 }  // namespace kp

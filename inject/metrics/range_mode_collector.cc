@@ -43,9 +43,9 @@ struct RangeModeCollector::RangeContext : Context {
   std::map<std::pair<std::string, std::string>, Result> cycle;
   uint32_t passes_submitted = 0;
   uint64_t names_over_capacity = 0;  // occurrences past kNamesPerPass in a pass
-  // The L2 sweep: whether a Start happened since the last one, and whether it failed.
-  bool sweep_pending = false;
-  bool sweep_failed = false;
+  // The L2 flush: whether a Start happened since the last one, and whether it failed.
+  bool flush_pending = false;
+  bool flush_failed = false;
 };
 
 RangeModeCollector::RangeModeCollector(const Config& config, std::vector<std::string> metrics,
@@ -65,7 +65,7 @@ size_t RangeModeCollector::MaxRanges(const SessionSetup& setup) const {
 
 Status RangeModeCollector::Start(RangeContext* p) {
   if (Status started = p->session->Start(); !started.ok()) return started;
-  p->sweep_pending = true;
+  p->flush_pending = true;
   return Status();
 }
 
@@ -168,7 +168,8 @@ void RangeModeCollector::OnRangePush(const void* domain, const std::string& mess
 
   std::vector<Result> results;
   Status status;
-  bool skip = false, sweep = false;
+  bool skip = false;
+  std::string flush_warning;
   std::string range_name = RangeName(key);
   // Opens the CUPTI range; p->mu held.
   auto push = [&] {
@@ -210,40 +211,30 @@ void RangeModeCollector::OnRangePush(const void* domain, const std::string& mess
     } else {
       range_name += "#" + std::to_string(k);
     }
-    sweep = status.ok() && !skip && !p->sweep_failed &&
-            (cache_ == MetricsCache::kRange || (cache_ == MetricsCache::kPass && p->sweep_pending));
-    if (status.ok() && !skip && !sweep) push();
+    const bool flush =
+        status.ok() && !skip && !p->flush_failed &&
+        (cache_ == MetricsCache::kRange || (cache_ == MetricsCache::kPass && p->flush_pending));
+    if (flush) {
+      // Driver calls under p->mu (see the header on locking): a capture begin waits for them.
+      const Status flushed = FlushL2(p);
+      if (flushed.ok()) {
+        p->flush_pending = false;
+      } else {
+        p->flush_failed = true;
+        flush_warning = flushed.message() +
+                        "; ranges are measured without it from here on (the first range after "
+                        "each range-profiler start can then read ~30 MB more dram writes)";
+      }
+    }
+    if (status.ok() && !skip) push();
     if (!status.ok()) {
       p->closed = true;
       p->session->Disable();
     }
   }
-  if (sweep) {
-    // Driver calls: outside the mutexes (see the header on locking).
-    auto t0 = std::chrono::steady_clock::now();
-    const Status swept = p->session->SweepL2();
-    double sweep_ms = MsSince(t0);
-    if (!swept.ok()) {
-      std::string msg = swept.message() +
-                        "; ranges are measured without it from here on (the first range after "
-                        "each range-profiler start can then read ~30 MB more dram writes)";
-      Log(LogSeverity::kWarning, "metrics: %s", msg.c_str());
-      Notice(kNoticeWarning, msg);
-    }
-    std::lock_guard<std::mutex> lock(p->mu);
-    p->session->AddTime(SessionCall::kSweep, sweep_ms);  // times are guarded by p->mu
-    if (!swept.ok()) p->sweep_failed = true;
-    if (p->closed || gate_.active()) {
-      if (!p->closed) skipped_during_capture_.fetch_add(1, std::memory_order_relaxed);
-      skip = true;  // not measured; sweep_pending stays set for the next range
-    } else {
-      p->sweep_pending = false;
-      push();
-      if (!status.ok()) {
-        p->closed = true;
-        p->session->Disable();
-      }
-    }
+  if (!flush_warning.empty()) {
+    Log(LogSeverity::kWarning, "metrics: %s", flush_warning.c_str());
+    Notice(kNoticeWarning, flush_warning);
   }
   PostResults(p, std::move(results));
   if (!status.ok() || skip) {

@@ -29,11 +29,12 @@
 //    Each set records the shortest and longest occurrence that gave it a pass, and is flagged
 //    inconsistent when they differ by more than kInconsistentSpread (profiler_collector.h):
 //    its ratio metrics combine counters of unlike occurrences.
-//  - L2 sweep (l2_sweep.h, KP_METRICS_CACHE): with `pass` (default) the first measured push after
-//    each Start first reads 2x the L2 on kp's own stream and waits, because the first
-//    write-heavy range after a Start otherwise reads ~29 MB more dram__bytes_write on the H200;
-//    with `range` before every measured push (ncu's --cache-control all); `none` never. The
-//    sweep's driver calls run outside the mutexes, between the Start and the PushRange.
+//  - L2 flush (ProfilerSession::FlushL2, KP_METRICS_CACHE): with `pass` (default) the first
+//    measured push after each Start first waits for the context's work and empties the L2 (the
+//    driver's evict), because the first write-heavy range after a Start otherwise reads ~29 MB
+//    more dram__bytes_write on the H200; with `range` before every measured push (ncu's
+//    --cache-control all); `none` never. The flush's driver calls run under the context's
+//    mutex, between the Start and the PushRange, so a capture begin waits for them.
 //  - CUDA-graph stream capture (capture_gate.h): while any capture is in progress no range is
 //    pushed (counted, a notice at exit); nothing is called at the capture begin. A measured
 //    range popped during a capture is closed later, by its owner thread at its next measured
@@ -42,9 +43,7 @@
 //
 // Locking: see profiler_collector.h. The per-thread range stacks are thread_local; owner,
 // counters and the occurrence map are atomics or under mu_; a context's pass state is under
-// its Context::mu. Only the owner thread pushes, pops and sweeps, so the sweep may run with no
-// mutex held: other threads can meanwhile only close the context or begin a capture, both
-// checked again after the sweep.
+// its Context::mu. Only the owner thread pushes, pops and flushes.
 #pragma once
 
 #include <atomic>

@@ -36,7 +36,8 @@
 # sol,lts__t_bytes.sum (9 passes), each against ncu --clock-control none --cache-control all
 # collecting the same set (one pass: kernel replay; 9 passes: application replay, which restores
 # no memory between passes; ncu's kernel replay of the 9-pass set is reported too, see
-# cache_programs); metrics_cache also in range mode (one-pass set, --metrics-cache range).
+# cache_programs); metrics_cache also in range mode (one-pass set, --metrics-cache range) and
+# in kernel mode with kernel records off (the one-pass set on the application's own launch).
 # compare_cache.py: per kernel (median over its launches, warm-up dropped) and metric, PASS
 # within 2 % of ncu, or within 1 MB for byte metrics. Instruction counts (cache_inst): kernel
 # mode with kernel records on must count exactly what ncu counts on write_heavy, read_only,
@@ -359,7 +360,17 @@ cache_programs() {
           ${keyflag[@]+"${keyflag[@]}"} --info
       fi
     fi
-  done
+  done  # Kernel records off: the application's own launch is the measured pass, as under ncu. With
+  # them on (the cases above) kp measures a relaunch that follows the application's unmeasured
+  # run of the same kernel, and the L2 counts after the driver's flush depend on what ran
+  # before (docs/metrics.md#l2-flush).
+  if [[ $program == metrics_cache && $m1 -eq 1 ]] &&
+    kp_case "${tag}_kernel1_records_off" --metrics "$CACHE_M1" --metrics-mode kernel \
+      --activities memcpy,memset,api,nvtx --metrics-kernels regex:"$re" \
+      ${kflags[@]+"${kflags[@]}"} -- "$@"; then
+    cache_compare "${tag}_kernel1_records_off" kernel "$CACHE_M1" "cache_ncu_m1_$program" \
+      ${keyflag[@]+"${keyflag[@]}"}
+  fi
 }
 
 main() {

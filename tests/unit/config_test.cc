@@ -180,9 +180,19 @@ TEST(ConfigTest, MetricsRangesAndMode) {
   e = Bad("KP_METRICS_CACHE", "all");
   EXPECT_EQ(e.scope, ConfigErrorScope::kMetrics);
   EXPECT_EQ(e.message,
-            "KP_METRICS_CACHE=\"all\" is not valid: expected pass (sweep the L2 after each "
+            "KP_METRICS_CACHE=\"all\" is not valid: expected pass (empty the L2 after each "
             "range-profiler start), range (before every measured range, like ncu "
             "--cache-control all) or none (default pass); metrics are off, tracing goes on");
+  EXPECT_EQ(Config().metrics_l2_flush, MetricsL2Flush::kDriver);
+  EXPECT_EQ(Good("KP_METRICS_L2_FLUSH", "driver").metrics_l2_flush, MetricsL2Flush::kDriver);
+  EXPECT_EQ(Good("KP_METRICS_L2_FLUSH", " sweep").metrics_l2_flush, MetricsL2Flush::kSweep);
+  e = Bad("KP_METRICS_L2_FLUSH", "ncu");
+  EXPECT_EQ(e.scope, ConfigErrorScope::kMetrics);
+  EXPECT_EQ(e.message,
+            "KP_METRICS_L2_FLUSH=\"ncu\" is not valid: expected driver (the GPU driver's L2 "
+            "evict, like ncu's cache control; kp's sweep where the driver refuses) or sweep (kp "
+            "reads the L2 out and discards it) (default driver); metrics are off, tracing goes "
+            "on");
   EXPECT_EQ(Config().metrics_skip, 1u);
   EXPECT_EQ(Good("KP_METRICS_SKIP", "0").metrics_skip, 0u);
   EXPECT_EQ(Good("KP_METRICS_SKIP", "3").metrics_skip, 3u);
@@ -344,7 +354,7 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   Config c = Good("KP_COMPRESSION", "zstd:7");
   c.metrics = {"a.sum", "b.sum"};
   auto pairs = DescribeConfig(c);
-  ASSERT_EQ(pairs.size(), 28u);
+  ASSERT_EQ(pairs.size(), 29u);
   std::map<std::string, std::string> m(pairs.begin(), pairs.end());
   EXPECT_EQ(m["KP_COMPRESSION"], "zstd:7");
   EXPECT_EQ(m["KP_METRICS"], "a.sum,b.sum");
@@ -360,6 +370,7 @@ TEST(ConfigTest, DescribeConfigListsEverySetting) {
   EXPECT_EQ(m["KP_DELAY"], "0");
   EXPECT_EQ(m["KP_METRICS_MODE"], "range");
   EXPECT_EQ(m["KP_METRICS_CACHE"], "pass");
+  EXPECT_EQ(m["KP_METRICS_L2_FLUSH"], "driver");
   EXPECT_EQ(m["KP_METRICS_KERNELS"], "");
   EXPECT_EQ(m["KP_METRICS_LAUNCH_COUNT"], "0");
   EXPECT_EQ(m["KP_METRICS_LAUNCH_SCOPE"], "global");

@@ -27,6 +27,7 @@ const FlagVariable kFlags[] = {
     {"--metrics-ranges", nullptr, "KP_METRICS_RANGES", "NVTX ranges to measure (globs)"},
     {"--metrics-mode", nullptr, "KP_METRICS_MODE", "range | kernel"},
     {"--metrics-cache", nullptr, "KP_METRICS_CACHE", "pass | range | none"},
+    {"--metrics-l2-flush", nullptr, "KP_METRICS_L2_FLUSH", "driver | sweep"},
     {"--metrics-skip", nullptr, "KP_METRICS_SKIP", "warm-up occurrences per range not measured"},
     {"--metrics-kernels", nullptr, "KP_METRICS_KERNELS", "kernel mode: regex:RE | exact name"},
     {"--metrics-launch-skip", nullptr, "KP_METRICS_LAUNCH_SKIP", "selected launches not measured"},
