@@ -360,10 +360,11 @@ cache_programs() {
           ${keyflag[@]+"${keyflag[@]}"} --info
       fi
     fi
-  done  # Kernel records off: the application's own launch is the measured pass, as under ncu. With
-  # them on (the cases above) kp measures a relaunch that follows the application's unmeasured
-  # run of the same kernel, and the L2 counts after the driver's flush depend on what ran
-  # before (docs/metrics.md#l2-flush).
+  done
+  # Kernel records off: a one-pass set saves no memory and measures the application's own
+  # launch, as ncu's one-pass replay does. With them on (the cases above) kp saves the memory
+  # before its measured run, and the L2 counts after the driver's flush depend on what touched
+  # memory before (docs/metrics.md#l2-flush).
   if [[ $program == metrics_cache && $m1 -eq 1 ]] &&
     kp_case "${tag}_kernel1_records_off" --metrics "$CACHE_M1" --metrics-mode kernel \
       --activities memcpy,memset,api,nvtx --metrics-kernels regex:"$re" \
