@@ -27,7 +27,8 @@ namespace kp {
 // kLaunchActivity the same calls as per-cbid API activity; kAll every call.
 enum class ApiMode { kLaunch, kLaunchRuntime, kLaunchActivity, kAll, kNone };
 enum class MetricsMode { kRange, kKernel };
-// KP_METRICS_CACHE: when range mode sweeps the L2 before a measured range (see range_collector.h).
+// KP_METRICS_CACHE: when the L2 is emptied before measured work (range_mode_collector.h,
+// kernel_mode_collector.h).
 enum class MetricsCache { kPass, kRange, kNone };
 // KP_METRICS_L2_FLUSH: how the L2 is emptied where KP_METRICS_CACHE asks for it: the driver's
 // evict (inject/metrics/l2_evict.h; the sweep where the driver refuses) or kp's sweep + discard

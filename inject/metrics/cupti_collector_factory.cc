@@ -6,7 +6,8 @@ namespace kp {
 
 StatusOr<std::unique_ptr<MetricsCollector>> MetricsCollector::Create(const Config& config,
                                                                      EncoderPost post) {
-  return CreateWithBackend(config, std::move(post), NewCuptiProfilerBackend(config.metrics_l2_flush));
+  return CreateWithBackend(config, std::move(post),
+                           NewCuptiProfilerBackend(config.metrics_l2_flush));
 }
 
 }  // namespace kp

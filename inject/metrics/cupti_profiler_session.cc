@@ -102,9 +102,7 @@ class CuptiProfilerSession final : public ProfilerSession {
         if (Status s = OpenEvict(); !s.ok()) flush_fallback_ = s.message();
       }
       if (evict_.ready()) {
-        // The evict acts at once: the context's earlier work finishes first.
-        Status s = DoSynchronizeContext();
-        if (s.ok()) s = evict_.Evict();
+        Status s = evict_.Evict();
         if (s.ok()) return s;
         flush_fallback_ = s.message();  // from now on the sweep
         evict_.Close();
@@ -334,6 +332,7 @@ class CuptiProfilerSession final : public ProfilerSession {
   Status DoRelaunch(const KernelLaunch& launch) override { return kp::Relaunch(launch); }
 
   Status DoDisable() override {
+    evict_.Close();  // the driver client is the process's, not the context's: given back here
     CUpti_RangeProfiler_Disable_Params d{};
     d.structSize = CUpti_RangeProfiler_Disable_Params_STRUCT_SIZE;
     d.pRangeProfilerObject = obj_;

@@ -73,6 +73,15 @@ constexpr uint32_t kCtrlGetIdInfoV2 = 0x205, kCtrlFlushGpuCache = 0x2080130e;
 constexpr uint32_t kFlushEvictAll = (1u << 2) | (1u << 3) | (1u << 4);
 constexpr size_t kMaxCards = 32;
 
+// ioctl, again while a signal interrupts it (the driver's waits are interruptible).
+int Ioctl(int fd, unsigned long request, void* arg) {
+  int r;
+  do {
+    r = ::ioctl(fd, request, arg);
+  } while (r != 0 && errno == EINTR);
+  return r;
+}
+
 Status Error(const std::string& what) { return Status::Error("driver L2 flush: " + what); }
 Status Errno(const std::string& what) { return Error(what + ": " + std::strerror(errno)); }
 Status RmStatus(const char* what, uint32_t status) {
@@ -86,7 +95,7 @@ Status RmStatus(const char* what, uint32_t status) {
 // One request on the control file: the ioctl, then the driver's own status in the request.
 Status DriverL2Evict::Request(unsigned escape, void* request, size_t size, const uint32_t* status,
                               const char* what) {
-  if (::ioctl(ctl_, Ioc(escape, size), request) != 0) return Errno(what);
+  if (Ioctl(ctl_, Ioc(escape, size), request) != 0) return Errno(what);
   if (*status != 0) return RmStatus(what, *status);
   return Status();
 }
@@ -124,8 +133,7 @@ Status DriverL2Evict::Open(unsigned domain, unsigned bus, unsigned device,
     if (Status a = Alloc(0, kClassRootClient, nullptr, 0, "allocating a client", &client_); !a.ok())
       return a;
     CardInfo cards[kMaxCards] = {};
-    if (::ioctl(ctl_, Ioc(kEscCardInfo, sizeof cards), cards) != 0)
-      return Errno("listing the GPUs");
+    if (Ioctl(ctl_, Ioc(kEscCardInfo, sizeof cards), cards) != 0) return Errno("listing the GPUs");
     const CardInfo* card = nullptr;
     for (const CardInfo& c : cards)
       if (c.valid && c.pci.domain == domain && c.pci.bus == bus && c.pci.slot == device) card = &c;
@@ -138,7 +146,7 @@ Status DriverL2Evict::Open(unsigned domain, unsigned bus, unsigned device,
     dev_ = ::open(node.c_str(), O_RDWR | O_CLOEXEC);
     if (dev_ < 0) return Errno("opening " + node);
     int ctl_fd = ctl_;
-    if (::ioctl(dev_, Ioc(kEscRegisterFd, sizeof ctl_fd), &ctl_fd) != 0)
+    if (Ioctl(dev_, Ioc(kEscRegisterFd, sizeof ctl_fd), &ctl_fd) != 0)
       return Errno("registering " + node);
     GpuIdInfo id{};
     id.gpu_id = card->gpu_id;
@@ -175,7 +183,7 @@ void DriverL2Evict::Close() {
     // Freeing the client frees the device and subdevice under it.
     RmFree f{};
     f.root = f.object = client_;
-    ::ioctl(ctl_, Ioc(kEscFree, sizeof f), &f);
+    Ioctl(ctl_, Ioc(kEscFree, sizeof f), &f);
   }
   if (dev_ >= 0) ::close(dev_);
   if (ctl_ >= 0) ::close(ctl_);

@@ -5,14 +5,16 @@
 // evict (every dirty line written back, every line dropped). It is what ncu's default
 // --cache-control all leaves: on the H200, ncu --cache-control none after this evict reads
 // every lts__t_* sector count within 0.25 % of ncu's own flush after every program history
-// tried, where a read sweep + discard (l2_sweep.h) read up to 3 % less
+// tried, where a read sweep + discard (l2_sweep.h) read up to 2.6 % less (and the metrics suite
+// up to 5.6 % less)
 // (bench/results/l2_probes_h200.md, probe J).
 //
-// The evict acts when called, not in stream order: the caller waits for the context's work
-// first. It blocks until the driver is done (~0.5 ms on the H200). The structures follow the
-// driver's user-space interface (nv-ioctl.h, nvos.h, ctrl0000gpu.h, cl0080.h, cl2080.h,
-// ctrl2080fb.h of NVIDIA's open kernel modules); each size is checked at compile time against
-// the one the driver expects. Linux only; no CUDA call.
+// The evict acts when called, not in stream order (a caller that needs the context's earlier
+// work out of the L2 synchronizes first), on the whole GPU's L2, under every process and
+// context on it, as ncu's flush does. It blocks until the driver is done (~0.5 ms on the H200). The
+// structures follow the driver's user-space interface (nv-ioctl.h, nvos.h, ctrl0000gpu.h, cl0080.h,
+// cl2080.h, ctrl2080fb.h of NVIDIA's open kernel modules); each size is checked at compile time
+// against the one the driver expects. Linux only; no CUDA call.
 //
 // Not thread-safe: one owner (the measuring thread of a context's session).
 #pragma once

@@ -55,8 +55,8 @@ void ProfilerCollector::Notice(int severity, const std::string& message) {
 namespace {
 std::string FlushFallbackMessage(const std::string& why) {
   return why +
-         "; kp empties the L2 with its own sweep instead, whose L2 (lts__t_*) counts can read up "
-         "to ~3 % below ncu's (docs/metrics.md#l2-flush)";
+         "; kp empties the L2 with its own sweep instead, whose L2 (lts__t_*) counts can read a "
+         "few percent below ncu's (docs/metrics.md#l2-flush)";
 }
 }  // namespace
 

@@ -18,8 +18,9 @@
 //  - Context::mu guards one context's state and its session, and is held across the session's
 //    range-profiler calls (which never call back into kp), so that a flush from another thread
 //    (context destroy, Shutdown) or a capture begin cannot interleave with a push, pop or
-//    launch. It is also held across the L2 flush (FlushL2: a context synchronize and the
-//    driver's evict, or kp's sweep kernels), so that a capture cannot begin during them.
+//    launch. It is also held across the L2 flush (FlushL2: the driver's evict, or kp's sweep
+//    kernels), so that a capture cannot begin during them; the driver calls made under it
+//    reach kp's callbacks, which return at once for calls made inside a kp callback.
 //    Kernel mode's own replay (kernel_mode_collector.h) holds it longest: from a measured
 //    launch's entry callback to its exit callback, across its synchronize, memory
 //    save/restore, flushes and relaunches, so a capture begin or a flush waits for the

@@ -101,10 +101,12 @@ class ProfilerSession {
   StatusOr<std::vector<DecodedRange>> Decode(
       const std::function<bool(size_t, const std::string&)>& want, uint64_t* dropped);
   // Empties the L2 so that the next measured work starts from it as under ncu's cache control:
-  // waits for the context's work, then has the driver write back and invalidate the whole L2
-  // (l2_evict.h); with KP_METRICS_L2_FLUSH=sweep, or where the driver refuses (flush_fallback()
-  // says why, from then on), reads 2x the L2 on a stream of kp's own, discards it and waits
-  // (l2_sweep.h). Driver calls; no other thread measures on the context meanwhile.
+  // the driver writes back and invalidates the whole L2 (l2_evict.h) at once, not in stream
+  // order, so a caller that needs the context's earlier work out of it synchronizes first
+  // (kernel mode does); with KP_METRICS_L2_FLUSH=sweep, or where the driver refuses
+  // (flush_fallback() says why, from then on), reads 2x the L2 on a stream of kp's own,
+  // discards it and waits (l2_sweep.h). Driver calls; no other thread measures on the context
+  // meanwhile.
   virtual Status FlushL2() = 0;
   // Why the driver's flush was refused and FlushL2 sweeps instead; empty while it is not.
   const std::string& flush_fallback() const { return flush_fallback_; }

@@ -30,8 +30,9 @@
 //    inconsistent when they differ by more than kInconsistentSpread (profiler_collector.h):
 //    its ratio metrics combine counters of unlike occurrences.
 //  - L2 flush (ProfilerSession::FlushL2, KP_METRICS_CACHE): with `pass` (default) the first
-//    measured push after each Start first waits for the context's work and empties the L2 (the
-//    driver's evict), because the first write-heavy range after a Start otherwise reads ~29 MB
+//    measured push after each Start first empties the L2 (the driver's evict, at once: work
+//    still running from before the range is not waited for), because the first write-heavy
+//    range after a Start otherwise reads ~29 MB
 //    more dram__bytes_write on the H200; with `range` before every measured push (ncu's
 //    --cache-control all); `none` never. The flush's driver calls run under the context's
 //    mutex, between the Start and the PushRange, so a capture begin waits for them.

@@ -3,10 +3,21 @@
 // The flush itself runs on the GPU (tests/gpu/run_metrics_tests.sh, the cache section).
 #include "inject/metrics/l2_evict.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 namespace kp {
 namespace {
+
+// The process's open file descriptors.
+int OpenFds() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (readdir(d) != nullptr) ++n;
+    closedir(d);
+  }
+  return n;
+}
 
 TEST(DriverL2Evict, AMissingControlNodeIsNamed) {
   DriverL2Evict e;
@@ -20,7 +31,9 @@ TEST(DriverL2Evict, AMissingControlNodeIsNamed) {
 
 TEST(DriverL2Evict, AFileThatIsNotTheDriverRefusesTheClient) {
   DriverL2Evict e;
+  const int fds = OpenFds();
   const Status s = e.Open(0, 0x1b, 0, "/dev/null");
+  EXPECT_EQ(OpenFds(), fds);  // the file it opened is closed again
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.message(), "driver L2 flush: allocating a client: Inappropriate ioctl for device");
   EXPECT_FALSE(e.ready());
