@@ -598,8 +598,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     m.order = acc.names;
     for (auto& [name, vals] : acc.values) {
       std::sort(vals.begin(), vals.end());
-      size_t idx = (vals.size() + 1) / 2 - 1;  // nearest-rank median, as for durations
-      m.medians[name] = vals[idx];
+      m.medians[name] = vals[NearestRankIndex(vals.size(), 50)];  // as for durations
     }
     if (options.keep_samples) m.samples = acc.values;
     auto clk = m.medians.find("gpc__cycles_elapsed.avg.per_second");
@@ -610,7 +609,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
       std::vector<double> clocks;
       for (const MetricAccum::SetClock& c : acc.set_clocks) clocks.push_back(c.mhz);
       std::sort(clocks.begin(), clocks.end());
-      m.sm_clock_mhz = clocks[(clocks.size() + 1) / 2 - 1];
+      m.sm_clock_mhz = clocks[NearestRankIndex(clocks.size(), 50)];
     }
     m.sets_with_sm_clock = acc.set_clocks.size();
     const MetricAccum::SetClock* lowest = nullptr;  // of the sets below half their maximum
@@ -634,7 +633,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
     }
     if (!fractions.empty()) {
       std::sort(fractions.begin(), fractions.end());
-      m.busy_fraction = fractions[(fractions.size() + 1) / 2 - 1];
+      m.busy_fraction = fractions[NearestRankIndex(fractions.size(), 50)];
     }
     // Percentages of sets whose counters ran for part of the range only are of what was
     // counted already: dividing them by the range's busy share would correct twice.
