@@ -331,6 +331,14 @@ class CuptiProfilerSession final : public ProfilerSession {
 
   Status DoRelaunch(const KernelLaunch& launch) override { return kp::Relaunch(launch); }
 
+  KernelFacts DoDescribeLaunch(const KernelLaunch& launch) override {
+    KernelFacts k = DescribeKernelLaunch(launch);
+    uint32_t id = 0;
+    if (cuptiGetStreamIdEx(ctx_, k.stream, k.per_thread_stream ? 1 : 0, &id) == CUPTI_SUCCESS)
+      k.stream_id = id;
+    return k;
+  }
+
   Status DoDisable() override {
     evict_.Close();  // the driver client is the process's, not the context's: given back here
     CUpti_RangeProfiler_Disable_Params d{};

@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <optional>
 
 #include "inject/log/log.h"
 #include "inject/metrics/launch_callbacks.h"
+#include "inject/trace/records.h"
+#include "inject/trace/trace_encoder.h"
 
 namespace kp {
 namespace {
@@ -53,6 +56,13 @@ struct KernelModeCollector::KernelContext : Context {
   bool save_failed = false;             // a memory save failed on this context
   // The application's launch runs unmeasured with its record; kp's relaunches are every pass.
   bool record_first = false;
+  // gpu__time_duration.sum's index in the values (-1: not in the set), for kp's own records.
+  int duration_index = -1;
+  // The measurement in progress runs on the application's launch with kernel records off for
+  // it, from the launch's entry to its exit (own_launch_off), submitted at `submitted`.
+  bool own_launch = false;
+  std::optional<RecordsOff> own_launch_off;
+  uint64_t submitted = 0;
   // The L2 flush is set up (the driver's client opened or, for the sweep, its buffer allocated)
   // before the first memory save.
   bool flush_ready = false;
@@ -364,6 +374,19 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
   // (No measurement holds them off now: this launch is in flight, see OnLaunchOwnReplay.)
   p->record_first = records_ != nullptr && records_->on();
   const size_t passes = std::max<size_t>(p->setup.num_passes, 1);
+  // A one-pass set whose values give the kernel's time is measured on the application's launch
+  // itself, with its kernel record off (kp makes the record): no memory save, whose copies
+  // change what the L2 counts afterwards. Only if no other launch is in flight now.
+  p->own_launch = false;
+  if (p->record_first && passes == 1 && p->duration_index >= 0) {
+    p->own_launch_off.emplace(this, /*own_launch=*/true);
+    if (p->own_launch_off->held()) {
+      p->own_launch = true;
+      p->record_first = false;
+    } else {
+      p->own_launch_off.reset();
+    }
+  }
   // A one-pass set can still measure the application's own launch, with CUPTI's timing
   // instructions in it, when the memory save fails (counted and said at exit, rather than
   // metrics off); after one failure the context does not try again.
@@ -408,6 +431,7 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
         internal_launches_[correlation] = Relaunched{false, static_cast<uint32_t>(relaunches)};
         any_internal_launch_.store(true, std::memory_order_release);
       }
+      if (p->own_launch) p->submitted = backend_->Now();  // the launch submits right after
     }
   } catch (...) {
     status = Status::Error("kernel replay: out of memory while beginning a measurement");
@@ -436,6 +460,24 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
   size_t passes = record_first ? 0 : 1;  // the application's launch is the first, or none
   size_t relaunched = 0;
   bool interrupted = false;
+  // Measured on its own launch with records off: the kernel is submitted, records go back on.
+  // If another thread's launch switched them on meanwhile, the kernel may carry CUPTI's
+  // instructions (the values are dropped) and have a CUPTI record too: kp's stands, and that
+  // one is marked profiler-internal.
+  const bool own_launch = p->own_launch;
+  std::optional<KernelFacts> own_facts;
+  double own_duration = 0;
+  if (own_launch) {
+    interrupted = p->own_launch_off->interrupted();
+    p->own_launch_off.reset();
+    if (launched) own_facts = p->session->DescribeLaunch(t.launch);
+    if (launched && interrupted) {
+      std::lock_guard<std::mutex> internal(internal_mu_);
+      if (internal_launches_.size() >= kMaxRelaunchedIds) internal_launches_.clear();
+      internal_launches_[p->measuring_result.correlation] = Relaunched{true, 1};
+      any_internal_launch_.store(true, std::memory_order_release);
+    }
+  }
   bool restored_unrun = false;  // memory put back and the kernel not run on it again yet
   // Another thread launched on this context since the entry.
   auto interloped = [p] {
@@ -521,6 +563,11 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
       StatusOr<std::vector<DecodedRange>> decoded =
           p->session->Decode([](size_t, const std::string&) { return true; }, &dropped);
       p->ranges_dropped += dropped;
+      if (own_launch && decoded.ok() && decoded.value().size() == 1) {
+        const std::vector<double>& v = decoded.value().front().values;
+        const size_t i = static_cast<size_t>(p->duration_index);
+        if (i < v.size() && std::isfinite(v[i]) && v[i] > 0) own_duration = v[i];
+      }
       if (!decoded.ok()) {
         status = decoded.status();
       } else if (!launched) {
@@ -543,9 +590,52 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
     status = Status::Error("kernel replay: out of memory while measuring a kernel");
     if (restored_unrun) RerunAfterRestore(p, t.launch);
   }
+  const uint64_t submitted = p->submitted;
+  const uint32_t correlation = p->measuring_result.correlation;
   EndMeasurement(p, std::move(lock), status);
+  if (own_facts) PostOwnRecord(p, std::move(*own_facts), submitted, own_duration, correlation);
   PostResults(p, std::move(results));
   if (!status.ok()) Fail(status);
+}
+
+void KernelModeCollector::PostOwnRecord(const KernelContext* p, KernelFacts facts, uint64_t start,
+                                        double duration, uint32_t correlation) {
+  own_records_.fetch_add(1, std::memory_order_relaxed);
+  std::shared_ptr<const std::string> name;
+  {
+    std::lock_guard<std::mutex> lock(own_names_mu_);
+    auto& slot = own_names_[facts.name.empty() ? "<unknown>" : facts.name];
+    if (!slot)
+      slot = std::make_shared<const std::string>(facts.name.empty() ? "<unknown>" : facts.name);
+    name = slot;
+  }
+  const uint32_t device = p->setup.device, context = p->setup.context_id;
+  // Untimed without a duration (start = end = 0: the encoder flags it NO_TIMING).
+  const uint64_t end = duration > 0 ? start + static_cast<uint64_t>(std::llround(duration)) : 0;
+  if (end == 0) start = 0;
+  post_([facts = std::move(facts), name, start, end, device, context,
+         correlation](TraceEncoder& enc) {
+    KernelRecord k;
+    k.name = name->c_str();
+    k.start = start;
+    k.end = end;
+    for (int i = 0; i < 3; ++i) {
+      k.grid[i] = facts.grid[i];
+      k.block[i] = facts.block[i];
+      k.cluster[i] = facts.cluster[i];
+    }
+    k.registers_per_thread = facts.registers_per_thread;
+    k.static_shared = facts.static_shared;
+    k.dynamic_shared = facts.dynamic_shared;
+    k.local_per_thread = facts.local_per_thread;
+    k.device = device;
+    k.context = context;
+    k.stream = facts.stream_id;
+    k.correlation = correlation;
+    k.launch_type = facts.launch_type;
+    k.flags = schema::RecordFlag::kProfilerTimed;
+    enc.AddKernel(k);
+  });
 }
 
 void KernelModeCollector::RerunAfterRestore(KernelContext* p, const KernelLaunch& launch) {
@@ -566,14 +656,14 @@ void KernelModeCollector::MemoryNotice(const char* what, const Status& why) {
   Notice(kNoticeError, msg);
 }
 
-bool KernelModeCollector::SuspendRecords(uint64_t* epoch) {
+bool KernelModeCollector::SuspendRecords(uint64_t* epoch, bool own_launch) {
   std::lock_guard<std::mutex> lock(records_mu_);
   const int holders = records_suspended_.load() + 1;
   // Seen by every launch entering from now on; a launch already between its entry and its
   // exit may still submit its kernel, and its record must not be lost: then nothing is
   // switched (sequentially consistent, against OnLaunchOwnReplay's increment and load).
   records_suspended_.store(holders);
-  bool held = launches_in_flight_.load() == 0;  // an imbalance fails safe
+  bool held = launches_in_flight_.load() == (own_launch ? 1 : 0);  // an imbalance fails safe
   if (held && holders == 1 && !records_->Suspend()) {
     records_->Resume();  // the switch failed; its suspension is undone
     held = false;
@@ -599,8 +689,8 @@ void KernelModeCollector::InterruptRecords() {
   records_suspended_.store(0);
 }
 
-KernelModeCollector::RecordsOff::RecordsOff(KernelModeCollector* c) : c_(c) {
-  held_ = c_->SuspendRecords(&epoch_);
+KernelModeCollector::RecordsOff::RecordsOff(KernelModeCollector* c, bool own_launch) : c_(c) {
+  held_ = c_->SuspendRecords(&epoch_, own_launch);
 }
 
 KernelModeCollector::RecordsOff::~RecordsOff() {
@@ -609,6 +699,8 @@ KernelModeCollector::RecordsOff::~RecordsOff() {
 
 void KernelModeCollector::EndMeasurement(KernelContext* p, std::unique_lock<std::mutex> lock,
                                          const Status& status) {
+  p->own_launch_off.reset();  // records back on (when BeginOwnReplay failed after switching)
+  p->own_launch = false;
   if (!status.ok()) {
     p->closed = true;
     p->session->Disable();
@@ -704,7 +796,45 @@ void KernelModeCollector::OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* da
   }
 }
 
+StatusOr<SessionSetup> KernelModeCollector::PlanSession(Context* c) {
+  static const char kDuration[] = "gpu__time_duration.sum";
+  auto* p = static_cast<KernelContext*>(c);
+  StatusOr<SessionSetup> planned = ProfilerCollector::PlanSession(c);
+  if (!planned.ok() || !own_replay_ || records_ == nullptr || planned.value().num_passes != 1)
+    return planned;
+  const std::vector<std::string>& names = planned.value().names;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == kDuration) {
+      p->duration_index = static_cast<int>(i);
+      return planned;
+    }
+  }
+  // One pass without the kernel's time: planned again with it (on a new session), kept if the
+  // set stays one pass; otherwise kernels are measured on relaunches.
+  std::vector<std::string> with = metrics_;
+  with.push_back(kDuration);
+  std::unique_ptr<ProfilerSession> session = backend_->NewSession(p->ctx);
+  StatusOr<SessionSetup> extended = session->Plan(with);
+  if (!extended.ok() || extended.value().num_passes != 1 ||
+      extended.value().names.size() != names.size() + 1 ||
+      extended.value().names.back() != kDuration)
+    return planned;
+  p->session = std::move(session);
+  p->duration_index = static_cast<int>(names.size());
+  p->hidden_metrics = 1;
+  return extended;
+}
+
 void KernelModeCollector::ShutdownNotices() {
+  if (const uint64_t n = own_records_.load(); n > 0) {
+    std::string msg =
+        std::to_string(n) +
+        " measured kernel(s) ran with kernel records off for their own launch (a one-pass set "
+        "needs no memory save); kp made their kernel records (RECORD_FLAG_PROFILER_TIMED: start "
+        "when the launch was submitted, duration gpu__time_duration)";
+    Notice(kNoticeInfo, msg);
+    if (debug_) Log(LogSeverity::kDebug, "metrics: %s", msg.c_str());
+  }
   if (const uint64_t n = concurrent_skips_.load(); n > 0) {
     std::string msg = std::to_string(n) +
                       " selected kernel launch(es) not measured: made while another thread's "

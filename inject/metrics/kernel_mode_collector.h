@@ -15,13 +15,25 @@
 //    call's correlation id, and kp marks every record of that id after the first one
 //    profiler-internal.
 //    With kernel records on (KernelRecords), CUPTI instruments every kernel to time it, and
-//    the profiler would count those instructions (+8 per warp on an H200). Then the
-//    application's launch is not a pass: kp saves the memory at its entry (one-pass sets
-//    too), lets it run unmeasured with its record, and at its exit synchronizes, switches
-//    kernel records off, measures every pass with its own relaunches (restore, flush, start,
-//    relaunch, stop) and switches them back on; one more kernel run per measured launch. A
-//    kernel launch by another thread while records are off switches them back on at its
-//    entry (its record is kept) and drops the measurement (counted).
+//    the profiler would count those instructions (+8 per warp on an H200):
+//     - A one-pass set (with gpu__time_duration.sum, which kp adds, hidden, when the set stays
+//       one pass with it) is measured on the application's launch itself, with kernel records
+//       switched off at its entry and back on at its exit; no memory is saved. CUPTI makes no
+//       record of that launch, so kp posts one (RECORD_FLAG_PROFILER_TIMED): the launch's
+//       arguments and the driver's function attributes (kernel_facts.h), start when the launch
+//       was submitted, duration the measured gpu__time_duration. This needs no other launch
+//       in flight at the entry; else (and for multi-pass sets) the way below.
+//     - Otherwise the application's launch is not a pass: kp saves the memory at its entry,
+//       lets it run unmeasured with its record, and at its exit synchronizes, switches kernel
+//       records off, measures every pass with its own relaunches (restore, flush, start,
+//       relaunch, stop) and switches them back on; one more kernel run per measured launch.
+//       A memory save changes what the L2 counts of the kernel afterwards (2-4 % fewer
+//       lts__t_bytes for kernels streaming through the L2 on the H200, as ncu's own kernel
+//       replay of a multi-pass set), which the first way avoids.
+//    A kernel launch by another thread while records are off switches them back on at its
+//    entry (its record is kept) and drops the measurement (counted); a launch measured the
+//    first way keeps kp's record then, and a record CUPTI may also have made of it is marked
+//    profiler-internal.
 //    The context's mutex is held from the entry to the exit, so measured
 //    kernels are serialized like under ncu. Another thread's kernel launch on the context during
 //    a measurement is not made to wait and is not measured; the measurement it may have entered
@@ -51,6 +63,9 @@
 // and the NVTX stacks have mutexes of their own, never held across a call out of this class.
 #pragma once
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -87,6 +102,14 @@ class KernelModeCollector final : public ProfilerCollector {
     return own_replay_ ? RangeReplay::kAutoRangesUserReplay : RangeReplay::kAutoRangesKernelReplay;
   }
   Status AfterEnable(Context*) override { return Status(); }  // started at a launch
+  // kp's own replay with kernel records: plans the set with gpu__time_duration.sum added
+  // (hidden) when it stays one pass, for the records of launches measured on their own run.
+  StatusOr<SessionSetup> PlanSession(Context* p) override;
+  // Posts the kernel record of a launch measured on its own run with kernel records off:
+  // `facts` from DescribeLaunch, `start` when it was submitted, `duration` its measured
+  // gpu__time_duration in ns (0: unknown, the record is then untimed). p->mu not held.
+  void PostOwnRecord(const KernelContext* p, KernelFacts facts, uint64_t start, double duration,
+                     uint32_t correlation);
   Status BeforeCapture(Context* p, std::vector<Result>* results) override;
   Status FlushLocked(Context* p, std::vector<Result>* results) override;
   void FinalNotices(Context* p, std::vector<std::string>* warnings) override;
@@ -125,7 +148,8 @@ class KernelModeCollector final : public ProfilerCollector {
   // switches them off; the last to resume switches them back on). False, and nothing held,
   // when another launch is between its entry and exit or the switch failed. *epoch is what
   // ResumeRecords and RecordsInterrupted compare against.
-  bool SuspendRecords(uint64_t* epoch);
+  // `own_launch`: the caller is inside a launch's entry callback, which counts itself in flight.
+  bool SuspendRecords(uint64_t* epoch, bool own_launch);
   void ResumeRecords(uint64_t epoch);
   // Another thread's launch while records are off: they go back on at once (its record is
   // kept), and every measurement that had them off is spoilt (RecordsInterrupted).
@@ -136,7 +160,7 @@ class KernelModeCollector final : public ProfilerCollector {
   // SuspendRecords for one measurement's passes, ResumeRecords when it goes (exceptions too).
   class RecordsOff {
    public:
-    explicit RecordsOff(KernelModeCollector* c);
+    explicit RecordsOff(KernelModeCollector* c, bool own_launch = false);
     ~RecordsOff();
     RecordsOff(const RecordsOff&) = delete;
     RecordsOff& operator=(const RecordsOff&) = delete;
@@ -166,6 +190,11 @@ class KernelModeCollector final : public ProfilerCollector {
   // thread's launches touch it).
   alignas(64) std::atomic<int> launches_in_flight_{0};
   std::atomic<uint64_t> unreplayable_{0};  // selected launches of a form kp cannot relaunch
+  std::atomic<uint64_t> own_records_{0};   // kernel records kp made (PostOwnRecord)
+  // Their kernel names, one string per name for the process's life: the encoder interns names
+  // by pointer first (as CUPTI keeps its names' pointers), so a pointer is never reused.
+  std::mutex own_names_mu_;
+  std::map<std::string, std::shared_ptr<const std::string>> own_names_;
   // Correlation ids of measured launches whose records follow (IsProfilerInternalLaunch): the
   // first record is the application's, the next `relaunches` are kp's.
   struct Relaunched {

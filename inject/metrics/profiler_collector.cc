@@ -130,7 +130,7 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
     return nullptr;
   }
   p->session = backend_->NewSession(ctx);
-  StatusOr<SessionSetup> planned = p->session->Plan(metrics_);
+  StatusOr<SessionSetup> planned = PlanSession(p.get());
   if (!planned.ok()) {
     Fail(planned.status());
     return nullptr;
@@ -159,6 +159,7 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
   const SessionSetup& s = p->setup;
   MetricConfigInfo info;
   info.metric_names = s.names;
+  info.metric_names.resize(s.names.size() - std::min(p->hidden_metrics, s.names.size()));
   info.num_passes = static_cast<uint32_t>(s.num_passes);
   info.mode = mode_ == MetricsMode::kKernel ? "kernel" : "range";
   info.device = s.device;
@@ -171,7 +172,7 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
                 "set up on device %u (%s, context %u) in %.1f ms (counter availability %.1f ms, "
                 "config %.1f ms, enable+image+start %.1f ms): %zu metrics, %zu pass(es), %s mode%s",
                 s.device, s.chip.c_str(), s.context_id, total_ms, s.availability_ms, s.config_ms,
-                enable_ms, s.names.size(), s.num_passes, info.mode.c_str(),
+                enable_ms, info.metric_names.size(), s.num_passes, info.mode.c_str(),
                 p->multi_pass ? "; passes rotate over repeated occurrences of each range" : "");
   Notice(kNoticeInfo, msg);
   if (debug_) Log(LogSeverity::kDebug, "metrics: %s", msg);
@@ -196,11 +197,16 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
   return raw;
 }
 
+StatusOr<SessionSetup> ProfilerCollector::PlanSession(Context* p) {
+  return p->session->Plan(metrics_);
+}
+
 void ProfilerCollector::PostResults(Context* p, std::vector<Result> results) {
   if (results.empty()) return;
   auto id = p->config_id;
   int clock = p->sm_clock_index;
-  post_([id, clock, results = std::move(results)](TraceEncoder& enc) {
+  const size_t shown = p->setup.names.size() - std::min(p->hidden_metrics, p->setup.names.size());
+  post_([id, clock, shown, results = std::move(results)](TraceEncoder& enc) {
     for (const Result& r : results) {
       MetricRangeRecord rec;
       rec.config = *id;
@@ -211,7 +217,7 @@ void ProfilerCollector::PostResults(Context* p, std::vector<Result> results) {
       rec.start = r.start;
       rec.end = r.end;
       rec.values = r.values.data();
-      rec.num_values = static_cast<uint32_t>(r.values.size());
+      rec.num_values = static_cast<uint32_t>(std::min(r.values.size(), shown));
       rec.thread_id = r.thread_id;
       rec.device = r.device;
       rec.context = r.context;

@@ -80,7 +80,10 @@ class ProfilerCollector : public MetricsCollector {
     bool multi_pass = false;
     bool closed = false;
     std::shared_ptr<uint32_t> config_id = std::make_shared<uint32_t>(0);
-    int sm_clock_index = -1;      // metric giving the SM clock in Hz, if the user asked for one
+    int sm_clock_index = -1;  // metric giving the SM clock in Hz, if the user asked for one
+    // Metrics kp added to the end of setup.names for itself (kernel mode's gpu__time_duration):
+    // measured, but left out of the MetricConfig and of every posted value set.
+    size_t hidden_metrics = 0;
     uint64_t ranges_dropped = 0;  // NaN-only results and ranges CUPTI dropped
     // Kernel mode's own replay holds it from a launch's entry to its exit; the final flush
     // waits for that at most kFinalFlushWait.
@@ -110,6 +113,9 @@ class ProfilerCollector : public MetricsCollector {
   virtual Status AfterEnable(Context* p) = 0;
   // p->mu held, the gate not yet raised: what must happen before a capture starts.
   virtual Status BeforeCapture(Context* p, std::vector<Result>* results) = 0;
+  // The session's set-up for the configured metrics: p->session->Plan(metrics_) by default. A
+  // mode may plan more (and set p->hidden_metrics) or replace p->session.
+  virtual StatusOr<SessionSetup> PlanSession(Context* p);
   // How the sessions are configured (range mode: user ranges and user replay).
   virtual RangeReplay replay() const { return RangeReplay::kUserRangesUserReplay; }
   // p->mu held: stop and collect everything pending (context destroy, Shutdown).

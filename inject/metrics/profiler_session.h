@@ -25,6 +25,7 @@
 #include "common/ms_since.h"
 #include "common/status.h"
 #include "inject/config/config.h"
+#include "inject/metrics/kernel_facts.h"
 #include "inject/metrics/kernel_launch.h"
 
 namespace kp {
@@ -121,6 +122,9 @@ class ProfilerSession {
   void FreeMemory();
   // issues the launch again (kernel_launch.h).
   Status Relaunch(const KernelLaunch& launch);
+  // What a kernel record says of `launch` (kernel_facts.h), CUPTI's stream id included, for a
+  // launch measured with kernel records off for it. Not timed (driver queries, microseconds).
+  KernelFacts DescribeLaunch(const KernelLaunch& launch) { return DoDescribeLaunch(launch); }
   // Disables the range profiler if this session enabled it (stopping it first if started).
   // Idempotent; a failure to disable is logged at KP_LOG=debug (the session is closed anyway).
   void Disable();
@@ -153,6 +157,7 @@ class ProfilerSession {
   virtual Status DoRestoreMemory() = 0;
   virtual void DoFreeMemory() = 0;
   virtual Status DoRelaunch(const KernelLaunch& launch) = 0;
+  virtual KernelFacts DoDescribeLaunch(const KernelLaunch& launch) = 0;
 
   std::string flush_fallback_;  // set by a FlushL2 that falls back to the sweep
 

@@ -31,6 +31,7 @@
 #include "inject/trace/chunk_writer.h"
 #include "inject/trace/trace_encoder.h"
 #include "kptrace.pb.h"
+#include "tools/reader/chunk_columns.h"
 
 namespace kp {
 namespace {
@@ -80,6 +81,10 @@ struct Script {
   // kp's own kernel replay: the calls, and the replay kind of the latest Enable.
   std::atomic<int> syncs{0}, saves{0}, restores{0}, frees{0}, relaunches{0};
   std::atomic<bool> kernel_replay{false};
+  std::atomic<int> plans{0};
+  // Non-zero: the passes of a set that holds gpu__time_duration.sum (kernel mode adds it).
+  size_t duration_passes = 0;
+  std::atomic<int> describes{0};  // DescribeLaunch calls
   bool never_all_passes = false;  // Stop never says every pass was submitted
   // Kernel records (when the test gives the collector a switch): relaunches made while they
   // were on, and what runs inside each relaunch (another thread's launch, say).
@@ -110,7 +115,10 @@ class ScriptedSession final : public ProfilerSession {
     s_->current = this;
     ++s_->sessions_created;
   }
-  ~ScriptedSession() override { Disable(); }
+  ~ScriptedSession() override {
+    Disable();
+    if (s_->current == this) s_->current = nullptr;
+  }
 
   // Kernel mode: CUPTI opens an auto range per kernel launched while the profiler runs,
   // numbered since it was enabled.
@@ -129,10 +137,14 @@ class ScriptedSession final : public ProfilerSession {
 
   StatusOr<SessionSetup> Plan(const std::vector<std::string>& metrics) override {
     if (Status s = s_->Fails("Plan"); !s.ok()) return s;
+    ++s_->plans;
     SessionSetup setup;
     setup.chip = "GH100";
     setup.names = metrics;
     setup.num_passes = s_->num_passes;
+    if (s_->duration_passes > 0 &&
+        std::find(metrics.begin(), metrics.end(), "gpu__time_duration.sum") != metrics.end())
+      setup.num_passes = s_->duration_passes;
     return setup;
   }
   Status FlushL2() override {
@@ -145,6 +157,7 @@ class ScriptedSession final : public ProfilerSession {
   Status DoEnable(RangeReplay replay, size_t) override {
     if (Status s = s_->Fails("Enable"); !s.ok()) return s;
     s_->kernel_replay = replay == RangeReplay::kAutoRangesKernelReplay;
+    s_->current = this;  // the session in use (kernel mode may plan on another one first)
     EXPECT_FALSE(enabled_) << "enabled twice";
     enabled_ = true;
     ++s_->sessions_enabled;
@@ -247,6 +260,15 @@ class ScriptedSession final : public ProfilerSession {
     if (Status s = s_->Fails("Relaunch"); !s.ok()) return s;
     KernelLaunched();
     return Status();
+  }
+  KernelFacts DoDescribeLaunch(const KernelLaunch& launch) override {
+    ++s_->describes;
+    KernelFacts k;
+    k.name = "described_kernel";
+    for (int i = 0; i < 3; ++i) k.grid[i] = launch.grid[i], k.block[i] = launch.block[i];
+    k.registers_per_thread = 40;
+    k.stream_id = 13;
+    return k;
   }
   Status DoDisable() override {
     EXPECT_TRUE(enabled_) << "disabled without being enabled";
@@ -473,6 +495,9 @@ class Harness {
     for (const auto& raw : sink.raw_chunks()) {
       Chunk chunk;
       ASSERT_TRUE(chunk.ParseFromArray(raw.data(), static_cast<int>(raw.size())));
+      ASSERT_EQ(ExpandColumns(&chunk, UINT64_MAX), ColumnsResult::kOk);
+      for (const auto& k : chunk.kernel_shapes()) shapes[k.id()] = k;
+      for (const auto& k : chunk.kernels()) kernels.push_back(k);
       for (const auto& s : chunk.strings()) strings[s.id()] = s.value();
       for (const auto& r : chunk.metric_ranges()) ranges.push_back(r);
       for (const auto& c : chunk.metric_configs()) configs.push_back(c);
@@ -502,6 +527,8 @@ class Harness {
   std::atomic<uint64_t> clock{1000};
   std::vector<MetricRange> ranges;
   std::vector<MetricConfig> configs;
+  std::vector<Kernel> kernels;  // kp's own kernel records (start is coded, not absolute)
+  std::map<uint32_t, KernelShape> shapes;
   std::vector<std::string> notices;
   std::map<uint32_t, std::string> strings;
   Stats stats;
@@ -855,6 +882,14 @@ TEST(StartupCheck, GoodNamesPassAndMeasurementGoesOn) {
 Config KernelConfig() {
   Config c;
   c.metrics_mode = MetricsMode::kKernel;
+  return c;
+}
+
+// Kernel mode with a one-pass set without gpu__time_duration.sum; with `h.script.duration_passes
+// = 2` adding it would make two passes, so kernels measured with kernel records on are relaunched.
+Config KernelConfigWithoutTime() {
+  Config c = KernelConfig();
+  c.metrics = {"dram__bytes_read.sum", "dram__bytes_write.sum"};
   return c;
 }
 
@@ -1774,8 +1809,136 @@ TEST(KernelModeOwnReplay, ALaunchOnAnotherContextDoesNotDisturbAMeasurement) {
 
 // --- kernel mode, kp's own replay with kernel records on ---
 
-TEST(KernelModeRecordsOn, OnePassSetMeasuresARelaunchWithRecordsOffAndKeepsTheApplications) {
+TEST(KernelModeRecordsOn, OnePassSetMeasuresTheApplicationsLaunchAndMakesItsRecord) {
   Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  // Records are off from the launch's entry to its exit: the application's kernel runs once,
+  // without CUPTI's instructions, and is the pass; nothing is saved or relaunched.
+  EXPECT_EQ(h.app_launches_with_records.load(), 0);
+  EXPECT_EQ(h.script.saves.load(), 0);
+  EXPECT_EQ(h.script.restores.load(), 0);
+  EXPECT_EQ(h.script.relaunches.load(), 0);
+  EXPECT_EQ(h.script.starts.load(), 1);
+  EXPECT_EQ(h.script.plans.load(), 1);  // the set already holds gpu__time_duration.sum
+  EXPECT_EQ(records.suspends.load(), 1);
+  EXPECT_EQ(records.resumes.load(), 1);
+  EXPECT_TRUE(records.on());
+  EXPECT_EQ(h.script.describes.load(), 1);
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));  // a CUPTI record of it would be the app's
+  h.Finish();
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.ranges[0].correlation(), 7);
+  EXPECT_EQ(h.ranges[0].values_size(), 3);
+  // CUPTI made no record of the launch: kp's, from the launch and the measured time.
+  ASSERT_EQ(h.kernels.size(), 1u);
+  const Kernel& k = h.kernels[0];
+  EXPECT_EQ(k.flags(), uint32_t{RECORD_FLAG_PROFILER_TIMED});
+  EXPECT_EQ(k.correlation(), 7);
+  EXPECT_EQ(k.duration(), 3);  // the scripted gpu__time_duration.sum, the set's third value
+  EXPECT_EQ(k.stream(), 13u);
+  const KernelShape& shape = h.shapes[k.shape()];
+  EXPECT_EQ(h.strings[shape.name()], "described_kernel");
+  EXPECT_EQ(shape.registers_per_thread(), 40u);
+  EXPECT_EQ(shape.grid_x(), 1u);
+  EXPECT_TRUE(h.Noticed("1 measured kernel(s) ran with kernel records off for their own launch"));
+}
+
+TEST(KernelModeRecordsOn, TheKernelsTimeIsMeasuredHiddenWhenTheSetLacksIt) {
+  Config config = KernelConfig();
+  config.metrics = {"dram__bytes_read.sum"};
+  Harness h(config, MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  EXPECT_EQ(h.script.plans.load(), 2);  // planned again with gpu__time_duration.sum: one pass
+  EXPECT_EQ(h.script.saves.load(), 0);
+  h.Finish();
+  ASSERT_EQ(h.configs.size(), 1u);
+  EXPECT_EQ(std::vector<std::string>(h.configs[0].metric_names().begin(),
+                                     h.configs[0].metric_names().end()),
+            std::vector<std::string>{"dram__bytes_read.sum"});
+  ASSERT_EQ(h.ranges.size(), 1u);
+  EXPECT_EQ(h.ranges[0].values_size(), 1);  // the hidden time is not posted
+  ASSERT_EQ(h.kernels.size(), 1u);
+  EXPECT_EQ(h.kernels[0].duration(), 2);  // the hidden metric, the session's second value
+  EXPECT_TRUE(h.Noticed("1 metrics, 1 pass(es)"));
+}
+
+TEST(KernelModeRecordsOn, AFailedSwitchAtTheEntryMeasuresARelaunchInstead) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  records.fail_suspend = true;
+  h.UseKernelRecords(&records);
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  EXPECT_EQ(h.app_launches_with_records.load(), 1);  // its CUPTI record is kept
+  EXPECT_EQ(h.script.saves.load(), 1);               // the relaunch way, whose switch fails too
+  EXPECT_EQ(h.script.relaunches.load(), 0);
+  EXPECT_TRUE(records.on());
+  h.Finish();
+  EXPECT_TRUE(h.kernels.empty());
+  EXPECT_TRUE(h.ranges.empty());
+  EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped"));
+}
+
+TEST(KernelModeRecordsOn, ALaunchDuringAnOwnLaunchMeasurementDropsItsValuesAndKeepsOneRecord) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  SplitLaunch measured("measured", 7);
+  WhileMeasuring(h.c(), measured, [&] {
+    // Another thread's launch (one kp does not measure) enters while records are off for the
+    // measured launch: they go back on at its entry, so its kernel keeps its record.
+    CUpti_CallbackData legacy{};
+    legacy.context = kCtx;
+    legacy.callbackSite = CUPTI_API_ENTER;
+    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid, &legacy);
+    EXPECT_TRUE(records.on());
+    legacy.callbackSite = CUPTI_API_EXIT;
+    h.c().OnLaunch(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid, &legacy);
+  });
+  EXPECT_TRUE(records.on());
+  // The measured kernel may have been submitted with records on: CUPTI's record of it, if any,
+  // is kp's (profiler-internal), and kp's own stands.
+  EXPECT_TRUE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  h.Finish();
+  EXPECT_TRUE(h.ranges.empty());  // its values may hold CUPTI's instructions
+  ASSERT_EQ(h.kernels.size(), 1u);
+  EXPECT_EQ(h.kernels[0].correlation(), 7);
+  EXPECT_TRUE(h.Noticed("1 measured kernel(s) dropped: another thread launched a kernel"));
+}
+
+TEST(KernelModeRecordsOn, AFailedApplicationLaunchGetsNoRecord) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  OnThread([&] {
+    h.DriverLaunch("k", 7, /*via_runtime=*/true, /*params=*/true, CUDA_ERROR_INVALID_VALUE);
+  });
+  EXPECT_TRUE(records.on());
+  h.Finish();
+  EXPECT_TRUE(h.kernels.empty());
+  EXPECT_TRUE(h.ranges.empty());
+}
+
+TEST(KernelModeRecordsOn, AFailedDecodeLeavesTheRecordUntimed) {
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  h.script.fail_call = "Decode";
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  EXPECT_TRUE(records.on());
+  h.Finish();
+  ASSERT_EQ(h.kernels.size(), 1u);  // the kernel ran: it keeps a record, with no time
+  EXPECT_EQ(h.kernels[0].flags(), uint32_t{RECORD_FLAG_PROFILER_TIMED | RECORD_FLAG_NO_TIMING});
+  EXPECT_TRUE(h.ranges.empty());
+}
+
+TEST(KernelModeRecordsOn, OnePassSetWithoutTheTimeMeasuresARelaunchAndKeepsTheApplications) {
+  Harness h(KernelConfigWithoutTime(), MetricsCache::kPass);
+  h.script.duration_passes = 2;
   FakeKernelRecords records;
   h.UseKernelRecords(&records);
   OnThread([&] { h.DriverLaunch("k", 7); });
@@ -1901,7 +2064,8 @@ TEST(KernelModeRecordsOn, ALaunchInFlightKeepsRecordsOnAndDropsTheMeasurement) {
   // Another thread is between its launch's entry and exit (its kernel not yet submitted) when
   // the measured launch would switch records off: they stay on, and no pass runs.
   const CUcontext other = reinterpret_cast<CUcontext>(0x2000);
-  Harness h(KernelConfig(), MetricsCache::kPass);
+  Harness h(KernelConfigWithoutTime(), MetricsCache::kPass);
+  h.script.duration_passes = 2;
   FakeKernelRecords records;
   h.UseKernelRecords(&records);
   SplitLaunch o("elsewhere", 20, other);
@@ -1914,7 +2078,8 @@ TEST(KernelModeRecordsOn, ALaunchInFlightKeepsRecordsOnAndDropsTheMeasurement) {
 }
 
 TEST(KernelModeRecordsOn, AFailedSwitchOffDropsTheMeasurementWithoutAPass) {
-  Harness h(KernelConfig(), MetricsCache::kPass);
+  Harness h(KernelConfigWithoutTime(), MetricsCache::kPass);
+  h.script.duration_passes = 2;
   FakeKernelRecords records;
   records.fail_suspend = true;
   h.UseKernelRecords(&records);
@@ -1929,7 +2094,8 @@ TEST(KernelModeRecordsOn, AFailedSwitchOffDropsTheMeasurementWithoutAPass) {
 }
 
 TEST(KernelModeRecordsOn, AFailedSaveMeasuresAOnePassSetOnTheApplicationsLaunch) {
-  Harness h(KernelConfig(), MetricsCache::kPass);
+  Harness h(KernelConfigWithoutTime(), MetricsCache::kPass);
+  h.script.duration_passes = 2;
   FakeKernelRecords records;
   h.UseKernelRecords(&records);
   h.script.fail_call = "Save";
@@ -1979,7 +2145,8 @@ TEST(KernelModeRecordsOn, AnUnmeasuredLaunchCallInFlightKeepsRecordsOn) {
 }
 
 TEST(KernelModeRecordsOn, AFailedPassAfterTheRestoreRunsTheKernelOnceMore) {
-  Harness h(KernelConfig(), MetricsCache::kPass);
+  Harness h(KernelConfigWithoutTime(), MetricsCache::kPass);
+  h.script.duration_passes = 2;
   FakeKernelRecords records;
   h.UseKernelRecords(&records);
   h.script.fail_call = "Start";  // the pass's start, after its restore

@@ -277,6 +277,7 @@ TraceSummary SummarizeTraces(const std::vector<std::string>& paths, const Summar
           ++sum.untimed_kernels;
           continue;
         }
+        if (k.flags() & RECORD_FLAG_PROFILER_TIMED) ++sum.profiler_timed_kernels;
         const KernelShape* shape = reader->Shape(k.shape());
         DurationGroup& group =
             shape != nullptr
@@ -834,6 +835,13 @@ std::string FormatSummaryText(const TraceSummary& s, size_t top) {
     o += StringPrintf("  (%" PRIu64 " profiler-internal kernels excluded)\n",
                       s.internal_kernels_excluded);
   }
+  if (s.profiler_timed_kernels > 0) {
+    o += StringPrintf("  (%" PRIu64
+                      " kernels timed by kernel-mode metrics: measured on their own launch with "
+                      "kernel records off, start when the launch was submitted, duration their "
+                      "gpu__time_duration.sum)\n",
+                      s.profiler_timed_kernels);
+  }
   table("NVTX ranges", s.ranges, "share of the wall span");
   if (!s.copies.empty()) {
     o += "\nCopies\n";
@@ -1061,6 +1069,7 @@ std::string FormatSummaryJson(const TraceSummary& s) {
   j["gpu_kernel_time_ns"] = s.gpu_time_ns;
   j["profiler_internal_kernels_excluded"] = s.internal_kernels_excluded;
   j["untimed_kernels"] = s.untimed_kernels;
+  j["profiler_timed_kernels"] = s.profiler_timed_kernels;
   j["losses"] = s.losses;
   j["trace_notes"] = s.trace_notes;
   json processes = json::array();

@@ -128,6 +128,9 @@ struct TraceSummary {
   // Kernels CUPTI gave no timestamps (RECORD_FLAG_NO_TIMING; e.g. every kernel in
   // KP_METRICS_MODE=kernel, where CUPTI replays them): counted, kept out of the duration stats.
   uint64_t untimed_kernels = 0;
+  // Kernel records kp made (RECORD_FLAG_PROFILER_TIMED): kernel-mode metrics measured them on
+  // their own launch with kernel records off. In the duration stats.
+  uint64_t profiler_timed_kernels = 0;
   uint64_t records = 0;
   // Losses and damage, one line each, file-prefixed when several files.
   std::vector<std::string> losses;
