@@ -18,6 +18,11 @@ first occurrence); a range is compared only when it holds exactly one kernel lau
 kp's own api/kernels/nvtx CSVs), else its lines are INFO; gpu__time_duration.sum and percentages
 cover the whole range there (launch and sync gaps) and are INFO.
 
+With --ncu-also NCU2.csv (ncu's other replay mode of the same set: a multi-pass set is compared
+with ncu's application replay, which saves no memory, and its kernel replay, which saves the
+memory before its first pass as kp must) a value passes against either reference, and the line
+gives both deviations.
+
 A value passes when |kp - ncu| <= --tolerance (2 %) of ncu, or, for a metric whose name holds
 "bytes", when |kp - ncu| <= --bytes-floor (1e6 bytes: e.g. read_only's ~0 dram writes), or, for
 a percentage (.pct_), when |kp - ncu| <= --pct-floor points (default 0: off). One line per
@@ -136,6 +141,8 @@ def main():
     p.add_argument("--mode", choices=("kernel", "range"), required=True)
     p.add_argument("--kp", required=True, help="kptrace convert --to csv output directory")
     p.add_argument("--ncu", required=True, help="ncu --csv --page raw --print-units base output")
+    p.add_argument("--ncu-also", help="a second ncu CSV of the same set in ncu's other replay "
+                   "mode: a value passes against either")
     p.add_argument("--metrics", required=True, help="comma list: the metrics to compare")
     p.add_argument("--kernel", action="append", default=[],
                    help="KEY=REGEX (repeatable, tried in order; default: metrics_cache's five)")
@@ -172,14 +179,28 @@ def main():
     keys = [k for k in PRINT_ORDER if k in cm.KERNELS] + [k for k in cm.KERNELS
                                                            if k not in PRINT_ORDER]
 
-    try:
-        ncu, n_ncu = cm.read_ncu(a.ncu, a.skip_first)
-    except (OSError, csv.Error) as e:
-        cm.out("FAIL", f"{a.label}/ncu", f"cannot read {a.ncu}: {e}")
+    def read_reference(path):
+        """ncu's values from `path`, or None after a FAIL line saying why."""
+        try:
+            values, rows = cm.read_ncu(path, a.skip_first)
+        except (OSError, csv.Error) as e:
+            cm.out("FAIL", f"{a.label}/ncu", f"cannot read {path}: {e}")
+            return None
+        if rows == 0:
+            cm.out("FAIL", f"{a.label}/ncu", f"no kernel rows matching {cm.KERNELS} in {path}")
+            return None
+        return values, rows
+
+    ref = read_reference(a.ncu)
+    if ref is None:
         return 0
-    if n_ncu == 0:
-        cm.out("FAIL", f"{a.label}/ncu", f"no kernel rows matching {cm.KERNELS} in {a.ncu}")
-        return 0
+    ncu, n_ncu = ref
+    also = None
+    if a.ncu_also:
+        ref_also = read_reference(a.ncu_also)
+        if ref_also is None:
+            return 0
+        also = ref_also[0]
     metrics_csv = os.path.join(a.kp, "metrics.csv")
     try:
         if a.kp_is_ncu:
@@ -247,6 +268,14 @@ def main():
                 cm.out("INFO", f"{name}/{m}", detail + why)
                 continue
             ok, why = verdict(m, k, n, a)
+            if also is not None:
+                n2, _ = cm.per_call(also[key], m) if also[key] else (math.nan, "")
+                ok2, why2 = verdict(m, k, n2, a)
+                detail += (f"; against {os.path.basename(a.ncu_also)} {n2:.6g} "
+                           f"({100 * cm.deviation(k, n2):.2f} %)")
+                why = (f"{why} of {os.path.basename(a.ncu)}; {why2} of "
+                       f"{os.path.basename(a.ncu_also)}")
+                ok = ok or ok2
             cm.out("PASS" if ok else "FAIL", f"{name}/{m}", f"{detail}; {why}")
     return 0
 

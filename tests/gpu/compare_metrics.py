@@ -402,7 +402,13 @@ def cmd_selfconsistent(a):
     different occurrences, which vary, most on a GPU shared by two ranks), and SM throughput %
     must not be far below the share of elapsed cycles
     the SMs were active (a set combining counters of unlike occurrences, e.g. a warm-up step,
-    gave SM 0.08 % against 21 % active and an implied DRAM peak 100x too high)."""
+    gave SM 0.08 % against 21 % active and an implied DRAM peak 100x too high).
+
+    With --summary, a set whose SM clock (gpc__cycles_elapsed.avg.per_second) reads below half
+    of the GPU's maximum (sm_clock_max_mhz) counted part of its range only, as the summary says
+    (on a GPU shared by two ranks the measuring rank's counters stand still while the other's
+    kernels run): its percentages are of the counted cycles, so its bytes are divided by the time
+    counted, gpu__time_duration x clock / maximum, instead of the whole range's."""
     try:
         table = read_table(a.csv)
     except (OSError, ValueError) as e:
@@ -412,18 +418,37 @@ def cmd_selfconsistent(a):
     if not rows:
         out("FAIL", a.label, f"no value set for range '{a.range}'")
         return 0
+    top_hz = 0.0
+    if a.summary:
+        try:
+            with open(a.summary) as f:
+                ranges = [m for m in json.load(f).get("metrics", []) if m.get("range") == a.range]
+        except (OSError, ValueError) as e:
+            out("FAIL", f"{a.label}/read", f"cannot read {a.summary}: {e}")
+            return 0
+        top_hz = ranges[0].get("sm_clock_max_mhz", 0) * 1e6 if ranges else 0.0
+        if not top_hz > 0:
+            out("FAIL", a.label, f"the GPU's maximum SM clock is not in {a.summary}")
+            return 0
     bad = []
     details = []
     for r in rows:
-        t_ns = num(r.get("gpu__time_duration.sum"))
+        wall_ns = t_ns = num(r.get("gpu__time_duration.sum"))
+        hz = num(r.get("gpc__cycles_elapsed.avg.per_second"))
+        counted = ""
+        if top_hz > 0 and hz < 0.5 * top_hz:
+            t_ns = wall_ns * hz / top_hz
+            counted = f" counted of {wall_ns / 1e6:.2f}"
         byts = num(r.get("dram__bytes_read.sum")) + num(r.get("dram__bytes_write.sum"))
         dram_pct = num(r.get("dram__throughput.avg.pct_of_peak_sustained_elapsed"))
         sm_pct = num(r.get("sm__throughput.avg.pct_of_peak_sustained_elapsed"))
         clock = num(r.get("gpc__cycles_elapsed.avg.per_second"))
         active = num(r.get("sm__cycles_active.avg"))
         peak = byts / (t_ns * 1e-9) / (dram_pct / 100) if t_ns > 0 and dram_pct > 0 else math.nan
-        active_pct = 100 * active / (t_ns * 1e-9 * clock) if t_ns > 0 and clock > 0 else math.nan
-        details.append(f"occ {r.get('occurrence')}: {byts / 1e6:.0f} MB in {t_ns / 1e6:.2f} ms, "
+        active_pct = (100 * active / (wall_ns * 1e-9 * clock) if wall_ns > 0 and clock > 0
+                      else math.nan)
+        details.append(f"occ {r.get('occurrence')}: {byts / 1e6:.0f} MB in {t_ns / 1e6:.2f} ms"
+                       f"{counted}, "
                        f"DRAM {dram_pct:.1f} % -> peak {peak / 1e12:.2f} TB/s, SM {sm_pct:.1f} % "
                        f"(active {active_pct:.0f} %)")
         if not (a.peak_min <= peak <= a.peak_max) or not (sm_pct * a.sm_factor >= active_pct):
@@ -566,6 +591,7 @@ def main():
     s.add_argument("--csv", required=True)
     s.add_argument("--range", required=True)
     s.add_argument("--label", required=True)
+    s.add_argument("--summary", help="kptrace summary --format json: the GPU's maximum clock")
     s.add_argument("--peak-min", type=float, default=1.2e12, help="B/s (H200: 4.8e12)")
     s.add_argument("--peak-max", type=float, default=20.0e12)
     s.add_argument("--sm-factor", type=float, default=10.0)

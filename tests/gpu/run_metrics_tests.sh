@@ -19,10 +19,12 @@
 # cuBLAS picks how many kernels one call launches, so kernels are matched by regex ("gemm") and
 # counted with minimums, and the names seen are printed.
 #
-# Kernel mode: the application's launch keeps its kernel record and timestamps. With kernel
-# records on (the default) it runs unmeasured and every pass is a relaunch of kp's with kernel
-# records off, which leaves no record; with them off it is the first pass, and kp's relaunches
-# for further passes are marked profiler-internal. Either way the kernel-mode traces are checked
+# Kernel mode: every launch keeps one kernel record. With kernel records on (the default) a
+# one-pass set is measured on the application's launch with its record switched off, and kp
+# makes the record (RECORD_FLAG_PROFILER_TIMED); a multi-pass set lets the application's launch
+# run unmeasured with its record and measures relaunches of kp's with kernel records off, which
+# leave none. With them off the application's launch is the first pass, and kp's relaunches for
+# further passes are marked profiler-internal. Either way the kernel-mode traces are checked
 # like any other (one record per launch, no untimed kernels allowed).
 #
 # (k) "cache" section (CACHE_TESTS=1, the default; ONLY=cache runs it alone, ~250 s on an H200):
@@ -34,14 +36,15 @@
 # metrics_cache_triton.py runs a Triton fp16 matmul 4096^3 after a 512 MiB torch fill_. kp kernel
 # mode measures both with a one-pass set (dram bytes, time, lts__t_bytes.sum) and with
 # sol,lts__t_bytes.sum (9 passes), each against ncu --clock-control none --cache-control all
-# collecting the same set (one pass: kernel replay; 9 passes: application replay, which restores
-# no memory between passes; ncu's kernel replay of the 9-pass set is reported too, see
-# cache_programs); metrics_cache also in range mode (one-pass set, --metrics-cache range) and
-# in kernel mode with kernel records off (the one-pass set on the application's own launch).
+# collecting the same set (one pass: ncu's kernel replay; 9 passes: both of ncu's replays of
+# the set, application replay, which saves and restores no memory, and kernel replay, which
+# saves the memory before its first pass as kp must, see cache_programs); metrics_cache also in
+# range mode (one-pass set, --metrics-cache range) and in kernel mode with kernel records off.
 # compare_cache.py: per kernel (median over its launches, warm-up dropped) and metric, PASS
-# within 2 % of ncu, or within 1 MB for byte metrics. Instruction counts (cache_inst): kernel
-# mode with kernel records on must count exactly what ncu counts on write_heavy, read_only,
-# reduction and atomic_hist (CUPTI's timing instrumentation must not reach the passes).
+# within 2 % of ncu (of either of ncu's replays for the 9-pass set), or within 1 MB for byte
+# metrics. Instruction counts (cache_inst): kernel mode with kernel records on must count
+# exactly what ncu counts on write_heavy, read_only, reduction and atomic_hist (CUPTI's timing
+# instrumentation must not reach the measured run).
 #
 # Logs to $OUT/metrics_tests.log ($OUT: a fresh temporary directory if unset) with PASS/FAIL/
 # KNOWN lines and a final "N passed, M failed, K known"; traces, CSVs and summaries go to
@@ -71,7 +74,7 @@ NCU_KERNELS='vec_add|gemm|matmul_tiled'
 OWN_KERNELS='fill_values|vec_add|matmul_tiled|l2_clean'
 CACHE_TESTS=${CACHE_TESTS:-1}
 ONLY=${ONLY:-}
-CACHE_REPS=${CACHE_REPS:-3}
+CACHE_REPS=${CACHE_REPS:-5}
 CACHE_KERNEL_FLAGS=${CACHE_KERNEL_FLAGS:-}
 CACHE_M1=dram__bytes_read.sum,dram__bytes_write.sum,gpu__time_duration.sum,lts__t_bytes.sum
 CACHE_MSOL="$SOL_NAMES,lts__t_bytes.sum"  # what KP_METRICS=sol,lts__t_bytes.sum expands to
@@ -345,8 +348,14 @@ cache_programs() {
         cache_compare "$label" kernel "$names" "cache_ncu_m1_$program" ${keyflag[@]+"${keyflag[@]}"}
       fi
       if [[ $label == *_sol && $app -eq 1 ]]; then
+        # A multi-pass set needs a memory save before the first pass, and what the L2 counts
+        # after a save differs from what it counts without one by up to ~5 % for kernels
+        # streaming through it, under ncu too (docs/metrics.md#agreement-with-ncu): ncu's two
+        # replays of the set are both references.
+        local also=()
+        [[ $ksol -eq 1 ]] && also=(--ncu-also "$T/cache_ncu_ksol_$program.csv")
         cache_compare "$label" kernel "$names" "cache_ncu_app_$program" \
-          ${keyflag[@]+"${keyflag[@]}"}
+          ${keyflag[@]+"${keyflag[@]}"} ${also[@]+"${also[@]}"}
       fi
       if [[ $label == *_kernel1 && $m1 -eq 1 && $app -eq 1 ]]; then
         echo "--- reported only: ncu against itself (one-pass kernel replay vs application replay)"
@@ -354,17 +363,10 @@ cache_programs() {
           --mode kernel --kp "$T/cache_ncu_m1_$program.csv" --kp-is-ncu \
           --ncu "$T/cache_ncu_app_$program.csv" --metrics "$CACHE_M1" ${keyflag[@]+"${keyflag[@]}"}
       fi
-      if [[ $label == *_sol && $ksol -eq 1 ]]; then
-        echo "--- reported only: against ncu's kernel replay of the same set (restores memory)"
-        cache_compare "$label" kernel "$names" "cache_ncu_ksol_$program" \
-          ${keyflag[@]+"${keyflag[@]}"} --info
-      fi
     fi
   done
-  # Kernel records off: a one-pass set saves no memory and measures the application's own
-  # launch, as ncu's one-pass replay does. With them on (the cases above) kp saves the memory
-  # before its measured run, and the L2 counts after the driver's flush depend on what touched
-  # memory before (docs/metrics.md#l2-flush).
+  # Kernel records off: a one-pass set measures the application's own launch, with no record
+  # switch and no record of kp's.
   if [[ $program == metrics_cache && $m1 -eq 1 ]] &&
     kp_case "${tag}_kernel1_records_off" --metrics "$CACHE_M1" --metrics-mode kernel \
       --activities memcpy,memset,api,nvtx --metrics-kernels regex:"$re" \
@@ -647,7 +649,7 @@ main() {
         --label "ddp/rank$r/full_set" --ranges step --metrics "$SOL_NAMES" \
         --occurrences "$ddp_steps" --skip 1
       py_checks selfconsistent --csv "$T/ddp${r}_csv/metrics.csv" --range step \
-        --label "ddp/rank$r/selfconsistent"
+        --summary "$T/ddp$r.summary.json" --label "ddp/rank$r/selfconsistent"
       # A value set whose SM clock reads below half of its GPU's maximum counted part of its
       # range only (on a GPU shared by the ranks, the measuring rank's counters can stand still
       # while the other's kernels run): the summary's explanation must say so, and only then.
