@@ -19,6 +19,7 @@ import argparse
 import csv
 import json
 import math
+import os
 import re
 import statistics
 import sys
@@ -462,6 +463,46 @@ def cmd_selfconsistent(a):
     return 0
 
 
+def cmd_launch_records(a):
+    """Every successful kernel launch call in api.csv (cuLaunchKernel, cuLaunchKernelEx,
+    cuLaunchCooperativeKernel and their _ptsz forms) has exactly one kernel record in kernels.csv
+    that is not profiler-internal, with its correlation id; and with --summary, kernel mode's
+    records of its own (`profiler_timed_kernels`) are at least the value sets in metrics.csv
+    (one per measured launch; a dropped measurement keeps its record)."""
+    try:
+        api = read_table(os.path.join(a.csv, "api.csv"))
+        kernels = read_table(os.path.join(a.csv, "kernels.csv"))
+        metrics = read_table(os.path.join(a.csv, "metrics.csv"))
+    except (OSError, ValueError) as e:
+        out("FAIL", a.label, f"cannot read {a.csv}: {e}")
+        return 0
+    launch = re.compile(r"^cu(LaunchKernel|LaunchKernelEx|LaunchCooperativeKernel)(_ptsz)?$")
+    calls = [r.get("correlation") for r in api
+             if launch.match(r.get("name", "")) and r.get("return_value") in ("0", "")]
+    records = {}
+    for r in kernels:
+        if r.get("profiler_internal") in ("1", "true", "True"):
+            continue
+        records[r.get("correlation")] = records.get(r.get("correlation"), 0) + 1
+    missing = [c for c in calls if records.get(c, 0) == 0]
+    doubled = [c for c in calls if records.get(c, 0) > 1]
+    detail = (f"{len(calls)} kernel launch calls, {sum(records.values())} kernel records; "
+              f"{len(missing)} launch(es) without a record {missing[:5]}, {len(doubled)} with "
+              f"more than one {doubled[:5]}")
+    ok = calls and not missing and not doubled
+    if a.summary:
+        try:
+            with open(a.summary) as f:
+                timed = json.load(f).get("profiler_timed_kernels", 0)
+        except (OSError, ValueError) as e:
+            out("FAIL", a.label, f"cannot read {a.summary}: {e}")
+            return 0
+        detail += f"; {timed} records made by kp, {len(metrics)} value sets"
+        ok = ok and len(metrics) > 0 and timed >= len(metrics)
+    out("PASS" if ok else "FAIL", a.label, detail)
+    return 0
+
+
 def cmd_clock(a):
     """Each value set's SM clock (metrics.csv: gpc__cycles_elapsed.avg.per_second, else
     sm_clock_khz; the sets the summary uses, i.e. consistent ones) against its GPU's maximum
@@ -595,6 +636,10 @@ def main():
     s.add_argument("--peak-min", type=float, default=1.2e12, help="B/s (H200: 4.8e12)")
     s.add_argument("--peak-max", type=float, default=20.0e12)
     s.add_argument("--sm-factor", type=float, default=10.0)
+    s = sub.add_parser("launch_records", help="one kernel record per kernel launch call")
+    s.add_argument("--csv", required=True, help="kptrace convert --to csv directory")
+    s.add_argument("--summary", help="kptrace summary --format json: kp's own records")
+    s.add_argument("--label", required=True)
     s = sub.add_parser("clock", help="a range's SM clock note against its sets' clocks")
     s.add_argument("--summary", required=True, help="kptrace summary --format json")
     s.add_argument("--csv", required=True, help="kp metrics.csv")
@@ -613,7 +658,8 @@ def main():
     a = p.parse_args()
     return {"ncu": cmd_ncu, "verdict": cmd_verdict, "passes": cmd_passes, "addup": cmd_addup,
             "kernels": cmd_kernels, "window": cmd_window, "clock": cmd_clock,
-            "selfconsistent": cmd_selfconsistent}[a.cmd](a)
+            "selfconsistent": cmd_selfconsistent,
+            "launch_records": cmd_launch_records}[a.cmd](a)
 
 
 if __name__ == "__main__":

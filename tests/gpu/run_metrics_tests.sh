@@ -51,8 +51,9 @@
 # $OUT/metrics_traces.tar.gz. With no usable GPU it prints "SKIP: no GPU (<reason>)", exits 0.
 #
 # Environment: OUT, KP_NVIDIA_SMI, NVCC, NCU, PYTHON, KP_TRACE_EXPECT, REPS (default 12);
-# CACHE_TESTS (1: run the cache section, 0: skip it), ONLY (cache: run only the cache section),
-# CACHE_REPS (default 3), CACHE_KERNEL_FLAGS (extra kptrace run flags for its kernel-mode runs).
+# CACHE_TESTS (1: run the cache section, 0: skip it), ONLY (cache or torch_kernel: run only that
+# section), CACHE_REPS (default 5), CACHE_KERNEL_FLAGS (extra kptrace run flags for its
+# kernel-mode runs).
 set -u -o pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -289,6 +290,31 @@ cache_section() {
   return 0
 }
 
+# (m) Kernel mode on a PyTorch training run (tests/gpu/metrics_train.py, 3 steps: forward,
+# backward and optimizer kernels, cuBLAS and cutlass GEMMs, launched from the main thread and
+# autograd's), one-pass set with kernel records on: every kernel is measured on the
+# application's launch with its record switched off, and kp makes the record. Every kernel launch
+# call must keep exactly one kernel record, kp's records must cover every value set, and the
+# program must finish with its own result line.
+torch_kernel_section() {
+  echo
+  echo "=== torch_kernel: kernel mode on a PyTorch training run"
+  if ! "$PYTHON" -c 'import torch' >/dev/null 2>&1; then
+    fail torch_kernel "$PYTHON cannot import torch"
+    return 1
+  fi
+  if kp_case torch_kernel1 --metrics "$CACHE_M1" --metrics-mode kernel -- \
+    "$PYTHON" "$REPO/tests/gpu/metrics_train.py" --steps 3; then
+    py_checks launch_records --csv "$T/torch_kernel1_csv" \
+      --summary "$T/torch_kernel1.summary.json" --label torch_kernel1/records
+    if grep -q '^info metrics_train: .* loss ' "$T/torch_kernel1.out"; then
+      pass torch_kernel1/result "$(grep '^info metrics_train: ' "$T/torch_kernel1.out" | head -n 1)"
+    else
+      fail torch_kernel1/result "no result line from metrics_train.py"
+    fi
+  fi
+}
+
 # Instruction counts are exact, so kernel mode (kernel records on, its defaults) must equal
 # ncu's to the instruction: CUPTI instruments every kernel it times for kernel records (8 warp
 # instructions per warp on an H200), and kp's passes must run without it (docs/metrics.md,
@@ -423,15 +449,15 @@ main() {
 
   case "$ONLY" in
     "") ;;
-    cache)
-      echo "ONLY=cache: the cache section alone"
-      cache_section
+    cache | torch_kernel)
+      echo "ONLY=$ONLY: the $ONLY section alone"
+      "${ONLY}_section"
       finish
       [[ $failed -eq 0 ]]
       return
       ;;
     *)
-      echo "FAIL: ONLY='$ONLY' is not a section (known: cache)"
+      echo "FAIL: ONLY='$ONLY' is not a section (known: cache, torch_kernel)"
       return 2
       ;;
   esac
@@ -668,6 +694,7 @@ main() {
     fail pytorch "$PYTHON cannot import torch"
   fi
 
+  torch_kernel_section
   if [[ $CACHE_TESTS == 1 ]]; then
     cache_section
   else
