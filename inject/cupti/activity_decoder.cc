@@ -250,6 +250,14 @@ void ActivityDecoder::DecodeKernel(const CUpti_ActivityKernel10& r) {
   encoder_->AddKernel(k);
 }
 
+void ActivityDecoder::AddKernelRecord(const KernelRecord& k) {
+  SeeTime(k.end);
+  gpu_records_.fetch_add(1, std::memory_order_release);
+  if (k.graph_id == 0) kernels_.fetch_add(1, std::memory_order_release);
+  if ((k.start != 0 || k.end != 0) && !Keep(k.start)) return;
+  encoder_->AddKernel(k);
+}
+
 namespace {
 
 // The fields CUpti_ActivityMemcpy6 and CUpti_ActivityMemcpyPtoP4 share.

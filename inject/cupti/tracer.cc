@@ -825,6 +825,11 @@ void DoToolInit(InjectionMode mode) {
       return done;
     });
     if (state->collector) state->collector->SetKernelRecords(state->kernel_records.get());
+    if (state->collector) {
+      ActivityDecoder* decoder = state->decoder;
+      state->collector->SetKernelRecordSink(
+          [decoder](TraceEncoder&, const KernelRecord& k) { decoder->AddKernelRecord(k); });
+    }
   }
 
   EncoderThread::Options thread_options;

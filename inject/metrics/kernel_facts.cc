@@ -67,7 +67,10 @@ KernelFacts DescribeKernelLaunch(const KernelLaunch& l) {
     }
   }
   if (name != nullptr) k.name = name;
+  // CUPTI's records give at least 16 (seen on the H200: 16 for kernels compiled to 8 and 10,
+  // the compiled count above that).
   k.registers_per_thread = Attribute(f, CU_FUNC_ATTRIBUTE_NUM_REGS);
+  if (k.registers_per_thread > 0 && k.registers_per_thread < 16) k.registers_per_thread = 16;
   k.static_shared = Attribute(f, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
   k.local_per_thread = Attribute(f, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
   if (k.cluster[0] == 0) {

@@ -379,12 +379,16 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
   // change what the L2 counts afterwards. Only if no other launch is in flight now.
   p->own_launch = false;
   if (p->record_first && passes == 1 && p->duration_index >= 0) {
-    p->own_launch_off.emplace(this, /*own_launch=*/true);
-    if (p->own_launch_off->held()) {
-      p->own_launch = true;
-      p->record_first = false;
-    } else {
-      p->own_launch_off.reset();
+    try {
+      p->own_launch_off.emplace(this, /*own_launch=*/true);
+      if (p->own_launch_off->held()) {
+        p->own_launch = true;
+        p->record_first = false;
+      } else {
+        p->own_launch_off.reset();
+      }
+    } catch (...) {
+      p->own_launch_off.reset();  // out of memory: the relaunch way, which may fail alike
     }
   }
   // A one-pass set can still measure the application's own launch, with CUPTI's timing
@@ -431,7 +435,16 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
         internal_launches_[correlation] = Relaunched{false, static_cast<uint32_t>(relaunches)};
         any_internal_launch_.store(true, std::memory_order_release);
       }
-      if (p->own_launch) p->submitted = backend_->Now();  // the launch submits right after
+      if (p->own_launch) {
+        // A CUPTI record of this launch can only come if another thread switches records back
+        // on before it submits; such a record is kp's (its own stands), and it may be decoded
+        // before the launch's exit: marked now, unmarked at the exit when records held.
+        std::lock_guard<std::mutex> internal(internal_mu_);
+        if (internal_launches_.size() >= kMaxRelaunchedIds) internal_launches_.clear();
+        internal_launches_[correlation] = Relaunched{true, 1};
+        any_internal_launch_.store(true, std::memory_order_release);
+        p->submitted = backend_->Now();  // the launch submits right after
+      }
     }
   } catch (...) {
     status = Status::Error("kernel replay: out of memory while beginning a measurement");
@@ -470,12 +483,10 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
   if (own_launch) {
     interrupted = p->own_launch_off->interrupted();
     p->own_launch_off.reset();
-    if (launched) own_facts = p->session->DescribeLaunch(t.launch);
-    if (launched && interrupted) {
+    if (!interrupted || !launched) {
+      // Records were off when the kernel was submitted (or nothing was): no CUPTI record.
       std::lock_guard<std::mutex> internal(internal_mu_);
-      if (internal_launches_.size() >= kMaxRelaunchedIds) internal_launches_.clear();
-      internal_launches_[p->measuring_result.correlation] = Relaunched{true, 1};
-      any_internal_launch_.store(true, std::memory_order_release);
+      internal_launches_.erase(p->measuring_result.correlation);
     }
   }
   bool restored_unrun = false;  // memory put back and the kernel not run on it again yet
@@ -484,6 +495,12 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
     return p->interlopers.load(std::memory_order_acquire) != p->interloper_base;
   };
   try {
+    if (own_launch && launched) {
+      own_facts = p->session->DescribeLaunch(t.launch);
+      // The driver could not name it (no cuFuncGetName before CUDA 12.3): the launch's symbol.
+      if (own_facts->name.empty()) own_facts->name = p->measuring_result.name;
+      if (own_facts->name.empty()) own_facts->name = "<unknown>";
+    }
     StatusOr<bool> all = false;
     if (!record_first) {
       all = p->session->Stop();
@@ -602,19 +619,31 @@ void KernelModeCollector::PostOwnRecord(const KernelContext* p, KernelFacts fact
                                         double duration, uint32_t correlation) {
   own_records_.fetch_add(1, std::memory_order_relaxed);
   std::shared_ptr<const std::string> name;
-  {
+  try {
     std::lock_guard<std::mutex> lock(own_names_mu_);
-    auto& slot = own_names_[facts.name.empty() ? "<unknown>" : facts.name];
-    if (!slot)
-      slot = std::make_shared<const std::string>(facts.name.empty() ? "<unknown>" : facts.name);
+    auto& slot = own_names_[facts.name];
+    if (!slot) slot = std::make_shared<const std::string>(facts.name);
     name = slot;
+  } catch (...) {
+    return;  // out of memory: the record is lost (counted as made)
   }
   const uint32_t device = p->setup.device, context = p->setup.context_id;
   // Untimed without a duration (start = end = 0: the encoder flags it NO_TIMING).
   const uint64_t end = duration > 0 ? start + static_cast<uint64_t>(std::llround(duration)) : 0;
   if (end == 0) start = 0;
-  post_([facts = std::move(facts), name, start, end, device, context,
-         correlation](TraceEncoder& enc) {
+  try {
+    PostOwnRecordTask(std::move(facts), std::move(name), start, end, device, context, correlation);
+  } catch (...) {
+    // out of memory: the record is lost (counted as made)
+  }
+}
+
+void KernelModeCollector::PostOwnRecordTask(KernelFacts facts,
+                                            std::shared_ptr<const std::string> name, uint64_t start,
+                                            uint64_t end, uint32_t device, uint32_t context,
+                                            uint32_t correlation) {
+  post_([facts = std::move(facts), name = std::move(name), start, end, device, context, correlation,
+         sink = record_sink_](TraceEncoder& enc) {
     KernelRecord k;
     k.name = name->c_str();
     k.start = start;
@@ -634,7 +663,10 @@ void KernelModeCollector::PostOwnRecord(const KernelContext* p, KernelFacts fact
     k.correlation = correlation;
     k.launch_type = facts.launch_type;
     k.flags = schema::RecordFlag::kProfilerTimed;
-    enc.AddKernel(k);
+    if (sink)
+      sink(enc, k);
+    else
+      enc.AddKernel(k);
   });
 }
 
@@ -663,7 +695,11 @@ bool KernelModeCollector::SuspendRecords(uint64_t* epoch, bool own_launch) {
   // exit may still submit its kernel, and its record must not be lost: then nothing is
   // switched (sequentially consistent, against OnLaunchOwnReplay's increment and load).
   records_suspended_.store(holders);
-  bool held = launches_in_flight_.load() == (own_launch ? 1 : 0);  // an imbalance fails safe
+  // An imbalance fails safe without `own_launch` (a count above 0 holds nothing); with it, a
+  // count one short would let another launch in flight go unrecorded, so the count's increments
+  // and decrements are paired on every path (OnLaunchOwnReplay). A launch entering between this
+  // one's submission and its exit also ends the suspension: a valid measurement dropped.
+  bool held = launches_in_flight_.load() == (own_launch ? 1 : 0);
   if (held && holders == 1 && !records_->Suspend()) {
     records_->Resume();  // the switch failed; its suspension is undone
     held = false;
@@ -799,30 +835,33 @@ void KernelModeCollector::OnNvtx(CUpti_CallbackId cbid, const CUpti_NvtxData* da
 StatusOr<SessionSetup> KernelModeCollector::PlanSession(Context* c) {
   static const char kDuration[] = "gpu__time_duration.sum";
   auto* p = static_cast<KernelContext*>(c);
-  StatusOr<SessionSetup> planned = ProfilerCollector::PlanSession(c);
-  if (!planned.ok() || !own_replay_ || records_ == nullptr || planned.value().num_passes != 1)
-    return planned;
-  const std::vector<std::string>& names = planned.value().names;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (names[i] == kDuration) {
-      p->duration_index = static_cast<int>(i);
-      return planned;
+  const bool wanted = own_replay_ && records_ != nullptr;
+  const bool asked = std::find(metrics_.begin(), metrics_.end(), kDuration) != metrics_.end();
+  if (wanted && !asked) {
+    // The set with the kernel's time added (hidden), kept if it stays one pass; otherwise the
+    // configured set alone, planned again on a new session, and kernels measured on relaunches.
+    std::vector<std::string> with = metrics_;
+    with.push_back(kDuration);
+    StatusOr<SessionSetup> extended = p->session->Plan(with);
+    if (extended.ok() && extended.value().num_passes == 1 &&
+        extended.value().names.size() == with.size() &&
+        extended.value().names.back() == kDuration) {
+      p->duration_index = static_cast<int>(with.size() - 1);
+      p->hidden_metrics = 1;
+      return extended;
     }
+    if (debug_)
+      Log(LogSeverity::kDebug, "metrics: %s would add a pass to the set: kernels are relaunched",
+          kDuration);
+    p->session = backend_->NewSession(p->ctx);
   }
-  // One pass without the kernel's time: planned again with it (on a new session), kept if the
-  // set stays one pass; otherwise kernels are measured on relaunches.
-  std::vector<std::string> with = metrics_;
-  with.push_back(kDuration);
-  std::unique_ptr<ProfilerSession> session = backend_->NewSession(p->ctx);
-  StatusOr<SessionSetup> extended = session->Plan(with);
-  if (!extended.ok() || extended.value().num_passes != 1 ||
-      extended.value().names.size() != names.size() + 1 ||
-      extended.value().names.back() != kDuration)
-    return planned;
-  p->session = std::move(session);
-  p->duration_index = static_cast<int>(names.size());
-  p->hidden_metrics = 1;
-  return extended;
+  StatusOr<SessionSetup> planned = ProfilerCollector::PlanSession(c);
+  if (planned.ok() && wanted && planned.value().num_passes == 1) {
+    const std::vector<std::string>& names = planned.value().names;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == kDuration) p->duration_index = static_cast<int>(i);
+  }
+  return planned;
 }
 
 void KernelModeCollector::ShutdownNotices() {

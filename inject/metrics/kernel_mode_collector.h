@@ -61,6 +61,10 @@
 //
 // Locking: see profiler_collector.h; a context's batch is under its Context::mu. The selector
 // and the NVTX stacks have mutexes of their own, never held across a call out of this class.
+// records_mu_ serializes the kernel-record switch: it is held across the switch's CUPTI call
+// (cuptiActivityEnable/Disable), taken after Context::mu in a measurement and alone in a launch's
+// entry callback (InterruptRecords). internal_mu_ (the correlation ids whose CUPTI records are
+// kp's) and own_names_mu_ (the names of kp's records) are leaves: nothing is called under them.
 #pragma once
 
 #include <map>
@@ -90,6 +94,7 @@ class KernelModeCollector final : public ProfilerCollector {
                 const CUpti_CallbackData* data) override;
   bool IsProfilerInternalLaunch(uint32_t correlation) const override;
   void SetKernelRecords(KernelRecords* records) override { records_ = records; }
+  void SetKernelRecordSink(KernelRecordSink sink) override { record_sink_ = std::move(sink); }
 
  private:
   struct KernelContext;
@@ -110,6 +115,9 @@ class KernelModeCollector final : public ProfilerCollector {
   // gpu__time_duration in ns (0: unknown, the record is then untimed). p->mu not held.
   void PostOwnRecord(const KernelContext* p, KernelFacts facts, uint64_t start, double duration,
                      uint32_t correlation);
+  // Its encoder task (may throw std::bad_alloc; PostOwnRecord catches it).
+  void PostOwnRecordTask(KernelFacts facts, std::shared_ptr<const std::string> name, uint64_t start,
+                         uint64_t end, uint32_t device, uint32_t context, uint32_t correlation);
   Status BeforeCapture(Context* p, std::vector<Result>* results) override;
   Status FlushLocked(Context* p, std::vector<Result>* results) override;
   void FinalNotices(Context* p, std::vector<std::string>* warnings) override;
@@ -191,6 +199,7 @@ class KernelModeCollector final : public ProfilerCollector {
   alignas(64) std::atomic<int> launches_in_flight_{0};
   std::atomic<uint64_t> unreplayable_{0};  // selected launches of a form kp cannot relaunch
   std::atomic<uint64_t> own_records_{0};   // kernel records kp made (PostOwnRecord)
+  KernelRecordSink record_sink_;           // set before any callback; empty: the encoder
   // Their kernel names, one string per name for the process's life: the encoder interns names
   // by pointer first (as CUPTI keeps its names' pointers), so a pointer is never reused.
   std::mutex own_names_mu_;

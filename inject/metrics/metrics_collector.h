@@ -16,6 +16,7 @@
 
 #include "common/status.h"
 #include "inject/config/config.h"
+#include "inject/trace/records.h"
 
 namespace kp {
 
@@ -82,6 +83,12 @@ class MetricsCollector {
   // The tracer's switch of kernel records, when they are configured (before any callback;
   // outlives the collector). Without one, measured kernels run with whatever the kind is.
   virtual void SetKernelRecords(KernelRecords* /*records*/) {}
+  // Where the kernel records kp makes go (kernel mode's one-pass measurements, which switch
+  // CUPTI's record of the launch off): called on the encoder thread, from a posted task, with
+  // the encoder. The tracer routes them through its activity decoder, so that capture windows
+  // and discard intervals apply to them as to CUPTI's; unset, they go straight to the encoder.
+  using KernelRecordSink = std::function<void(TraceEncoder&, const KernelRecord&)>;
+  virtual void SetKernelRecordSink(KernelRecordSink /*sink*/) {}
 
   // The stream-capture begin/end callback ids of `domain` (runtime or driver), and whether
   // `cbid` is one that begins a capture.

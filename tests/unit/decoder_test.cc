@@ -1206,6 +1206,52 @@ namespace {
 
 // Capture windows (inject/capture): a range pushed inside a window and popped after it ends at
 // the window's end, flagged CLIPPED; records in a schedule's warm-up are filtered.
+// An encoder writing into memory, with a test header; Finish parses what it wrote.
+struct MemoryEncoder {
+  MemoryEncoder() {
+    HeaderInfo header;
+    header.kp_version = "test";
+    encoder.SetHeader(header);
+  }
+  DecodedTrace Finish() {
+    FooterInfo footer;
+    footer.end_reason = "test";
+    encoder.Finish(footer);
+    return Parse(sink);
+  }
+  MemoryChunkSink sink;
+  TraceEncoder encoder{&sink, TraceEncoder::Options()};
+};
+
+TEST(ActivityDecoderTest, KernelRecordsKpMakesAreFilteredLikeCuptis) {
+  MemoryEncoder out;
+  ActivityDecoder decoder(&out.encoder, nullptr, {});
+  decoder.BeginDiscard(1500);
+  decoder.EndDiscard(2500);
+  KernelRecord warm;
+  warm.name = "_Z4warmv";
+  warm.start = 2000;
+  warm.end = 2100;
+  warm.flags = RECORD_FLAG_PROFILER_TIMED;
+  KernelRecord kept = warm;
+  kept.name = "_Z4keptv";
+  kept.start = 3000;
+  kept.end = 3100;
+  kept.correlation = 9;
+  decoder.AddKernelRecord(warm);
+  decoder.AddKernelRecord(kept);
+  EXPECT_EQ(decoder.last_timestamp(), 3100u);
+  EXPECT_EQ(decoder.work_counts().kernels, 2u);  // both ran: the detach's progress counts them
+  decoder.Finish();
+  const EncoderStats stats = out.encoder.stats();
+  DecodedTrace d = out.Finish();
+  ASSERT_EQ(d.kernels.size(), 1u);  // the one in the discarded warm-up is dropped
+  EXPECT_EQ(d.kernel_times[0].start, 3000u);
+  EXPECT_EQ(d.kernel_correlations[0], 9u);
+  EXPECT_EQ(d.kernels[0].flags(), static_cast<uint32_t>(RECORD_FLAG_PROFILER_TIMED));
+  EXPECT_EQ(stats.records_filtered, 1u);
+}
+
 TEST(ActivityDecoderTest, CaptureWindowClipsRangesAndDiscardsWarmup) {
   BufferBuilder b;
   auto& in_window = b.Add<CUpti_ActivityMarker2>(CUPTI_ACTIVITY_KIND_MARKER);

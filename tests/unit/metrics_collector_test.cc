@@ -1845,6 +1845,23 @@ TEST(KernelModeRecordsOn, OnePassSetMeasuresTheApplicationsLaunchAndMakesItsReco
   EXPECT_TRUE(h.Noticed("1 measured kernel(s) ran with kernel records off for their own launch"));
 }
 
+TEST(KernelModeRecordsOn, ItsRecordsGoToTheTracersSinkWhenSet) {
+  // The tracer routes them through its activity decoder (capture windows, discard intervals).
+  Harness h(KernelConfig(), MetricsCache::kPass);
+  FakeKernelRecords records;
+  h.UseKernelRecords(&records);
+  std::vector<std::pair<uint32_t, uint32_t>> seen;  // correlation, flags
+  h.c().SetKernelRecordSink(
+      [&](TraceEncoder&, const KernelRecord& k) { seen.emplace_back(k.correlation, k.flags); });
+  OnThread([&] { h.DriverLaunch("k", 7); });
+  h.Finish();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].first, 7u);
+  EXPECT_EQ(seen[0].second, uint32_t{RECORD_FLAG_PROFILER_TIMED});
+  EXPECT_TRUE(h.kernels.empty());  // not also to the encoder
+  ASSERT_EQ(h.ranges.size(), 1u);
+}
+
 TEST(KernelModeRecordsOn, TheKernelsTimeIsMeasuredHiddenWhenTheSetLacksIt) {
   Config config = KernelConfig();
   config.metrics = {"dram__bytes_read.sum"};
@@ -1852,7 +1869,8 @@ TEST(KernelModeRecordsOn, TheKernelsTimeIsMeasuredHiddenWhenTheSetLacksIt) {
   FakeKernelRecords records;
   h.UseKernelRecords(&records);
   OnThread([&] { h.DriverLaunch("k", 7); });
-  EXPECT_EQ(h.script.plans.load(), 2);  // planned again with gpu__time_duration.sum: one pass
+  EXPECT_EQ(h.script.plans.load(), 1);  // planned with gpu__time_duration.sum: still one pass
+  EXPECT_EQ(h.script.sessions_created.load(), 1);
   EXPECT_EQ(h.script.saves.load(), 0);
   h.Finish();
   ASSERT_EQ(h.configs.size(), 1u);
@@ -1939,6 +1957,8 @@ TEST(KernelModeRecordsOn, AFailedDecodeLeavesTheRecordUntimed) {
 TEST(KernelModeRecordsOn, OnePassSetWithoutTheTimeMeasuresARelaunchAndKeepsTheApplications) {
   Harness h(KernelConfigWithoutTime(), MetricsCache::kPass);
   h.script.duration_passes = 2;
+  // The time would add a pass: the set is planned again alone, on a new session (the first is
+  // never enabled), and the kernel is relaunched.
   FakeKernelRecords records;
   h.UseKernelRecords(&records);
   OnThread([&] { h.DriverLaunch("k", 7); });
@@ -1957,6 +1977,9 @@ TEST(KernelModeRecordsOn, OnePassSetWithoutTheTimeMeasuresARelaunchAndKeepsTheAp
   // Its record is the application's; the relaunch, with records off, left none.
   EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
   EXPECT_FALSE(h.c().IsProfilerInternalLaunch(7));
+  EXPECT_EQ(h.script.plans.load(), 2);
+  EXPECT_EQ(h.script.sessions_created.load(), 2);
+  EXPECT_EQ(h.script.sessions_enabled.load(), 1);  // the first session was never enabled
   h.Finish();
   ASSERT_EQ(h.ranges.size(), 1u);
   EXPECT_EQ(h.Name(h.ranges[0]), "k");
