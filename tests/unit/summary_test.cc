@@ -576,6 +576,31 @@ TEST(Summary, UntimedKernelsAreCountedNotAveraged) {
             std::string::npos);
 }
 
+// Kernel-mode metrics' own records (RECORD_FLAG_PROFILER_TIMED) are timed: in the statistics,
+// and counted with a line saying where their times come from.
+TEST(Summary, KernelsTimedByKernelModeAreCountedAndAveraged) {
+  ProtoTraceWriter w;
+  Chunk c;
+  c.set_time_base_ns(1000000000);
+  AddKernelShape(&c, 1, "gemm");
+  for (int i = 0; i < 3; ++i) {
+    Kernel* k = c.add_kernels();
+    k->set_shape(1);
+    k->set_start(i == 0 ? 1000000000 : 100000);
+    k->set_duration(5000 + 1000 * i);
+    if (i > 0) k->set_flags(RECORD_FLAG_PROFILER_TIMED);
+  }
+  w.Add(c);
+  TraceSummary sum = SummarizeTraces({WriteTemp("timed", w.bytes())});
+  EXPECT_EQ(sum.profiler_timed_kernels, 2u);
+  EXPECT_EQ(sum.untimed_kernels, 0u);
+  ASSERT_EQ(sum.kernels.size(), 1u);
+  EXPECT_EQ(sum.kernels[0].stats.count, 3u);
+  EXPECT_NE(FormatSummaryText(sum, 20).find("2 kernels timed by kernel-mode metrics"),
+            std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(FormatSummaryJson(sum))["profiler_timed_kernels"], 2);
+}
+
 // A chunk's ids name its own strings and shapes: the same id may name another kernel in the
 // next chunk, and one range name may come with two domains. Each goes to its own group.
 TEST(Summary, IdsNameTheTextOfTheirOwnChunk) {
