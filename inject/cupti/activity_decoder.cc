@@ -204,25 +204,14 @@ void ActivityDecoder::DecodeRecord(const CUpti_Activity* record) {
 }
 
 void ActivityDecoder::DecodeKernel(const CUpti_ActivityKernel10& r) {
-  SeeTime(r.end);
-  gpu_records_.fetch_add(1, std::memory_order_release);
-  if (r.graphId == 0) kernels_.fetch_add(1, std::memory_order_release);
   KernelRecord k;
-  k.flags = 0;
   k.name = r.name != nullptr ? r.name : "<unknown>";
   // Asked of every record, kept or not: kp's own replay tells its relaunches from the
   // application's launch by the order of the records of one correlation id.
-  const bool internal =
-      collector_ != nullptr && (collector_->IsProfilerInternalKernel(k.name) ||
-                                collector_->IsProfilerInternalLaunch(r.correlationId));
-  // Untimed records (start = end = 0) are kept whatever the window; the encoder flags and
-  // counts them (RECORD_FLAG_NO_TIMING, zero_timestamp_records).
-  if ((r.start != 0 || r.end != 0) && !Keep(r.start)) return;
-  if (r.isDeviceLaunched) k.flags |= RecordFlag::kDeviceLaunched;
-  if (internal) {
+  if (collector_ != nullptr && (collector_->IsProfilerInternalKernel(k.name) ||
+                                collector_->IsProfilerInternalLaunch(r.correlationId)))
     k.flags |= RecordFlag::kProfilerInternal;
-    ++encoder_->stats().profiler_internal_kernels;
-  }
+  if (r.isDeviceLaunched) k.flags |= RecordFlag::kDeviceLaunched;
   k.start = r.start;
   k.end = r.end;
   k.grid[0] = ToU32(r.gridX);
@@ -247,14 +236,17 @@ void ActivityDecoder::DecodeKernel(const CUpti_ActivityKernel10& r) {
   k.graph_node_id = r.graphNodeId;
   k.launch_type = r.launchType;
   k.channel = r.channelID;
-  encoder_->AddKernel(k);
+  AddKernelRecord(k);
 }
 
 void ActivityDecoder::AddKernelRecord(const KernelRecord& k) {
   SeeTime(k.end);
   gpu_records_.fetch_add(1, std::memory_order_release);
   if (k.graph_id == 0) kernels_.fetch_add(1, std::memory_order_release);
+  // Untimed records (start = end = 0) are kept whatever the window; the encoder flags and
+  // counts them (RECORD_FLAG_NO_TIMING, zero_timestamp_records).
   if ((k.start != 0 || k.end != 0) && !Keep(k.start)) return;
+  if (k.flags & RecordFlag::kProfilerInternal) ++encoder_->stats().profiler_internal_kernels;
   encoder_->AddKernel(k);
 }
 

@@ -52,9 +52,9 @@ class ActivityDecoder {
   size_t DecodeBuffer(uint8_t* buffer, size_t valid_size);
   void DecodeRecord(const CUpti_Activity* record);
 
-  // A kernel record kp made (kernel-mode metrics measured the launch with CUPTI's kernel records
-  // off for it): counted and kept or dropped by the capture windows and discard intervals like
-  // CUPTI's own, then encoded. On the encoder thread, as DecodeBuffer.
+  // A kernel record, CUPTI's (DecodeKernel) or one kp made (kernel-mode metrics measured the
+  // launch with CUPTI's kernel records off for it): counted, kept or dropped by the capture
+  // windows and discard intervals, then encoded. On the encoder thread, as DecodeBuffer.
   void AddKernelRecord(const KernelRecord& k);
 
   // Publishes the number of open NVTX ranges into the encoder stats (call before a Flush).

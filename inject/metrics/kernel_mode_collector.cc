@@ -429,20 +429,13 @@ bool KernelModeCollector::BeginOwnReplay(KernelContext* p, const std::string& na
       if (relaunches > 0) {
         // With records off for them, kp's relaunches leave none, unless another thread
         // switches records back on meanwhile: FinishOwnReplay then says how many may follow.
-        std::lock_guard<std::mutex> internal(internal_mu_);
-        // Bounded: entries whose records never came (kernel records off, a failed launch).
-        if (internal_launches_.size() >= kMaxRelaunchedIds) internal_launches_.clear();
-        internal_launches_[correlation] = Relaunched{false, static_cast<uint32_t>(relaunches)};
-        any_internal_launch_.store(true, std::memory_order_release);
+        MarkInternalLaunch(correlation, Relaunched{false, static_cast<uint32_t>(relaunches)});
       }
       if (p->own_launch) {
         // A CUPTI record of this launch can only come if another thread switches records back
         // on before it submits; such a record is kp's (its own stands), and it may be decoded
         // before the launch's exit: marked now, unmarked at the exit when records held.
-        std::lock_guard<std::mutex> internal(internal_mu_);
-        if (internal_launches_.size() >= kMaxRelaunchedIds) internal_launches_.clear();
-        internal_launches_[correlation] = Relaunched{true, 1};
-        any_internal_launch_.store(true, std::memory_order_release);
+        MarkInternalLaunch(correlation, Relaunched{true, 1});
         p->submitted = backend_->Now();  // the launch submits right after
       }
     }
@@ -610,64 +603,51 @@ void KernelModeCollector::FinishOwnReplay(const CUpti_CallbackData* data) {
   const uint64_t submitted = p->submitted;
   const uint32_t correlation = p->measuring_result.correlation;
   EndMeasurement(p, std::move(lock), status);
-  if (own_facts) PostOwnRecord(p, std::move(*own_facts), submitted, own_duration, correlation);
+  if (own_facts) PostOwnRecord(p, *own_facts, submitted, own_duration, correlation);
   PostResults(p, std::move(results));
   if (!status.ok()) Fail(status);
 }
 
-void KernelModeCollector::PostOwnRecord(const KernelContext* p, KernelFacts facts, uint64_t start,
-                                        double duration, uint32_t correlation) {
+void KernelModeCollector::PostOwnRecord(const KernelContext* p, const KernelFacts& facts,
+                                        uint64_t start, double duration, uint32_t correlation) {
   own_records_.fetch_add(1, std::memory_order_relaxed);
-  std::shared_ptr<const std::string> name;
-  try {
-    std::lock_guard<std::mutex> lock(own_names_mu_);
-    auto& slot = own_names_[facts.name];
-    if (!slot) slot = std::make_shared<const std::string>(facts.name);
-    name = slot;
-  } catch (...) {
-    return;  // out of memory: the record is lost (counted as made)
-  }
-  const uint32_t device = p->setup.device, context = p->setup.context_id;
+  KernelRecord k;
   // Untimed without a duration (start = end = 0: the encoder flags it NO_TIMING).
-  const uint64_t end = duration > 0 ? start + static_cast<uint64_t>(std::llround(duration)) : 0;
-  if (end == 0) start = 0;
+  k.end = duration > 0 ? start + static_cast<uint64_t>(std::llround(duration)) : 0;
+  k.start = k.end == 0 ? 0 : start;
+  for (int i = 0; i < 3; ++i) {
+    k.grid[i] = facts.grid[i];
+    k.block[i] = facts.block[i];
+    k.cluster[i] = facts.cluster[i];
+  }
+  k.registers_per_thread = facts.registers_per_thread;
+  k.static_shared = facts.static_shared;
+  k.dynamic_shared = facts.dynamic_shared;
+  k.local_per_thread = facts.local_per_thread;
+  k.device = p->setup.device;
+  k.context = p->setup.context_id;
+  k.stream = facts.stream_id;
+  k.correlation = correlation;
+  k.launch_type = facts.launch_type;
+  k.flags = schema::RecordFlag::kProfilerTimed;
   try {
-    PostOwnRecordTask(std::move(facts), std::move(name), start, end, device, context, correlation);
+    std::shared_ptr<const std::string> name;
+    {
+      std::lock_guard<std::mutex> lock(own_names_mu_);
+      auto& slot = own_names_[facts.name];
+      if (!slot) slot = std::make_shared<const std::string>(facts.name);
+      name = slot;
+    }
+    k.name = name->c_str();  // kept alive by the task's copy of `name`
+    post_([k, name, sink = record_sink_](TraceEncoder& enc) {
+      if (sink)
+        sink(enc, k);
+      else
+        enc.AddKernel(k);
+    });
   } catch (...) {
     // out of memory: the record is lost (counted as made)
   }
-}
-
-void KernelModeCollector::PostOwnRecordTask(KernelFacts facts,
-                                            std::shared_ptr<const std::string> name, uint64_t start,
-                                            uint64_t end, uint32_t device, uint32_t context,
-                                            uint32_t correlation) {
-  post_([facts = std::move(facts), name = std::move(name), start, end, device, context, correlation,
-         sink = record_sink_](TraceEncoder& enc) {
-    KernelRecord k;
-    k.name = name->c_str();
-    k.start = start;
-    k.end = end;
-    for (int i = 0; i < 3; ++i) {
-      k.grid[i] = facts.grid[i];
-      k.block[i] = facts.block[i];
-      k.cluster[i] = facts.cluster[i];
-    }
-    k.registers_per_thread = facts.registers_per_thread;
-    k.static_shared = facts.static_shared;
-    k.dynamic_shared = facts.dynamic_shared;
-    k.local_per_thread = facts.local_per_thread;
-    k.device = device;
-    k.context = context;
-    k.stream = facts.stream_id;
-    k.correlation = correlation;
-    k.launch_type = facts.launch_type;
-    k.flags = schema::RecordFlag::kProfilerTimed;
-    if (sink)
-      sink(enc, k);
-    else
-      enc.AddKernel(k);
-  });
 }
 
 void KernelModeCollector::RerunAfterRestore(KernelContext* p, const KernelLaunch& launch) {
@@ -744,6 +724,14 @@ void KernelModeCollector::EndMeasurement(KernelContext* p, std::unique_lock<std:
   p->measuring.fetch_sub(1, std::memory_order_acq_rel);
   measuring_.fetch_sub(1, std::memory_order_acq_rel);
   lock.unlock();
+}
+
+void KernelModeCollector::MarkInternalLaunch(uint32_t correlation, Relaunched r) {
+  std::lock_guard<std::mutex> internal(internal_mu_);
+  // Bounded: entries whose records never came (kernel records off, a failed launch).
+  if (internal_launches_.size() >= kMaxRelaunchedIds) internal_launches_.clear();
+  internal_launches_[correlation] = r;
+  any_internal_launch_.store(true, std::memory_order_release);
 }
 
 bool KernelModeCollector::IsProfilerInternalLaunch(uint32_t correlation) const {

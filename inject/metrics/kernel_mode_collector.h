@@ -113,11 +113,8 @@ class KernelModeCollector final : public ProfilerCollector {
   // Posts the kernel record of a launch measured on its own run with kernel records off:
   // `facts` from DescribeLaunch, `start` when it was submitted, `duration` its measured
   // gpu__time_duration in ns (0: unknown, the record is then untimed). p->mu not held.
-  void PostOwnRecord(const KernelContext* p, KernelFacts facts, uint64_t start, double duration,
-                     uint32_t correlation);
-  // Its encoder task (may throw std::bad_alloc; PostOwnRecord catches it).
-  void PostOwnRecordTask(KernelFacts facts, std::shared_ptr<const std::string> name, uint64_t start,
-                         uint64_t end, uint32_t device, uint32_t context, uint32_t correlation);
+  void PostOwnRecord(const KernelContext* p, const KernelFacts& facts, uint64_t start,
+                     double duration, uint32_t correlation);
   Status BeforeCapture(Context* p, std::vector<Result>* results) override;
   Status FlushLocked(Context* p, std::vector<Result>* results) override;
   void FinalNotices(Context* p, std::vector<std::string>* warnings) override;
@@ -213,6 +210,8 @@ class KernelModeCollector final : public ProfilerCollector {
   mutable std::mutex internal_mu_;  // guards internal_launches_
   mutable std::unordered_map<uint32_t, Relaunched> internal_launches_;
   std::atomic<bool> any_internal_launch_{false};
+  // Adds (or replaces) `correlation`'s entry, emptying the map first when it is full.
+  void MarkInternalLaunch(uint32_t correlation, Relaunched r);
   // Kernels between their launch's entry and exit, all contexts (a hint: each context counts
   // its own, with the launches other threads made on it meanwhile, which may fall inside the
   // measured kernel's passes: with auto ranges every kernel launched while the profiler runs is

@@ -158,8 +158,7 @@ ProfilerCollector::Context* ProfilerCollector::ProfilerFor(CUcontext ctx) {
 
   const SessionSetup& s = p->setup;
   MetricConfigInfo info;
-  info.metric_names = s.names;
-  info.metric_names.resize(s.names.size() - std::min(p->hidden_metrics, s.names.size()));
+  info.metric_names.assign(s.names.begin(), s.names.begin() + p->shown_metrics());
   info.num_passes = static_cast<uint32_t>(s.num_passes);
   info.mode = mode_ == MetricsMode::kKernel ? "kernel" : "range";
   info.device = s.device;
@@ -205,7 +204,7 @@ void ProfilerCollector::PostResults(Context* p, std::vector<Result> results) {
   if (results.empty()) return;
   auto id = p->config_id;
   int clock = p->sm_clock_index;
-  const size_t shown = p->setup.names.size() - std::min(p->hidden_metrics, p->setup.names.size());
+  const size_t shown = p->shown_metrics();
   post_([id, clock, shown, results = std::move(results)](TraceEncoder& enc) {
     for (const Result& r : results) {
       MetricRangeRecord rec;

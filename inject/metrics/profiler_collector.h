@@ -37,6 +37,7 @@
 //    started profiler would invalidate the capture); decoding waits for the next launch.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -84,6 +85,10 @@ class ProfilerCollector : public MetricsCollector {
     // Metrics kp added to the end of setup.names for itself (kernel mode's gpu__time_duration):
     // measured, but left out of the MetricConfig and of every posted value set.
     size_t hidden_metrics = 0;
+    // The metrics the configuration asked for: the first of setup.names.
+    size_t shown_metrics() const {
+      return setup.names.size() - std::min(hidden_metrics, setup.names.size());
+    }
     uint64_t ranges_dropped = 0;  // NaN-only results and ranges CUPTI dropped
     // Kernel mode's own replay holds it from a launch's entry to its exit; the final flush
     // waits for that at most kFinalFlushWait.
